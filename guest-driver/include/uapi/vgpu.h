@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * vgpu.h - user API of the vgpu guest driver (/dev/vgpu).
+ *
+ * The guest CUDA library talks to the host backend only through this
+ * device. It builds protocol frames (protocol/vgpu_protocol.h) without any
+ * guest-physical segment and names the user buffers a call reads or writes;
+ * the driver pins those pages, appends their guest-physical segments to the
+ * frame, sends it on the file's own vsock stream and returns the reply.
+ *
+ * Each open() of /dev/vgpu is one session with the host (one vsock stream
+ * from a privileged source port). Everything pinned or registered through a
+ * file is released when it is closed.
+ */
+#ifndef _UAPI_LINUX_VGPU_H
+#define _UAPI_LINUX_VGPU_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define VGPU_UAPI_VERSION 1
+
+/* Direction of a user buffer, seen from the host. */
+#define VGPU_BUF_TO_HOST   0x1 /* host reads it (e.g. H2D source) */
+#define VGPU_BUF_FROM_HOST 0x2 /* host writes it (e.g. D2H destination) */
+
+/**
+ * struct vgpu_buf - one user buffer of a call.
+ * @addr:  user virtual address of the first byte.
+ * @len:   length in bytes (> 0).
+ * @dir:   VGPU_BUF_TO_HOST and/or VGPU_BUF_FROM_HOST.
+ * @flags: must be 0.
+ *
+ * The driver appends the buffer's segments in the order of the buffers; the
+ * segments of one buffer never merge with another's, so the host splits the
+ * list by the buffer lengths the frame's payload declares.
+ */
+struct vgpu_buf {
+	__u64 addr;
+	__u64 len;
+	__u32 dir;
+	__u32 flags;
+};
+
+/**
+ * struct vgpu_call - argument of VGPU_IOC_CALL and VGPU_IOC_SUBMIT.
+ * @frame:      user pointer to a protocol frame (header + payload) that
+ *              carries no segments (hdr.nsegs == 0, no SEGMENTS flag).
+ * @frame_len:  its length in bytes.
+ * @nbufs:      number of entries at @bufs (at most VGPU_MAX_BUFS).
+ * @bufs:       user pointer to struct vgpu_buf[@nbufs].
+ * @reply:      user pointer to the reply buffer (CALL only).
+ * @reply_cap:  its capacity in bytes.
+ * @reply_len:  out: the reply frame's length. If it exceeds @reply_cap the
+ *              call fails with -EMSGSIZE and nothing is copied.
+ * @timeout_ms: 0 = the driver's default (module parameter call_timeout_ms).
+ * @flags:      must be 0.
+ */
+struct vgpu_call {
+	__u64 frame;
+	__u32 frame_len;
+	__u32 nbufs;
+	__u64 bufs;
+	__u64 reply;
+	__u32 reply_cap;
+	__u32 reply_len;
+	__u32 timeout_ms;
+	__u32 flags;
+};
+
+#define VGPU_MAX_BUFS 8
+
+/**
+ * struct vgpu_recv - argument of VGPU_IOC_RECV: the next notification
+ * frame from the host (host-function requests, deferred errors).
+ * @buf, @cap: where to copy the frame.  @len: out, its length.
+ * @timeout_ms: 0 waits until a notification arrives or a signal.
+ */
+struct vgpu_recv {
+	__u64 buf;
+	__u32 cap;
+	__u32 len;
+	__u32 timeout_ms;
+	__u32 flags;
+};
+
+/* struct vgpu_register flags */
+#define VGPU_REG_MAPPED   0x1 /* host makes it device-visible (zero-copy) */
+#define VGPU_REG_READONLY 0x2 /* host only reads it */
+
+/**
+ * struct vgpu_register - argument of VGPU_IOC_REGISTER: pin a user range
+ * long-term (FOLL_LONGTERM) and announce it to the host once.
+ * @addr, @len: the user range (page-aligned start and length recommended;
+ *              the driver pins the pages that cover it).
+ * @flags:      VGPU_REG_*.
+ * @region:     out: the host's id for the range; calls name guest memory
+ *              inside it as (region, offset from @addr).
+ * @dev_ptr:    out: with VGPU_REG_MAPPED, the device address of @addr.
+ */
+struct vgpu_register {
+	__u64 addr;
+	__u64 len;
+	__u32 flags;
+	__u32 pad;
+	__u64 region;
+	__u64 dev_ptr;
+};
+
+/**
+ * struct vgpu_info - argument of VGPU_IOC_INFO.
+ * @uapi_version:  VGPU_UAPI_VERSION.
+ * @max_segments:  most segments one call may carry (from the host's HELLO).
+ * @max_frame:     largest frame the host accepts, in bytes.
+ * @host_port:     the vsock port of the host service.
+ * @local_port:    this session's (privileged) source port.
+ * @session_id:    the host's session id.
+ */
+struct vgpu_info {
+	__u32 uapi_version;
+	__u32 max_segments;
+	__u32 max_frame;
+	__u32 host_port;
+	__u32 local_port;
+	__u32 pad;
+	__u64 session_id;
+};
+
+#define VGPU_IOC_MAGIC 'V'
+#define VGPU_IOC_CALL       _IOWR(VGPU_IOC_MAGIC, 0x01, struct vgpu_call)
+#define VGPU_IOC_SUBMIT     _IOW(VGPU_IOC_MAGIC, 0x02, struct vgpu_call)
+#define VGPU_IOC_RECV       _IOWR(VGPU_IOC_MAGIC, 0x03, struct vgpu_recv)
+#define VGPU_IOC_REGISTER   _IOWR(VGPU_IOC_MAGIC, 0x04, struct vgpu_register)
+#define VGPU_IOC_UNREGISTER _IOW(VGPU_IOC_MAGIC, 0x05, __u64)
+#define VGPU_IOC_INFO       _IOR(VGPU_IOC_MAGIC, 0x06, struct vgpu_info)
+
+/*
+ * mmap(): maps driver-allocated, pinned memory (for cudaMallocHost and
+ * cudaHostAlloc), in physically contiguous chunks as large as the guest can
+ * give. The mapping is registered with the host like VGPU_IOC_REGISTER; its
+ * region id is returned by VGPU_IOC_REGISTER called on the mapped address
+ * (no second pin is taken).
+ */
+
+#endif /* _UAPI_LINUX_VGPU_H */
