@@ -15,13 +15,14 @@ import (
 	"net"
 
 	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/protocol"
 )
 
 // HostCID is the vsock CID of the host, as guests address it.
 const HostCID = 2
 
 // DefaultPort is the vsock port the vGPU service listens on.
-const DefaultPort = 0x7667 // "vg"
+const DefaultPort = protocol.DefaultPort
 
 // PrivilegedPortLimit is the first unprivileged vsock port: a guest source
 // port below it was bound by the guest kernel (or guest root).

@@ -1,0 +1,61 @@
+package protocol
+
+// NamedConst is a constant exported to the C header as VGPU_<Name>.
+type NamedConst struct {
+	Name  string
+	Value uint64
+}
+
+// CConstants lists the constants the C header carries (opcodes come from
+// Ops). Keep it in the order of the Go declarations.
+var CConstants = []NamedConst{
+	{"MAGIC", uint64(Magic)},
+	{"PROTO_MAJOR", uint64(Major)},
+	{"PROTO_MINOR", uint64(Minor)},
+	{"HEADER_SIZE", HeaderSize},
+	{"SEGMENT_SIZE", SegmentSize},
+	{"ALIGN", Align},
+	{"DEFAULT_MAX_PAYLOAD", uint64(DefaultLimits.MaxPayload)},
+	{"DEFAULT_MAX_SEGMENTS", uint64(DefaultLimits.MaxSegments)},
+
+	{"FLAG_REPLY", uint64(FlagReply)},
+	{"FLAG_SEGMENTS", uint64(FlagSegments)},
+	{"FLAG_MORE_SEGMENTS", uint64(FlagMoreSegments)},
+	{"FLAG_NO_REPLY", uint64(FlagNoReply)},
+	{"FLAG_NOTIFY", uint64(FlagNotify)},
+
+	{"BUF_NONE", uint64(BufNone)},
+	{"BUF_INLINE", uint64(BufInline)},
+	{"BUF_SEGMENTS", uint64(BufSegments)},
+	{"BUF_REGION", uint64(BufRegion)},
+
+	{"FEATURE_BATCH", FeatureBatch},
+	{"FEATURE_SEGMENTS", FeatureSegments},
+	{"FEATURE_HOST_FUNC", FeatureHostFunc},
+	{"FEATURE_INLINE", FeatureInline},
+	{"FEATURE_MODULE_HASH", FeatureModuleHash},
+
+	{"ROLE_LIBRARY", uint64(RoleLibrary)},
+	{"ROLE_DRIVER", uint64(RoleDriver)},
+
+	{"COPY_ASYNC", uint64(CopyAsync)},
+	{"REGISTER_MAPPED", uint64(RegisterMapped)},
+	{"REGISTER_READONLY", uint64(RegisterReadOnly)},
+
+	{"IMAGE_AUTO", uint64(ImageAuto)},
+	{"IMAGE_FATBIN", uint64(ImageFatbin)},
+	{"IMAGE_CUBIN", uint64(ImageCubin)},
+	{"IMAGE_PTX", uint64(ImagePTX)},
+
+	{"MAX_DEVICE_ATTRS", MaxDeviceAttrs},
+	{"MAX_FUNC_ATTRS", MaxFuncAttrs},
+	{"MAX_PARAM_BYTES", MaxParamBytes},
+	{"DEFAULT_PORT", DefaultPort},
+	{"MAX_BATCH", DefaultMaxBatch},
+}
+
+// DefaultPort is the vsock port of the vGPU service.
+const DefaultPort = 0x7667
+
+// DefaultMaxBatch is the default limit on calls per OpBatch.
+const DefaultMaxBatch = 4096

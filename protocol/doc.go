@@ -1,0 +1,49 @@
+// Package protocol defines vgpu's wire protocol, version 1: the frames the
+// guest (library and kernel driver) and the host backend exchange.
+//
+// Go is the single source of truth. `go generate ./protocol/...` writes the C
+// header vgpu_protocol.h used by the guest library and the guest driver; a
+// test fails when the checked-in header is stale, and golden frames in
+// testdata/ are checked from both Go and C.
+//
+// # Frames
+//
+// Every message is a frame: a 32-byte header, a payload padded to 8 bytes,
+// and an optional list of guest-physical segments:
+//
+//	offset size field
+//	0      4    magic       "VGPU" (0x55504756 little-endian)
+//	4      1    major       protocol major version (1)
+//	5      1    minor       protocol minor version
+//	6      2    opcode      what the frame asks for (see opcodes.go)
+//	8      4    flags       FlagReply, FlagSegments, ...
+//	12     4    nsegs       number of 16-byte segments after the payload
+//	16     8    request id  chosen by the sender; a reply carries the request's id
+//	24     4    payload len bytes of payload (the padding is not counted)
+//	28     4    status      in replies: the CUDA driver error number (CUresult), unchanged
+//
+// All integers are little-endian; payload structs have fixed layouts with
+// explicit padding (every field naturally aligned, every struct a multiple of
+// 8 bytes). A frame is self-contained: the same bytes can travel on a stream or
+// sit in a ring slot.
+//
+// # Guest-physical segments
+//
+// A segment is {gpa u64, len u64}. Only the guest kernel driver appends
+// segments (FlagSegments set, nsegs > 0); the backend refuses frames with
+// segments from connections whose source port is unprivileged. Payloads name
+// guest memory with a BufRef: BufSegments refers to the i-th buffer; the
+// segment list holds the buffers' segments in order and is split by the
+// lengths the BufRefs declare (a segment never spans two buffers). When a
+// call has more segments than fit in one frame, the driver sends the first
+// frame with FlagMoreSegments and the rest in OpSegments frames carrying the
+// same request id; the host executes the call when the last one arrives.
+//
+// # Trust
+//
+// Decoding trusts nothing: every length, count and offset is bounds-checked,
+// decoding never panics and never allocates more than the frame's own
+// declared (and limit-checked) size.
+package protocol
+
+//go:generate go run ./internal/gen -o vgpu_protocol.h

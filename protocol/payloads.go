@@ -1,0 +1,420 @@
+package protocol
+
+// Payload structs. Each is the fixed part of a request or reply payload;
+// a variable tail (inline data, names, parameter blocks, sub-frames) may
+// follow it where the opcode table says so. Layout rules, checked by
+// TestPayloadLayouts and by the generator: every field naturally aligned,
+// padding explicit (fields named Pad*), size a multiple of 8. Handles are
+// opaque session-scoped uint64s; device pointers are the host GPU's real
+// addresses; Status/Error fields are CUDA driver error numbers (CUresult).
+
+// Empty is the payload of calls with no arguments or results.
+type Empty struct{}
+
+// BufKind says where a BufRef's bytes are.
+type BufKind uint32
+
+// Buffer kinds (wire values).
+const (
+	BufNone     BufKind = 0 // no buffer
+	BufInline   BufKind = 1 // in this payload's tail, at Offset
+	BufSegments BufKind = 2 // the Index-th buffer of the frame's segment list
+	BufRegion   BufKind = 3 // at Offset inside registered guest region Region
+)
+
+// BufRef names guest memory a call reads or writes.
+type BufRef struct {
+	Kind   BufKind
+	Index  uint32 // BufSegments: buffer ordinal in the segment list
+	Region uint64 // BufRegion: id from OpGuestRegister
+	Offset uint64 // BufInline: offset in the tail; BufRegion: offset in the region
+	Len    uint64 // bytes
+}
+
+// Feature bits negotiated by HELLO.
+const (
+	FeatureBatch      uint64 = 1 << 0 // OpBatch
+	FeatureSegments   uint64 = 1 << 1 // guest-physical segments (guest driver present)
+	FeatureHostFunc   uint64 = 1 << 2 // host functions (OpHostFuncLaunch + notifications)
+	FeatureInline     uint64 = 1 << 3 // inline data (host mode)
+	FeatureModuleHash uint64 = 1 << 4 // OpModuleLoad by content hash
+)
+
+// Roles of a HELLO sender.
+const (
+	RoleLibrary uint32 = 1 // the guest CUDA library (or a host-mode client)
+	RoleDriver  uint32 = 2 // the guest kernel driver
+)
+
+// HelloReq opens a session (OpHello). It may be repeated; each is answered.
+type HelloReq struct {
+	Major         uint16
+	Minor         uint16
+	Role          uint32
+	Features      uint64
+	ClientVersion [32]byte // NUL-padded text
+	PID           uint32
+	Pad0          uint32
+}
+
+// HelloReply answers OpHello.
+type HelloReply struct {
+	Major          uint16
+	Minor          uint16
+	DeviceCount    uint32
+	Features       uint64 // accepted features
+	BackendVersion [32]byte
+	DeviceKind     [16]byte // "cuda" or "sim"
+	MaxPayload     uint32
+	MaxSegments    uint32
+	MaxBatch       uint32 // most calls in one OpBatch
+	Pad0           uint32
+	SessionID      uint64
+}
+
+// BatchReq carries Count sub-frames in its tail, each a complete frame
+// without segments at an 8-byte aligned offset (OpBatch).
+type BatchReq struct {
+	Count uint32
+	Pad0  uint32
+}
+
+// BatchReply says how far a batch got.
+type BatchReply struct {
+	Executed        uint32 // calls executed without error
+	FailedIndex     uint32 // index of the first failed call (== Count if none)
+	FirstError      int32  // its CUresult (0 if none)
+	Pad0            uint32
+	FailedRequestID uint64
+}
+
+// DeviceReq names a device ordinal (as the guest numbers them).
+type DeviceReq struct {
+	Device uint32
+	Pad0   uint32
+}
+
+// DeviceCountReply answers OpDeviceGetCount.
+type DeviceCountReply struct {
+	Count uint32
+	Pad0  uint32
+}
+
+// MaxDeviceAttrs is the size of DeviceInfo.Attrs, indexed by CUdevice_attribute.
+const MaxDeviceAttrs = 256
+
+// DeviceInfo answers OpDeviceGetInfo: everything the library needs to answer
+// device queries locally (cudaGetDeviceProperties for any ABI,
+// cudaDeviceGetAttribute, cuDeviceGetName, ...).
+type DeviceInfo struct {
+	Name     [256]byte
+	UUID     [16]byte
+	LUID     [8]byte
+	TotalMem uint64
+	// Attrs[a] is cuDeviceGetAttribute(a); 0 where the driver has none.
+	Attrs          [MaxDeviceAttrs]int32
+	LUIDNodeMask   uint32
+	ComputeMode    uint32
+	DriverVersion  int32
+	RuntimeVersion int32
+}
+
+// VersionReply answers OpDriverGetVersion.
+type VersionReply struct {
+	Version int32
+	Pad0    uint32
+}
+
+// MemInfoReply answers OpMemGetInfo (the VM's cap if one is set).
+type MemInfoReply struct {
+	Free  uint64
+	Total uint64
+}
+
+// LimitReq sets or gets a CUlimit of a device's context.
+type LimitReq struct {
+	Device uint32
+	Limit  uint32
+	Value  uint64
+}
+
+// LimitReply answers OpDeviceGetLimit.
+type LimitReply struct {
+	Value uint64
+}
+
+// MemAllocReq allocates device memory (OpMemAlloc).
+type MemAllocReq struct {
+	Device uint32
+	Flags  uint32
+	Size   uint64
+}
+
+// PtrReq names a device pointer.
+type PtrReq struct {
+	Ptr uint64
+}
+
+// PtrReply returns a device pointer.
+type PtrReply struct {
+	Ptr uint64
+}
+
+// AddressRangeReply answers OpMemGetAddressRange.
+type AddressRangeReply struct {
+	Base   uint64
+	Size   uint64
+	Device uint32
+	Pad0   uint32
+}
+
+// Copy flags.
+const (
+	CopyAsync uint32 = 1 << 0 // ordered on Stream; the call may return before the copy ends
+)
+
+// MemcpyHtoDReq copies guest memory to the device (OpMemcpyHtoD).
+type MemcpyHtoDReq struct {
+	Dst    uint64
+	Stream uint64
+	Flags  uint32
+	Pad0   uint32
+	Src    BufRef
+}
+
+// MemcpyDtoHReq copies device memory to guest memory (OpMemcpyDtoH). With
+// Dst.Kind == BufInline the bytes come back as the reply's payload.
+type MemcpyDtoHReq struct {
+	Src    uint64
+	Stream uint64
+	Flags  uint32
+	Pad0   uint32
+	Dst    BufRef
+}
+
+// MemcpyDtoDReq copies between device ranges (OpMemcpyDtoD).
+type MemcpyDtoDReq struct {
+	Dst    uint64
+	Src    uint64
+	Size   uint64
+	Stream uint64
+	Flags  uint32
+	Pad0   uint32
+}
+
+// MemsetReq sets Count elements of ElemSize (1, 2 or 4) bytes to Value
+// (OpMemset). With Height > 0 it is a 2D memset of Height rows of Count
+// elements, Pitch bytes apart.
+type MemsetReq struct {
+	Dst      uint64
+	Count    uint64
+	Stream   uint64
+	Pitch    uint64
+	Height   uint64
+	Value    uint32
+	ElemSize uint32
+	Flags    uint32
+	Pad0     uint32
+}
+
+// Register flags (OpGuestRegister).
+const (
+	RegisterMapped   uint32 = 1 << 0 // give it a device address (zero-copy)
+	RegisterReadOnly uint32 = 1 << 1
+)
+
+// GuestRegisterReq announces long-term pinned guest memory (OpGuestRegister;
+// the guest driver sends it with the range's segments).
+type GuestRegisterReq struct {
+	Flags uint32
+	Pad0  uint32
+	Size  uint64 // bytes; equals the sum of the segments
+}
+
+// GuestRegisterReply answers OpGuestRegister.
+type GuestRegisterReply struct {
+	Region uint64
+	DevPtr uint64 // RegisterMapped: device address of the first byte
+}
+
+// HandleReq names one handle (module, function, stream, event, region).
+type HandleReq struct {
+	Handle uint64
+}
+
+// HandleReply returns a new handle.
+type HandleReply struct {
+	Handle uint64
+}
+
+// Module image kinds.
+const (
+	ImageAuto   uint32 = 0 // let the driver tell (cuModuleLoadData)
+	ImageFatbin uint32 = 1
+	ImageCubin  uint32 = 2
+	ImagePTX    uint32 = 3
+)
+
+// ModuleLoadReq loads a module (OpModuleLoad). With Image.Kind == BufNone
+// only Hash is sent; the host answers CUDA_ERROR_NOT_FOUND if it has not
+// seen that image, and the library sends it again with the bytes.
+type ModuleLoadReq struct {
+	Device uint32
+	Kind   uint32
+	Flags  uint32
+	Pad0   uint32
+	Hash   [32]byte // SHA-256 of the image
+	Image  BufRef
+}
+
+// ModuleLoadReply answers OpModuleLoad.
+type ModuleLoadReply struct {
+	Module uint64
+	Cached uint32 // 1 if the host already had the image
+	Pad0   uint32
+}
+
+// NameReq looks a name up in a module; NameLen bytes of name follow (no NUL).
+type NameReq struct {
+	Module  uint64
+	NameLen uint32
+	Pad0    uint32
+}
+
+// ParamInfo is one kernel parameter's place in the parameter block.
+type ParamInfo struct {
+	Offset uint32
+	Size   uint32
+}
+
+// FunctionReply answers OpModuleGetFunction; NumParams ParamInfo follow.
+type FunctionReply struct {
+	Func       uint64
+	NumParams  uint32
+	ParamBytes uint32 // size of the whole parameter block
+}
+
+// GlobalReply answers OpModuleGetGlobal.
+type GlobalReply struct {
+	Ptr  uint64
+	Size uint64
+}
+
+// MaxFuncAttrs is the size of FuncAttributesReply.Attrs (CUfunction_attribute).
+const MaxFuncAttrs = 16
+
+// FuncAttributesReply answers OpFuncGetAttributes.
+type FuncAttributesReply struct {
+	Attrs [MaxFuncAttrs]int32
+}
+
+// FuncSetAttributeReq sets a CUfunction_attribute.
+type FuncSetAttributeReq struct {
+	Func  uint64
+	Attr  uint32
+	Value int32
+}
+
+// OccupancyReq asks cuOccupancyMaxActiveBlocksPerMultiprocessor(WithFlags).
+type OccupancyReq struct {
+	Func      uint64
+	BlockSize uint32
+	Flags     uint32
+	DynSmem   uint64
+}
+
+// OccupancyReply answers OpOccupancyMaxBlocks.
+type OccupancyReply struct {
+	NumBlocks int32
+	Pad0      uint32
+}
+
+// MaxParamBytes is the largest kernel parameter block (CUDA 12.1+).
+const MaxParamBytes = 32764
+
+// LaunchReq launches a kernel (OpLaunchKernel); ParamSize bytes of the
+// parameter block follow, laid out as FunctionReply's ParamInfo says.
+type LaunchReq struct {
+	Func      uint64
+	Stream    uint64
+	GridX     uint32
+	GridY     uint32
+	GridZ     uint32
+	BlockX    uint32
+	BlockY    uint32
+	BlockZ    uint32
+	SharedMem uint32
+	ParamSize uint32
+}
+
+// StreamCreateReq creates a stream (OpStreamCreate).
+type StreamCreateReq struct {
+	Device   uint32
+	Flags    uint32
+	Priority int32
+	Pad0     uint32
+}
+
+// StreamWaitEventReq makes a stream wait for an event.
+type StreamWaitEventReq struct {
+	Stream uint64
+	Event  uint64
+	Flags  uint32
+	Pad0   uint32
+}
+
+// EventCreateReq creates an event.
+type EventCreateReq struct {
+	Device uint32
+	Flags  uint32
+}
+
+// EventRecordReq records an event on a stream.
+type EventRecordReq struct {
+	Event  uint64
+	Stream uint64
+	Flags  uint32
+	Pad0   uint32
+}
+
+// ElapsedTimeReq asks the time between two recorded events.
+type ElapsedTimeReq struct {
+	Start uint64
+	End   uint64
+}
+
+// ElapsedTimeReply answers OpEventElapsedTime.
+type ElapsedTimeReply struct {
+	Milliseconds float32
+	Pad0         uint32
+}
+
+// HostFuncReq enqueues a guest host function on a stream: the stream waits
+// until the guest has run it (OpHostFuncLaunch). The host sends
+// OpNotifyHostFunc when the stream reaches it; the guest answers with
+// OpHostFuncDone.
+type HostFuncReq struct {
+	Stream     uint64
+	CallbackID uint64
+}
+
+// HostFuncDoneReq says a guest host function has finished.
+type HostFuncDoneReq struct {
+	CallbackID uint64
+	Status     int32
+	Pad0       uint32
+}
+
+// HostFuncNotify asks the guest to run a host function now.
+type HostFuncNotify struct {
+	CallbackID uint64
+	Stream     uint64
+}
+
+// ErrorNotify reports a deferred error of an asynchronous call.
+type ErrorNotify struct {
+	RequestID uint64
+	Error     int32
+	Opcode    uint16
+	Pad0      uint16
+}
