@@ -7,21 +7,26 @@ import (
 	"sort"
 )
 
-// command is one subcommand. To add one, write cmd_NAME.go with a func and
-// add a line to commands.
+// command is one subcommand. To add one, write cmd_NAME.go with the
+// command's function and an init that calls register.
 type command struct {
 	summary string
-	hidden  bool
+	hidden  bool // internal (e.g. the worker): left out of the help
 	run     func(args []string) int
 }
 
-var commands map[string]command
+var commands = map[string]command{}
+
+func register(name string, c command) {
+	if _, dup := commands[name]; dup {
+		panic("vgpu: command " + name + " registered twice")
+	}
+	commands[name] = c
+}
 
 func init() {
-	commands = map[string]command{
-		"help":    {summary: "show this help", run: cmdHelp},
-		"version": {summary: "print protocol and build versions", run: cmdVersion},
-	}
+	register("help", command{summary: "show this help", run: cmdHelp})
+	register("version", command{summary: "print protocol and build versions", run: cmdVersion})
 }
 
 func usage(w io.Writer) {
