@@ -46,4 +46,4 @@
 // declared (and limit-checked) size.
 package protocol
 
-//go:generate go run ./internal/gen -o vgpu_protocol.h
+//go:generate go run ./internal/gen -o vgpu_protocol.h -doc ../docs/PROTOCOL.md

@@ -23,6 +23,17 @@ func TestHeaderNotStale(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("protocol/vgpu_protocol.h is stale: run `go generate ./protocol/...` and commit it")
 	}
+	wantDoc, err := os.ReadFile("../docs/PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotDoc, err := exec.Command("go", "run", "./internal/gen", "-o", "/dev/null", "-doc", "/dev/stdout").Output()
+	if err != nil {
+		t.Fatalf("generator failed: %v", err)
+	}
+	if !bytes.Equal(gotDoc, wantDoc) {
+		t.Fatal("docs/PROTOCOL.md is stale: run `go generate ./protocol/...` and commit it")
+	}
 }
 
 // Payload structs: naturally aligned, explicit padding, size a multiple of 8.
