@@ -47,6 +47,12 @@ var CConstants = []NamedConst{
 	{"IMAGE_CUBIN", uint64(ImageCubin)},
 	{"IMAGE_PTX", uint64(ImagePTX)},
 
+	{"OPTION_COPY_ENGINE", uint64(OptionCopyEngine)},
+	{"ENGINE_AUTO", EngineAuto},
+	{"ENGINE_RUNS", EngineRuns},
+	{"ENGINE_GATHER", EngineGather},
+	{"ENGINE_STAGING", EngineStaging},
+
 	{"MAX_DEVICE_ATTRS", MaxDeviceAttrs},
 	{"MAX_FUNC_ATTRS", MaxFuncAttrs},
 	{"MAX_PARAM_BYTES", MaxParamBytes},

@@ -26,11 +26,13 @@ const (
 
 // Opcodes.
 const (
-	OpHello    Opcode = 0x0001
-	OpGoodbye  Opcode = 0x0002
-	OpSegments Opcode = 0x0003
-	OpBatch    Opcode = 0x0004
-	OpPing     Opcode = 0x0005
+	OpHello     Opcode = 0x0001
+	OpGoodbye   Opcode = 0x0002
+	OpSegments  Opcode = 0x0003
+	OpBatch     Opcode = 0x0004
+	OpPing      Opcode = 0x0005
+	OpSetOption Opcode = 0x0006
+	OpGetStats  Opcode = 0x0007
 
 	OpDeviceGetCount    Opcode = 0x0101
 	OpDeviceGetInfo     Opcode = 0x0102
@@ -115,6 +117,8 @@ var Ops = []OpInfo{
 	{Op: OpSegments, Name: "SEGMENTS", Req: Empty{}, Reply: Empty{}, Segments: true},
 	{Op: OpBatch, Name: "BATCH", Req: BatchReq{}, ReqTail: TailBytes, Reply: BatchReply{}},
 	{Op: OpPing, Name: "PING", Req: Empty{}, Reply: Empty{}},
+	{Op: OpSetOption, Name: "SET_OPTION", Req: SetOptionReq{}, Reply: Empty{}},
+	{Op: OpGetStats, Name: "GET_STATS", Req: Empty{}, Reply: SessionStats{}},
 
 	{Op: OpDeviceGetCount, Name: "DEVICE_GET_COUNT", Req: Empty{}, Reply: DeviceCountReply{}},
 	{Op: OpDeviceGetInfo, Name: "DEVICE_GET_INFO", Req: DeviceReq{}, Reply: DeviceInfo{}},

@@ -88,6 +88,41 @@ type BatchReply struct {
 	FailedRequestID uint64
 }
 
+// Session options (OpSetOption keys).
+const (
+	// OptionCopyEngine picks the memcpy engine for this session's copies
+	// (benchmarks): one of the Engine* values.
+	OptionCopyEngine uint32 = 1
+)
+
+// Copy engines (values of OptionCopyEngine).
+const (
+	EngineAuto    uint64 = 0 // chosen per request by segment layout and size
+	EngineRuns    uint64 = 1 // one DMA copy per contiguous run
+	EngineGather  uint64 = 2 // gather/scatter kernel over device-mapped guest memory
+	EngineStaging uint64 = 3 // CPU copy through a pinned staging buffer
+)
+
+// SetOptionReq sets a session option (OpSetOption).
+type SetOptionReq struct {
+	Key   uint32
+	Pad0  uint32
+	Value uint64
+}
+
+// SessionStats answers OpGetStats: the backend's own view of this session,
+// so benchmarks can separate backend time from transport time.
+type SessionStats struct {
+	Calls       uint64 // requests handled (batch sub-calls included)
+	BytesHtoD   uint64 // bytes copied guest -> device
+	BytesDtoH   uint64 // bytes copied device -> guest
+	NanosHtoD   uint64 // time in HtoD copies, receipt of request to completion
+	NanosDtoH   uint64 // time in DtoH copies, receipt of request to completion
+	NanosInCall uint64 // time in all handlers (receipt to reply written)
+	Launches    uint64 // kernel launches (executed, or validated on sim)
+	Emulated    uint64 // launches the sim emulated (never counted as executed)
+}
+
 // DeviceReq names a device ordinal (as the guest numbers them).
 type DeviceReq struct {
 	Device uint32

@@ -44,6 +44,11 @@ typedef float vgpu_f32;
 #define VGPU_IMAGE_FATBIN 0x1u
 #define VGPU_IMAGE_CUBIN 0x2u
 #define VGPU_IMAGE_PTX 0x3u
+#define VGPU_OPTION_COPY_ENGINE 0x1u
+#define VGPU_ENGINE_AUTO 0x0u
+#define VGPU_ENGINE_RUNS 0x1u
+#define VGPU_ENGINE_GATHER 0x2u
+#define VGPU_ENGINE_STAGING 0x3u
 #define VGPU_MAX_DEVICE_ATTRS 0x100u
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
@@ -56,6 +61,8 @@ typedef float vgpu_f32;
 #define VGPU_OP_SEGMENTS 0x0003u
 #define VGPU_OP_BATCH 0x0004u
 #define VGPU_OP_PING 0x0005u
+#define VGPU_OP_SET_OPTION 0x0006u
+#define VGPU_OP_GET_STATS 0x0007u
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -202,6 +209,36 @@ _Static_assert(offsetof(struct vgpu_batch_reply, failed_index) == 4, "vgpu_batch
 _Static_assert(offsetof(struct vgpu_batch_reply, first_error) == 8, "vgpu_batch_reply.first_error");
 _Static_assert(offsetof(struct vgpu_batch_reply, pad0) == 12, "vgpu_batch_reply.pad0");
 _Static_assert(offsetof(struct vgpu_batch_reply, failed_request_id) == 16, "vgpu_batch_reply.failed_request_id");
+
+struct vgpu_set_option_req {
+	uint32_t key;
+	uint32_t pad0;
+	uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_set_option_req) == 16, "vgpu_set_option_req size");
+_Static_assert(offsetof(struct vgpu_set_option_req, key) == 0, "vgpu_set_option_req.key");
+_Static_assert(offsetof(struct vgpu_set_option_req, pad0) == 4, "vgpu_set_option_req.pad0");
+_Static_assert(offsetof(struct vgpu_set_option_req, value) == 8, "vgpu_set_option_req.value");
+
+struct vgpu_session_stats {
+	uint64_t calls;
+	uint64_t bytes_hto_d;
+	uint64_t bytes_dto_h;
+	uint64_t nanos_hto_d;
+	uint64_t nanos_dto_h;
+	uint64_t nanos_in_call;
+	uint64_t launches;
+	uint64_t emulated;
+};
+_Static_assert(sizeof(struct vgpu_session_stats) == 64, "vgpu_session_stats size");
+_Static_assert(offsetof(struct vgpu_session_stats, calls) == 0, "vgpu_session_stats.calls");
+_Static_assert(offsetof(struct vgpu_session_stats, bytes_hto_d) == 8, "vgpu_session_stats.bytes_hto_d");
+_Static_assert(offsetof(struct vgpu_session_stats, bytes_dto_h) == 16, "vgpu_session_stats.bytes_dto_h");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_hto_d) == 24, "vgpu_session_stats.nanos_hto_d");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_dto_h) == 32, "vgpu_session_stats.nanos_dto_h");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_in_call) == 40, "vgpu_session_stats.nanos_in_call");
+_Static_assert(offsetof(struct vgpu_session_stats, launches) == 48, "vgpu_session_stats.launches");
+_Static_assert(offsetof(struct vgpu_session_stats, emulated) == 56, "vgpu_session_stats.emulated");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -638,6 +675,8 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_SEGMENTS: return "SEGMENTS";
 	case VGPU_OP_BATCH: return "BATCH";
 	case VGPU_OP_PING: return "PING";
+	case VGPU_OP_SET_OPTION: return "SET_OPTION";
+	case VGPU_OP_GET_STATS: return "GET_STATS";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";
