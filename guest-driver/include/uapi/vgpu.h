@@ -94,6 +94,8 @@ struct vgpu_recv {
  * @addr, @len: the user range (page-aligned start and length recommended;
  *              the driver pins the pages that cover it).
  * @flags:      VGPU_REG_*.
+ * @status:     out: when the ioctl fails with EREMOTEIO, the host's
+ *              CUresult (was a pad field in version 1: same layout).
  * @region:     out: the host's id for the range; calls name guest memory
  *              inside it as (region, offset from @addr).
  * @dev_ptr:    out: with VGPU_REG_MAPPED, the device address of @addr.
@@ -102,7 +104,7 @@ struct vgpu_register {
 	__u64 addr;
 	__u64 len;
 	__u32 flags;
-	__u32 pad;
+	__s32 status;
 	__u64 region;
 	__u64 dev_ptr;
 };

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * vgpu_drv.h - internal interfaces of the vgpu guest driver.
+ *
+ * A session (struct vgpu_session) is one open file of /dev/vgpu: one kernel
+ * vsock stream to the host from a privileged source port, a reader thread
+ * that demultiplexes the host's frames, the calls waiting for a reply, the
+ * notifications waiting for VGPU_IOC_RECV, and the memory the session pinned,
+ * registered or mapped.
+ */
+#ifndef _VGPU_DRV_H
+#define _VGPU_DRV_H
+
+#include <linux/completion.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+
+#include "vgpu_protocol.h"
+#include "include/uapi/vgpu.h"
+
+#define VGPU_DRV_VERSION "0.1.0"
+
+/* Request ids with this bit are the driver's own; user frames may not use it. */
+#define VGPU_REQ_DRIVER_BIT	(1ULL << 63)
+
+/* Privileged source ports the driver binds, walked downwards. */
+#define VGPU_PRIVPORT_MAX	1023
+#define VGPU_PRIVPORT_MIN	512
+
+/* Most continuation frames one call may need (the host's max_segments each). */
+#define VGPU_MAX_CONT_FRAMES	64
+
+/* Notifications queued for VGPU_IOC_RECV before new ones are dropped. */
+#define VGPU_MAX_NOTIFY		256
+
+/* Largest payload the driver accepts from the host, whatever it announces. */
+#define VGPU_MAX_RX_PAYLOAD	(64U << 20)
+
+extern unsigned int vgpu_port;
+extern unsigned int vgpu_cid;
+extern unsigned int vgpu_call_timeout_ms;
+extern unsigned int vgpu_max_pin_mb;
+
+/* ---- pure helpers (vgpu_segs.c, KUnit-tested) ---- */
+
+/**
+ * struct vgpu_seg_builder - accumulates guest-physical segments.
+ * @segs:   output array.
+ * @nr:     segments used.
+ * @cap:    capacity of @segs.
+ * @sealed: the next range starts a new segment even if contiguous (a buffer
+ *          boundary: segments of two buffers never merge).
+ */
+struct vgpu_seg_builder {
+	struct vgpu_segment *segs;
+	u32 nr;
+	u32 cap;
+	bool sealed;
+};
+
+void vgpu_segs_init(struct vgpu_seg_builder *b, struct vgpu_segment *segs,
+		    u32 cap);
+int vgpu_segs_add(struct vgpu_seg_builder *b, u64 phys, u64 len);
+void vgpu_segs_seal(struct vgpu_seg_builder *b);
+u64 vgpu_segs_total(const struct vgpu_segment *segs, u32 nr);
+int vgpu_span_pages(u64 addr, u64 len, unsigned long *first,
+		    unsigned long *nr_pages);
+int vgpu_check_user_frame(const struct vgpu_header *hdr, u32 frame_len,
+			  u32 max_payload);
+u32 vgpu_nr_frames(u32 nsegs, u32 max_per_frame);
+
+/* ---- frames and sessions (vgpu_session.c) ---- */
+
+/**
+ * struct vgpu_frame - a frame received from the host.
+ * @node: entry in the notification queue.
+ * @len:  bytes at @data (header + payload, padding included).
+ * @data: the frame; starts with struct vgpu_header.
+ */
+struct vgpu_frame {
+	struct list_head node;
+	size_t len;
+	u8 data[];
+};
+
+static inline struct vgpu_header *vgpu_frame_hdr(struct vgpu_frame *f)
+{
+	return (struct vgpu_header *)f->data;
+}
+
+/**
+ * struct vgpu_pins - pages pinned for one call or region.
+ * @pages: the pinned pages (kvmalloc'ed).
+ * @nr:    number of entries in @pages that are pinned.
+ * @dirty: the host may have written them (mark dirty when unpinning).
+ */
+struct vgpu_pins {
+	struct page **pages;
+	unsigned long nr;
+	bool dirty;
+};
+
+enum vgpu_req_kind {
+	VGPU_REQ_CALL,		/* a thread waits for the reply */
+	VGPU_REQ_SUBMIT,	/* nobody waits; a failed reply becomes a notification */
+	VGPU_REQ_ORPHAN,	/* the waiter left (signal, timeout); drop the reply */
+};
+
+/**
+ * struct vgpu_req - a request waiting for its reply.
+ * @node:  entry in vgpu_session.pending.
+ * @id:    request id (the user's, or one with VGPU_REQ_DRIVER_BIT).
+ * @kind:  who owns the reply.
+ * @done:  completed when @reply or @err is set.
+ * @reply: the host's reply (CALL); owned by the waiter.
+ * @err:   set instead of @reply when the session died.
+ * @pins:  pages the host may touch until the reply arrives.
+ * @nr_pins: entries of @pins used (one per buffer).
+ */
+struct vgpu_req {
+	struct list_head node;
+	u64 id;
+	enum vgpu_req_kind kind;
+	struct completion done;
+	struct vgpu_frame *reply;
+	int err;
+	struct vgpu_pins pins[VGPU_MAX_BUFS];
+	unsigned int nr_pins;
+};
+
+struct vgpu_mapping;
+
+/**
+ * struct vgpu_region - a range registered with the host.
+ * @node:    entry in vgpu_session.regions.
+ * @id:      the host's region id.
+ * @pins:    long-term pinned pages (user memory), or
+ * @mapping: the driver's own mmap() memory (no extra pin).
+ */
+struct vgpu_region {
+	struct list_head node;
+	u64 id;
+	struct vgpu_pins pins;
+	struct vgpu_mapping *mapping;
+};
+
+/**
+ * struct vgpu_session - state of one open /dev/vgpu file.
+ * @sock:        the vsock stream to the host.
+ * @reader:      kernel thread that connects, says HELLO and reads frames.
+ * @ready:       completed by @reader once HELLO is answered (or failed).
+ * @open_err:    result of connecting and HELLO.
+ * @opener_tgid: pid of the process that opened the file (sent in HELLO).
+ * @send_lock:   serialises frames on the stream (continuations included).
+ * @lock:        protects @pending, @notify, @nr_notify, @dead.
+ * @pending:     requests waiting for a reply.
+ * @notify:      frames waiting for VGPU_IOC_RECV.
+ * @nr_notify:   entries on @notify.
+ * @notify_wq:   woken when @notify grows or the session dies.
+ * @dead:        0, or why the stream is unusable (negative errno).
+ * @next_id:     next driver request id (low bits).
+ * @reg_lock:    protects @regions.
+ * @regions:     registered ranges (id 0: announced, but the host never
+ *               answered; kept pinned until close).
+ * @local_port:  our privileged source port.
+ * @max_segments, @max_payload, @session_id: from the host's HELLO reply.
+ * @dropped:     notifications dropped because the queue was full.
+ */
+struct vgpu_session {
+	struct socket *sock;
+	struct task_struct *reader;
+	struct completion ready;
+	int open_err;
+	pid_t opener_tgid;
+
+	struct mutex send_lock;
+
+	spinlock_t lock;
+	struct list_head pending;
+	struct list_head notify;
+	unsigned int nr_notify;
+	wait_queue_head_t notify_wq;
+	int dead;
+	atomic64_t next_id;
+
+	struct mutex reg_lock;
+	struct list_head regions;
+
+	u32 local_port;
+	u32 max_segments;
+	u32 max_payload;
+	u64 session_id;
+	unsigned long dropped;
+};
+
+struct vgpu_session *vgpu_session_open(void);
+void vgpu_session_close(struct vgpu_session *s);
+int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
+		      const void *payload, u32 payload_len,
+		      const struct vgpu_segment *segs, u32 nsegs);
+int vgpu_req_enqueue(struct vgpu_session *s, struct vgpu_req *req);
+int vgpu_req_wait(struct vgpu_session *s, struct vgpu_req *req,
+		  unsigned int timeout_ms);
+void vgpu_req_cancel(struct vgpu_session *s, struct vgpu_req *req);
+void vgpu_req_free(struct vgpu_req *req);
+u64 vgpu_session_new_id(struct vgpu_session *s);
+int vgpu_session_recv(struct vgpu_session *s, struct vgpu_recv *arg,
+		      void __user *buf);
+int vgpu_session_driver_call(struct vgpu_session *s, u16 opcode,
+			     const void *payload, u32 payload_len,
+			     const struct vgpu_segment *segs, u32 nsegs,
+			     void *reply, u32 reply_len, s32 *status);
+
+/* ---- pinning (vgpu_pin.c) ---- */
+
+int vgpu_pin_range(u64 addr, u64 len, unsigned int gup_flags,
+		   struct vgpu_pins *pins);
+void vgpu_unpin(struct vgpu_pins *pins);
+int vgpu_pins_to_segs(const struct vgpu_pins *pins, u64 addr, u64 len,
+		      struct vgpu_seg_builder *b);
+
+/* ---- ioctls (vgpu_ioctl.c) ---- */
+
+long vgpu_ioctl_call(struct vgpu_session *s, void __user *argp, bool submit);
+long vgpu_ioctl_register(struct file *file, void __user *argp);
+long vgpu_ioctl_unregister(struct vgpu_session *s, void __user *argp);
+void vgpu_regions_release(struct vgpu_session *s);
+
+/* ---- mmap (vgpu_mmap.c) ---- */
+
+int vgpu_mmap(struct file *file, struct vm_area_struct *vma);
+int vgpu_mapping_lookup(struct file *file, u64 addr, u64 len,
+			struct vgpu_mapping **mapping, u64 *offset);
+int vgpu_mapping_segs(struct vgpu_mapping *m, u64 offset, u64 len,
+		      struct vgpu_seg_builder *b);
+void vgpu_mapping_put(struct vgpu_mapping *m);
+
+#endif /* _VGPU_DRV_H */

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * vgpu_main.c - the /dev/vgpu misc device of the vgpu paravirtual GPU.
+ *
+ * Each open() is a session with the host backend over its own kernel vsock
+ * stream from a privileged source port; the guest CUDA library sends its
+ * calls through VGPU_IOC_CALL and VGPU_IOC_SUBMIT, and the driver adds the
+ * guest-physical segments of the user buffers they name. Only this driver
+ * can name guest-physical memory: the host refuses segments on streams from
+ * unprivileged ports. See include/uapi/vgpu.h for the user API and
+ * protocol/doc.go for the wire protocol.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/uaccess.h>
+
+#include "vgpu_drv.h"
+
+unsigned int vgpu_port = VGPU_DEFAULT_PORT;
+module_param_named(port, vgpu_port, uint, 0644);
+MODULE_PARM_DESC(port, "vsock port of the host vGPU service (default 30311)");
+
+unsigned int vgpu_cid = 2;
+module_param_named(cid, vgpu_cid, uint, 0644);
+MODULE_PARM_DESC(cid, "vsock CID of the host (default 2)");
+
+unsigned int vgpu_call_timeout_ms = 60000;
+module_param_named(call_timeout_ms, vgpu_call_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(call_timeout_ms,
+		 "default time a call waits for its reply, ms (0: forever)");
+
+unsigned int vgpu_max_pin_mb = 4096;
+module_param_named(max_pin_mb, vgpu_max_pin_mb, uint, 0644);
+MODULE_PARM_DESC(max_pin_mb,
+		 "largest buffer, registration or mapping, MiB (default 4096)");
+
+static int vgpu_open(struct inode *inode, struct file *file)
+{
+	struct vgpu_session *s;
+
+	s = vgpu_session_open();
+	if (IS_ERR(s)) {
+		pr_info_ratelimited("cannot reach the host at %u:%u (%ld)\n",
+				    vgpu_cid, vgpu_port, PTR_ERR(s));
+		return PTR_ERR(s);
+	}
+	file->private_data = s;
+	return nonseekable_open(inode, file);
+}
+
+static int vgpu_release(struct inode *inode, struct file *file)
+{
+	vgpu_session_close(file->private_data);
+	return 0;
+}
+
+static long vgpu_ioctl_info(struct vgpu_session *s, void __user *argp)
+{
+	struct vgpu_info info = {
+		.uapi_version = VGPU_UAPI_VERSION,
+		.max_segments = s->max_segments,
+		.max_frame = vgpu_frame_len(s->max_payload, 0),
+		.host_port = vgpu_port,
+		.local_port = s->local_port,
+		.session_id = s->session_id,
+	};
+
+	return copy_to_user(argp, &info, sizeof(info)) ? -EFAULT : 0;
+}
+
+static long vgpu_ioctl_recv(struct vgpu_session *s, void __user *argp)
+{
+	struct vgpu_recv __user *uarg = argp;
+	struct vgpu_recv arg;
+	int err;
+
+	if (copy_from_user(&arg, argp, sizeof(arg)))
+		return -EFAULT;
+	if (arg.flags)
+		return -EINVAL;
+	err = vgpu_session_recv(s, &arg, u64_to_user_ptr(arg.buf));
+	if ((!err || err == -EMSGSIZE) && put_user(arg.len, &uarg->len))
+		return -EFAULT;
+	return err;
+}
+
+static long vgpu_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct vgpu_session *s = file->private_data;
+	void __user *argp = (void __user *)arg;
+
+	switch (cmd) {
+	case VGPU_IOC_CALL:
+		return vgpu_ioctl_call(s, argp, false);
+	case VGPU_IOC_SUBMIT:
+		return vgpu_ioctl_call(s, argp, true);
+	case VGPU_IOC_RECV:
+		return vgpu_ioctl_recv(s, argp);
+	case VGPU_IOC_REGISTER:
+		return vgpu_ioctl_register(file, argp);
+	case VGPU_IOC_UNREGISTER:
+		return vgpu_ioctl_unregister(s, argp);
+	case VGPU_IOC_INFO:
+		return vgpu_ioctl_info(s, argp);
+	default:
+		return -ENOTTY;
+	}
+}
+
+static const struct file_operations vgpu_fops = {
+	.owner = THIS_MODULE,
+	.open = vgpu_open,
+	.release = vgpu_release,
+	.unlocked_ioctl = vgpu_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = vgpu_mmap,
+	.llseek = no_llseek,
+};
+
+static struct miscdevice vgpu_miscdev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "vgpu",
+	.fops = &vgpu_fops,
+	.mode = 0666,
+};
+
+static int __init vgpu_init(void)
+{
+	int err;
+
+	err = misc_register(&vgpu_miscdev);
+	if (err) {
+		pr_err("cannot register /dev/vgpu: %d\n", err);
+		return err;
+	}
+	pr_info("version %s, host %u:%u\n", VGPU_DRV_VERSION, vgpu_cid,
+		vgpu_port);
+	return 0;
+}
+
+static void __exit vgpu_exit(void)
+{
+	misc_deregister(&vgpu_miscdev);
+}
+
+module_init(vgpu_init);
+module_exit(vgpu_exit);
+
+MODULE_DESCRIPTION("vgpu paravirtual GPU guest driver");
+MODULE_AUTHOR("The vgpu project");
+MODULE_LICENSE("GPL");
+MODULE_VERSION(VGPU_DRV_VERSION);
+MODULE_SOFTDEP("pre: vmw_vsock_virtio_transport");
