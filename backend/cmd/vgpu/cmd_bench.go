@@ -1,0 +1,200 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vgpu-project/vgpu/backend/bench"
+)
+
+func init() {
+	register("bench", command{summary: "measure memcpy paths and call latency (memcpy | calls | plot)", run: cmdBench})
+}
+
+func cmdBench(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: vgpu bench memcpy|calls|plot [options]  (-h for each)")
+		return 2
+	}
+	switch args[0] {
+	case "memcpy":
+		return benchMemcpy(args[1:])
+	case "calls":
+		return benchCalls(args[1:])
+	case "plot":
+		return benchPlot(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "vgpu bench: unknown benchmark %q (memcpy, calls, plot)\n", args[0])
+	return 2
+}
+
+func openBenchDriver(native bool, lib string) (*bench.Driver, int) {
+	d, err := bench.Open(lib)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu bench: %v\n", err)
+		return nil, 1
+	}
+	if native && d.IsVGPU() {
+		fmt.Fprintf(os.Stderr, "vgpu bench: --native but %s is vgpu's library; point --lib at NVIDIA's libcuda.so.1\n", d.Library)
+		return nil, 1
+	}
+	if !native && !d.IsVGPU() {
+		fmt.Fprintf(os.Stderr, "vgpu bench: %s is not vgpu's library (run in a guest with vgpu's libraries, or pass --native)\n", d.Library)
+		return nil, 1
+	}
+	return d, 0
+}
+
+func benchMemcpy(args []string) int {
+	fs := flag.NewFlagSet("vgpu bench memcpy", flag.ContinueOnError)
+	native := fs.Bool("native", false, "measure NVIDIA's driver on this host (the baseline)")
+	lib := fs.String("lib", "", "libcuda.so.1 to load (default: the dynamic loader's choice)")
+	maxSize := fs.String("max-size", "1G", "largest copy (sizes go 4K, 16K, ... up to it)")
+	minTime := fs.Duration("min-time", 300*time.Millisecond, "time per size and direction")
+	maxIter := fs.Int("max-iter", 1000, "most copies per size and direction")
+	paths := fs.String("paths", "", "comma-separated paths to run (default: all the library offers)")
+	csvPath := fs.String("csv", "", "write results as CSV here")
+	pngPath := fs.String("png", "", "write a plot (PNG) here")
+	machine := fs.String("machine", "", "machine label for the CSV (default: device name)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	max, err := parseSize(*maxSize)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu bench memcpy: --max-size: %v\n", err)
+		return 2
+	}
+	d, rc := openBenchDriver(*native, *lib)
+	if d == nil {
+		return rc
+	}
+	if *machine == "" {
+		*machine = d.DeviceName()
+	}
+	fmt.Printf("# vgpu bench memcpy: %s via %s (%s), %s\n", d.DeviceName(), d.Library, map[bool]string{true: "vgpu", false: "native"}[d.IsVGPU()], time.Now().UTC().Format(time.RFC3339))
+	opt := bench.MemcpyOptions{Sizes: bench.DefaultSizes(max), MinTime: *minTime, MaxIter: *maxIter}
+	if *paths != "" {
+		opt.Paths = strings.Split(*paths, ",")
+	}
+	rs, err := d.Memcpy(opt, func(r bench.Result) {
+		fmt.Printf("%-18s %s %12d bytes %8.2f GB/s", r.Path, r.Dir, r.Size, r.GBps)
+		if r.BackendGBps > 0 {
+			fmt.Printf("  (backend %.2f GB/s)", r.BackendGBps)
+		}
+		fmt.Println()
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu bench memcpy: %v\n", err)
+		return 1
+	}
+	return writeBenchOutputs(*csvPath, *pngPath, *machine, rs)
+}
+
+func writeBenchOutputs(csvPath, pngPath, machine string, rs []bench.Result) int {
+	if csvPath != "" {
+		f, err := os.Create(csvPath)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu bench: %v\n", err)
+			return 1
+		}
+		if err := bench.WriteCSV(f, machine, rs); err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu bench: write %s: %v\n", csvPath, err)
+			return 1
+		}
+		f.Close()
+	}
+	if pngPath != "" {
+		if err := bench.Plot(pngPath, "memcpy bandwidth: "+machine, rs); err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu bench: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func benchCalls(args []string) int {
+	fs := flag.NewFlagSet("vgpu bench calls", flag.ContinueOnError)
+	native := fs.Bool("native", false, "measure NVIDIA's driver on this host (the baseline)")
+	lib := fs.String("lib", "", "libcuda.so.1 to load")
+	minTime := fs.Duration("min-time", time.Second, "time per measurement")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	d, rc := openBenchDriver(*native, *lib)
+	if d == nil {
+		return rc
+	}
+	label := map[bool]string{true: "vgpu", false: "native"}[d.IsVGPU()]
+	rs, err := d.Calls(*minTime)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu bench calls: %v\n", err)
+		return 1
+	}
+	fmt.Printf("# vgpu bench calls: %s via %s (%s)\n", d.DeviceName(), d.Library, label)
+	fmt.Printf("%-8s %-14s %10s %14s %14s\n", "side", "call", "count", "us/call", "backend us")
+	for _, r := range rs {
+		be := "-"
+		if r.BackendUS > 0 {
+			be = fmt.Sprintf("%.2f", r.BackendUS)
+		}
+		fmt.Printf("%-8s %-14s %10d %14.2f %14s\n", label, r.Name, r.Count, r.PerCallUS, be)
+	}
+	return 0
+}
+
+func benchPlot(args []string) int {
+	fs := flag.NewFlagSet("vgpu bench plot", flag.ContinueOnError)
+	var inputs multiFlag
+	fs.Var(&inputs, "csv", "a CSV written by vgpu bench memcpy (repeat)")
+	out := fs.String("png", "memcpy.png", "output PNG")
+	title := fs.String("title", "memcpy bandwidth", "plot title")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var all []bench.Result
+	for _, p := range inputs {
+		f, err := os.Open(p)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu bench plot: %v\n", err)
+			return 1
+		}
+		rs, err := bench.ReadCSV(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu bench plot: %s: %v\n", p, err)
+			return 1
+		}
+		all = append(all, rs...)
+	}
+	if err := bench.Plot(*out, *title, all); err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu bench plot: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// parseSize parses 4096, 4K, 16M, 1G (powers of 1024).
+func parseSize(s string) (uint64, error) {
+	mult := uint64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "G")
+	}
+	var n uint64
+	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || n == 0 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 16M, 1G)", s)
+	}
+	return n * mult, nil
+}
