@@ -31,7 +31,7 @@
 #define VGPU_PRIVPORT_MAX	1023
 #define VGPU_PRIVPORT_MIN	512
 
-/* Most continuation frames one call may need (the host's max_segments each). */
+/* Default of max_frames: frames one call's segments may take. */
 #define VGPU_MAX_CONT_FRAMES	64
 
 /* Notifications queued for VGPU_IOC_RECV before new ones are dropped. */
@@ -44,6 +44,10 @@ extern unsigned int vgpu_port;
 extern unsigned int vgpu_cid;
 extern unsigned int vgpu_call_timeout_ms;
 extern unsigned int vgpu_max_pin_mb;
+extern unsigned int vgpu_max_frames;
+extern unsigned long vgpu_last_pin_ns;
+extern unsigned long vgpu_last_pin_pages;
+extern unsigned long vgpu_last_pin_segs;
 
 /* ---- pure helpers (vgpu_segs.c, KUnit-tested) ---- */
 
@@ -161,6 +165,7 @@ struct vgpu_region {
  * @notify:      frames waiting for VGPU_IOC_RECV.
  * @nr_notify:   entries on @notify.
  * @notify_wq:   woken when @notify grows or the session dies.
+ * @drain_wq:    woken when a request nobody waits for is answered.
  * @dead:        0, or why the stream is unusable (negative errno).
  * @next_id:     next driver request id (low bits).
  * @reg_lock:    protects @regions.
@@ -184,6 +189,7 @@ struct vgpu_session {
 	struct list_head notify;
 	unsigned int nr_notify;
 	wait_queue_head_t notify_wq;
+	wait_queue_head_t drain_wq;
 	int dead;
 	atomic64_t next_id;
 

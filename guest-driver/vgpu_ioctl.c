@@ -4,6 +4,7 @@
  * VGPU_IOC_UNREGISTER: check what user space hands in, pin, translate to
  * guest-physical segments, send, and (CALL) wait for the reply.
  */
+#include <linux/ktime.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -37,6 +38,7 @@ static int vgpu_call_pin(struct vgpu_session *s, struct vgpu_req *req,
 	struct vgpu_seg_builder b;
 	struct vgpu_segment *segs;
 	unsigned long first, nr, total = 0;
+	ktime_t start = ktime_get();
 	u64 cap;
 	u32 i;
 	int err;
@@ -47,7 +49,7 @@ static int vgpu_call_pin(struct vgpu_session *s, struct vgpu_req *req,
 			return err;
 		total += nr;
 	}
-	cap = (u64)s->max_segments * VGPU_MAX_CONT_FRAMES;
+	cap = (u64)s->max_segments * max(vgpu_max_frames, 1U);
 	cap = min_t(u64, cap, total);
 	segs = kvmalloc_array(cap, sizeof(*segs), GFP_KERNEL);
 	if (!segs)
@@ -71,6 +73,9 @@ static int vgpu_call_pin(struct vgpu_session *s, struct vgpu_req *req,
 	}
 	*segsp = segs;
 	*nsegsp = b.nr;
+	WRITE_ONCE(vgpu_last_pin_ns, ktime_to_ns(ktime_sub(ktime_get(), start)));
+	WRITE_ONCE(vgpu_last_pin_pages, total);
+	WRITE_ONCE(vgpu_last_pin_segs, b.nr);
 	return 0;
 
 free_segs:

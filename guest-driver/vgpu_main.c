@@ -37,6 +37,22 @@ module_param_named(max_pin_mb, vgpu_max_pin_mb, uint, 0644);
 MODULE_PARM_DESC(max_pin_mb,
 		 "largest buffer, registration or mapping, MiB (default 4096)");
 
+unsigned int vgpu_max_frames = VGPU_MAX_CONT_FRAMES;
+module_param_named(max_frames, vgpu_max_frames, uint, 0644);
+MODULE_PARM_DESC(max_frames,
+		 "most frames (call + OpSegments continuations) one call's segments may take (default 64)");
+
+/* Measurements of the last call's pin + translate step, for benchmarks. */
+unsigned long vgpu_last_pin_ns;
+module_param_named(last_pin_ns, vgpu_last_pin_ns, ulong, 0444);
+MODULE_PARM_DESC(last_pin_ns, "time the last call with buffers spent pinning and translating, ns");
+unsigned long vgpu_last_pin_pages;
+module_param_named(last_pin_pages, vgpu_last_pin_pages, ulong, 0444);
+MODULE_PARM_DESC(last_pin_pages, "pages the last call with buffers pinned");
+unsigned long vgpu_last_pin_segs;
+module_param_named(last_pin_segs, vgpu_last_pin_segs, ulong, 0444);
+MODULE_PARM_DESC(last_pin_segs, "segments the last call with buffers produced");
+
 static int vgpu_open(struct inode *inode, struct file *file)
 {
 	struct vgpu_session *s;

@@ -66,7 +66,7 @@ long vgpu_ioctl_register(struct file *file, void __user *argp)
 		return -ENOMEM;
 	INIT_LIST_HEAD(&r->node);
 
-	cap = min_t(u64, nr, (u64)s->max_segments * VGPU_MAX_CONT_FRAMES);
+	cap = min_t(u64, nr, (u64)s->max_segments * max(vgpu_max_frames, 1U));
 	segs = kvmalloc_array(cap, sizeof(*segs), GFP_KERNEL);
 	if (!segs) {
 		err = -ENOMEM;

@@ -183,6 +183,7 @@ static void vgpu_session_kill(struct vgpu_session *s, int err)
 	}
 	spin_unlock(&s->lock);
 	wake_up_all(&s->notify_wq);
+	wake_up_all(&s->drain_wq);
 }
 
 static void vgpu_queue_notify(struct vgpu_session *s, struct vgpu_frame *f)
@@ -245,6 +246,7 @@ static void vgpu_dispatch(struct vgpu_session *s, struct vgpu_frame *f)
 	else
 		kvfree(f);
 	vgpu_req_free(found);
+	wake_up_all(&s->drain_wq);
 }
 
 static int vgpu_read_frame(struct vgpu_session *s, struct vgpu_frame **out)
@@ -349,6 +351,7 @@ struct vgpu_session *vgpu_session_open(void)
 	INIT_LIST_HEAD(&s->pending);
 	INIT_LIST_HEAD(&s->notify);
 	init_waitqueue_head(&s->notify_wq);
+	init_waitqueue_head(&s->drain_wq);
 	mutex_init(&s->reg_lock);
 	INIT_LIST_HEAD(&s->regions);
 	s->max_payload = VGPU_DEFAULT_MAX_PAYLOAD;
@@ -378,21 +381,40 @@ free_session:
 	return ERR_PTR(err);
 }
 
+static bool vgpu_session_drained(struct vgpu_session *s)
+{
+	bool done;
+
+	spin_lock(&s->lock);
+	done = list_empty(&s->pending) || s->dead;
+	spin_unlock(&s->lock);
+	return done;
+}
+
 /**
  * vgpu_session_close() - end a session and release everything it holds.
  * @s: the session; freed on return.
  *
- * Shuts the stream down first (the host sees the connection close and frees
- * the session's GPU resources, and stops touching its memory), then stops
- * the reader, then unpins and frees what calls, submissions, registrations
- * and notifications still hold.
+ * Calls whose caller left (killed or interrupted mid-call) and submissions
+ * may still have the host reading or writing their pages, so their replies
+ * are awaited first, up to call_timeout_ms. Then the stream is shut down
+ * (the host sees the connection close and frees the session's GPU
+ * resources), the reader stopped, and what calls, submissions,
+ * registrations and notifications still hold is unpinned and freed.
  *
- * Context: process (file release); no ioctl of the file can be running.
+ * Context: process (file release, possibly in a killed task); no ioctl of
+ * the file can be running. Sleeps uninterruptibly.
  */
 void vgpu_session_close(struct vgpu_session *s)
 {
+	unsigned int ms = vgpu_call_timeout_ms ? vgpu_call_timeout_ms : 60000;
 	struct vgpu_req *req, *rtmp;
 	struct vgpu_frame *f, *ftmp;
+
+	if (!wait_event_timeout(s->drain_wq, vgpu_session_drained(s),
+				msecs_to_jiffies(ms)))
+		pr_warn_ratelimited("vgpu: session %llu: host still busy with a call after %u ms; closing\n",
+				    s->session_id, ms);
 
 	kernel_sock_shutdown(s->sock, SHUT_RDWR);
 	kthread_stop(s->reader);
@@ -423,7 +445,7 @@ void vgpu_session_close(struct vgpu_session *s)
  *
  * Context: process; takes the session's send lock.
  * Return: 0; -EPIPE if the session is dead; -E2BIG if the segments need more
- * than VGPU_MAX_CONT_FRAMES frames; a socket error (the session is then
+ * than max_frames frames; a socket error (the session is then
  * marked dead, since a partial frame desynchronises the stream).
  */
 int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
@@ -441,7 +463,7 @@ int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 	if (nsegs && !per)
 		return -EOPNOTSUPP;
 	nframes = vgpu_nr_frames(nsegs, per);
-	if (nframes > VGPU_MAX_CONT_FRAMES)
+	if (nframes > max(vgpu_max_frames, 1U))
 		return -E2BIG;
 
 	mutex_lock(&s->send_lock);
