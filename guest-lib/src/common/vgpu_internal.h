@@ -1,0 +1,212 @@
+/*
+ * vgpu_internal.h - the guest library's internal interface.
+ *
+ * libcuda.so.1 holds the core: the one transport of the process (host mode:
+ * a unix socket to `vgpu serve`; guest mode: /dev/vgpu), the batch of queued
+ * asynchronous calls, the device-info cache, the maps of device allocations
+ * and pinned host ranges, modules and functions, logging and statistics.
+ * It exports the functions below as vgpu_* (unversioned, private);
+ * libcudart.so.* and libnvidia-ml.so.1 link against it, so a process that
+ * uses the runtime and the driver API has one session with the host.
+ *
+ * Every function returning int returns a CUresult (0 = success).
+ */
+#ifndef VGPU_INTERNAL_H
+#define VGPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#include "vgpu_protocol.h"
+
+#define VGPU_EXPORT __attribute__((visibility("default")))
+#define VGPU_PRIVATE VGPU_EXPORT
+
+/* CUresult values used by the library (ABI constants, cuda.h). */
+enum {
+	VGPU_OK = 0,
+	VGPU_E_INVALID_VALUE = 1,
+	VGPU_E_OUT_OF_MEMORY = 2,
+	VGPU_E_NOT_INITIALIZED = 3,
+	VGPU_E_DEINITIALIZED = 4,
+	VGPU_E_NO_DEVICE = 100,
+	VGPU_E_INVALID_DEVICE = 101,
+	VGPU_E_INVALID_IMAGE = 200,
+	VGPU_E_INVALID_CONTEXT = 201,
+	VGPU_E_NO_BINARY_FOR_GPU = 209,
+	VGPU_E_INVALID_SOURCE = 300,
+	VGPU_E_FILE_NOT_FOUND = 301,
+	VGPU_E_INVALID_HANDLE = 400,
+	VGPU_E_NOT_FOUND = 500,
+	VGPU_E_NOT_READY = 600,
+	VGPU_E_HOST_MEMORY_ALREADY_REGISTERED = 712,
+	VGPU_E_HOST_MEMORY_NOT_REGISTERED = 713,
+	VGPU_E_LAUNCH_FAILED = 719,
+	VGPU_E_NOT_PERMITTED = 800,
+	VGPU_E_NOT_SUPPORTED = 801,
+	VGPU_E_STREAM_CAPTURE_UNSUPPORTED = 900,
+	VGPU_E_STREAM_CAPTURE_INVALIDATED = 901,
+	VGPU_E_UNKNOWN = 999,
+};
+
+/* ---- logging (VGPU_LOG=error|warn|info|debug, VGPU_LOG_FILE=path) ---- */
+enum { VGPU_LOG_ERROR = 0, VGPU_LOG_WARN = 1, VGPU_LOG_INFO = 2, VGPU_LOG_DEBUG = 3 };
+VGPU_PRIVATE extern int vgpu_log_level;
+VGPU_PRIVATE void vgpu_logf(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define VLOG(lvl, ...) do { if ((lvl) <= vgpu_log_level) vgpu_logf((lvl), __VA_ARGS__); } while (0)
+#define VERR(...) VLOG(VGPU_LOG_ERROR, __VA_ARGS__)
+#define VWARN(...) VLOG(VGPU_LOG_WARN, __VA_ARGS__)
+#define VINFO(...) VLOG(VGPU_LOG_INFO, __VA_ARGS__)
+#define VDEBUG(...) VLOG(VGPU_LOG_DEBUG, __VA_ARGS__)
+
+/* Logs "<name> is not supported" once per *once flag. */
+VGPU_PRIVATE void vgpu_unsupported(const char *name, int *once);
+
+/* ---- statistics (VGPU_STATS=1: a table at exit) ---- */
+struct vgpu_apistat {
+	const char *name;
+	uint64_t calls;
+	struct vgpu_apistat *next;
+	int linked;
+};
+VGPU_PRIVATE void vgpu_api_count(struct vgpu_apistat *st);
+/* The first line of every hand-written API function: counts the call. */
+#define VGPU_API() \
+	static struct vgpu_apistat vgpu_st_ = { __func__, 0, NULL, 0 }; \
+	vgpu_api_count(&vgpu_st_)
+
+/* ---- SHA-256 ---- */
+VGPU_PRIVATE void vgpu_sha256(const void *data, size_t len, uint8_t out[32]);
+
+/* ---- transport ---- */
+
+/* A user buffer of a call. TO_HOST buffers are read by the host (H2D
+ * source, module image); a FROM_HOST buffer is written (D2H destination).
+ * ref_off is the offset of its struct vgpu_buf_ref in the request payload;
+ * the transport fills the ref in (segments in guest mode, inline in host
+ * mode; a registered range becomes a region ref). */
+struct vgpu_xbuf {
+	void *addr;
+	uint64_t len;
+	uint32_t dir; /* VGPU_DIR_TO_HOST or VGPU_DIR_FROM_HOST */
+	uint32_t ref_off;
+};
+#define VGPU_DIR_TO_HOST 1u
+#define VGPU_DIR_FROM_HOST 2u
+
+/* Connects (once per process) and says HELLO. Returns a CUresult. */
+VGPU_PRIVATE int vgpu_init(void);
+/* Host mode (unix socket, inline data) or guest mode (/dev/vgpu). */
+VGPU_PRIVATE int vgpu_host_mode(void);
+VGPU_PRIVATE const struct vgpu_hello_reply *vgpu_hello(void);
+
+/* One synchronous call: flushes the batch first, then sends req (fixed
+ * part + tail, req_len bytes) and waits. The reply's fixed part goes to
+ * reply (reply_len bytes, or less if the host sent less); *tail_len (may be
+ * NULL) receives the size of the reply tail, copied to tail/tail_cap.
+ * A FROM_HOST buffer in host mode receives the reply tail instead. */
+VGPU_PRIVATE int vgpu_call(uint16_t op, const void *req, uint32_t req_len,
+			   const struct vgpu_xbuf *bufs, int nbufs,
+			   void *reply, uint32_t reply_len,
+			   void *tail, uint32_t tail_cap, uint32_t *tail_len);
+/* Queues an asynchronous (batchable) call; it is sent with the next
+ * synchronizing call or when the batch is full. Errors surface at the next
+ * synchronizing call. */
+VGPU_PRIVATE int vgpu_queue(uint16_t op, const void *req, uint32_t req_len);
+/* Sends the queued batch now. */
+VGPU_PRIVATE int vgpu_flush(void);
+/* Returns and clears the deferred error of earlier asynchronous calls. */
+VGPU_PRIVATE int vgpu_take_deferred_error(void);
+/* Largest payload one frame may carry (for chunking copies). */
+VGPU_PRIVATE uint64_t vgpu_max_chunk(void);
+
+/* ---- devices ---- */
+VGPU_PRIVATE int vgpu_device_count(int *count);
+VGPU_PRIVATE int vgpu_device_info(int dev, const struct vgpu_device_info **out);
+VGPU_PRIVATE int vgpu_device_attr(int dev, int attr, int *value);
+
+/* ---- device allocations (for cudaMemcpyDefault and pointer queries) ---- */
+VGPU_PRIVATE void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev);
+VGPU_PRIVATE void vgpu_devmap_remove(uint64_t ptr);
+/* Returns 1 and the allocation if ptr lies in one. */
+VGPU_PRIVATE int vgpu_devmap_find(uint64_t ptr, uint64_t *base, uint64_t *size, int *dev);
+
+/* ---- pinned / registered host ranges ---- */
+struct vgpu_hostrange {
+	void *addr;
+	uint64_t len;
+	uint64_t region; /* host region id (guest mode), 0 in host mode */
+	uint64_t dev_ptr; /* device address if mapped, else 0 */
+	unsigned flags;
+	int owned; /* allocated by the library (cudaMallocHost) */
+	int mmapped; /* guest mode: mapped from /dev/vgpu */
+};
+VGPU_PRIVATE int vgpu_host_alloc(size_t size, unsigned flags, void **out);
+VGPU_PRIVATE int vgpu_host_free(void *p);
+VGPU_PRIVATE int vgpu_host_register(void *p, size_t size, unsigned flags);
+VGPU_PRIVATE int vgpu_host_unregister(void *p);
+/* Finds the pinned range holding [p, p+len); copies it to *out. */
+VGPU_PRIVATE int vgpu_hostmap_find(const void *p, uint64_t len, struct vgpu_hostrange *out);
+#define VGPU_HOSTALLOC_MAPPED 0x2u
+
+/* ---- memory operations (device pointers are host GPU addresses) ---- */
+VGPU_PRIVATE int vgpu_mem_alloc(int dev, uint64_t size, uint64_t *ptr);
+VGPU_PRIVATE int vgpu_mem_free(uint64_t ptr);
+/* stream: host stream handle; async: may return before the copy ends (only
+ * honoured where the host memory is pinned). */
+VGPU_PRIVATE int vgpu_memcpy_htod(uint64_t dst, const void *src, uint64_t n, uint64_t stream, int async);
+VGPU_PRIVATE int vgpu_memcpy_dtoh(void *dst, uint64_t src, uint64_t n, uint64_t stream, int async);
+VGPU_PRIVATE int vgpu_memcpy_dtod(uint64_t dst, uint64_t src, uint64_t n, uint64_t stream, int async);
+VGPU_PRIVATE int vgpu_memset(uint64_t dst, uint32_t value, uint32_t elem, uint64_t count,
+			     uint64_t pitch, uint64_t height, uint64_t stream, int async);
+VGPU_PRIVATE int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b);
+
+/* ---- modules and functions ---- */
+struct vgpu_func {
+	uint64_t handle; /* host function handle */
+	uint32_t nparams;
+	uint32_t param_bytes;
+	struct vgpu_param_info *params;
+	char *name;
+	struct vgpu_module *mod;
+	int attrs_valid;
+	int32_t attrs[VGPU_MAX_FUNC_ATTRS];
+	struct vgpu_func *next;
+};
+struct vgpu_module {
+	uint64_t handle;
+	int dev;
+	struct vgpu_func *funcs;
+	pthread_mutex_t mu;
+};
+/* kind: VGPU_IMAGE_*; image must stay valid during the call only. */
+VGPU_PRIVATE int vgpu_module_load(int dev, const void *image, uint64_t size, uint32_t kind, struct vgpu_module **out);
+VGPU_PRIVATE int vgpu_module_unload(struct vgpu_module *m);
+VGPU_PRIVATE int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgpu_func **out);
+VGPU_PRIVATE int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size);
+VGPU_PRIVATE int vgpu_func_attrs(struct vgpu_func *f, const int32_t **attrs);
+VGPU_PRIVATE int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value);
+VGPU_PRIVATE int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned flags, int *blocks);
+/* Fatbin size from its header (magic 0xBA55ED50), 0 if not a fatbin. */
+VGPU_PRIVATE uint64_t vgpu_fatbin_size(const void *image);
+/* Packs args (an array of pointers, one per parameter) and queues a launch. */
+VGPU_PRIVATE int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
+			     const uint32_t block[3], uint32_t smem, void **args, void **extra);
+
+/* ---- streams, events, host functions ---- */
+VGPU_PRIVATE int vgpu_stream_create(int dev, unsigned flags, int prio, uint64_t *handle);
+VGPU_PRIVATE int vgpu_simple(uint16_t op, uint64_t handle); /* HandleReq, empty reply, sync */
+VGPU_PRIVATE int vgpu_event_create(int dev, unsigned flags, uint64_t *handle);
+VGPU_PRIVATE int vgpu_event_record(uint64_t ev, uint64_t stream, unsigned flags);
+VGPU_PRIVATE int vgpu_stream_wait_event(uint64_t stream, uint64_t ev, unsigned flags);
+VGPU_PRIVATE int vgpu_elapsed(uint64_t start, uint64_t end, float *ms);
+VGPU_PRIVATE int vgpu_device_sync(int dev);
+typedef void (*vgpu_hostfn)(void *user, int status);
+/* Enqueues fn(user, status) on stream; it runs on a library thread. */
+VGPU_PRIVATE int vgpu_host_func(uint64_t stream, vgpu_hostfn fn, void *user);
+
+/* ---- small helpers ---- */
+VGPU_PRIVATE uint64_t vgpu_now_ns(void);
+
+#endif /* VGPU_INTERNAL_H */

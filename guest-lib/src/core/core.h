@@ -1,0 +1,23 @@
+/* core.h - declarations shared by the core's own files (not exported). */
+#ifndef VGPU_CORE_H
+#define VGPU_CORE_H
+
+#include "vgpu_internal.h"
+
+#define VGPU_NOPSTAT 257
+struct vgpu_opstat {
+	uint16_t op;
+	uint64_t calls, round_trips, bytes_out, bytes_in, ns;
+};
+extern struct vgpu_opstat vgpu_opstats[VGPU_NOPSTAT];
+unsigned vgpu_opstat_index(uint16_t op);
+void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_t ns, int round_trip);
+
+/* Called for every notification frame from the host (any thread). */
+void vgpu_notify(const struct vgpu_header *h, const void *payload);
+/* Starts the guest-mode notification thread (idempotent). */
+void vgpu_start_notify_thread(void);
+/* The guest-mode /dev/vgpu file descriptor, -1 in host mode. */
+int vgpu_dev_fd(void);
+
+#endif

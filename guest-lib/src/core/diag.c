@@ -1,0 +1,143 @@
+/*
+ * diag.c - logging (VGPU_LOG, VGPU_LOG_FILE) and statistics (VGPU_STATS=1:
+ * calls per API, round trips and bytes per opcode, time spent, printed at
+ * exit).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vgpu_internal.h"
+#include "core.h"
+
+int vgpu_log_level = VGPU_LOG_WARN;
+static FILE *log_out;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static int stats_on;
+static pthread_mutex_t stat_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct vgpu_apistat *api_head;
+struct vgpu_opstat vgpu_opstats[VGPU_NOPSTAT];
+
+uint64_t vgpu_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void print_stats(void);
+
+__attribute__((constructor)) static void diag_init(void)
+{
+	const char *l = getenv("VGPU_LOG");
+	if (l) {
+		if (!strcasecmp(l, "error"))
+			vgpu_log_level = VGPU_LOG_ERROR;
+		else if (!strcasecmp(l, "warn"))
+			vgpu_log_level = VGPU_LOG_WARN;
+		else if (!strcasecmp(l, "info"))
+			vgpu_log_level = VGPU_LOG_INFO;
+		else if (!strcasecmp(l, "debug"))
+			vgpu_log_level = VGPU_LOG_DEBUG;
+	}
+	const char *f = getenv("VGPU_LOG_FILE");
+	if (f && *f) {
+		log_out = fopen(f, "ae");
+		if (log_out)
+			setvbuf(log_out, NULL, _IOLBF, 0);
+	}
+	const char *s = getenv("VGPU_STATS");
+	if (s && *s && strcmp(s, "0") != 0) {
+		stats_on = 1;
+		atexit(print_stats);
+	}
+}
+
+void vgpu_logf(int level, const char *fmt, ...)
+{
+	static const char *names[] = {"error", "warn", "info", "debug"};
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&log_mu);
+	fprintf(log_out ? log_out : stderr, "vgpu[%d] %s: %s\n", (int)getpid(),
+		names[level < 0 ? 0 : level > 3 ? 3 : level], buf);
+	pthread_mutex_unlock(&log_mu);
+}
+
+void vgpu_unsupported(const char *name, int *once)
+{
+	if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+		VWARN("%s is not supported by vgpu; returning an error", name);
+}
+
+void vgpu_api_count(struct vgpu_apistat *st)
+{
+	__atomic_add_fetch(&st->calls, 1, __ATOMIC_RELAXED);
+	if (vgpu_log_level >= VGPU_LOG_DEBUG)
+		vgpu_logf(VGPU_LOG_DEBUG, "call %s", st->name);
+	if (!stats_on || __atomic_load_n(&st->linked, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&stat_mu);
+	if (!st->linked) {
+		st->next = api_head;
+		api_head = st;
+		__atomic_store_n(&st->linked, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&stat_mu);
+}
+
+void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_t ns, int round_trip)
+{
+	if (!stats_on)
+		return;
+	unsigned i = vgpu_opstat_index(op);
+	pthread_mutex_lock(&stat_mu);
+	vgpu_opstats[i].op = op;
+	vgpu_opstats[i].calls++;
+	vgpu_opstats[i].round_trips += (uint64_t)round_trip;
+	vgpu_opstats[i].bytes_out += bytes_out;
+	vgpu_opstats[i].bytes_in += bytes_in;
+	vgpu_opstats[i].ns += ns;
+	pthread_mutex_unlock(&stat_mu);
+}
+
+unsigned vgpu_opstat_index(uint16_t op)
+{
+	unsigned area = op >> 8, n = op & 0xff;
+	if (area >= 16 || n >= 16)
+		return VGPU_NOPSTAT - 1;
+	return area * 16 + n;
+}
+
+static void print_stats(void)
+{
+	FILE *o = log_out ? log_out : stderr;
+	pthread_mutex_lock(&stat_mu);
+	fprintf(o, "vgpu stats (pid %d)\n%-48s %12s\n", (int)getpid(), "API", "calls");
+	for (struct vgpu_apistat *s = api_head; s; s = s->next)
+		fprintf(o, "%-48s %12llu\n", s->name, (unsigned long long)s->calls);
+	fprintf(o, "%-24s %10s %12s %14s %14s %12s\n", "opcode", "calls", "round-trips", "bytes-out", "bytes-in", "ms");
+	uint64_t rt = 0, bo = 0, bi = 0, ns = 0;
+	for (unsigned i = 0; i < VGPU_NOPSTAT; i++) {
+		struct vgpu_opstat *s = &vgpu_opstats[i];
+		if (!s->calls)
+			continue;
+		fprintf(o, "%-24s %10llu %12llu %14llu %14llu %12.3f\n", vgpu_op_name(s->op),
+			(unsigned long long)s->calls, (unsigned long long)s->round_trips,
+			(unsigned long long)s->bytes_out, (unsigned long long)s->bytes_in, (double)s->ns / 1e6);
+		rt += s->round_trips;
+		bo += s->bytes_out;
+		bi += s->bytes_in;
+		ns += s->ns;
+	}
+	fprintf(o, "%-24s %10s %12llu %14llu %14llu %12.3f\n", "total", "", (unsigned long long)rt,
+		(unsigned long long)bo, (unsigned long long)bi, (double)ns / 1e6);
+	pthread_mutex_unlock(&stat_mu);
+}

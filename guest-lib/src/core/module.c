@@ -1,0 +1,283 @@
+/*
+ * module.c - module images, functions and launches.
+ *
+ * An image is named to the host by its SHA-256 first (MODULE_LOAD with no
+ * bytes); only if the host answers CUDA_ERROR_NOT_FOUND (500) are the bytes
+ * sent. A function's parameter layout (offset and size of each parameter)
+ * comes from the host's MODULE_GET_FUNCTION reply and is cached with the
+ * function, so a launch packs its arguments locally and is queued.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vgpu_internal.h"
+#include "core.h"
+
+#define FATBIN_MAGIC 0xBA55ED50u
+
+uint64_t vgpu_fatbin_size(const void *image)
+{
+	const uint8_t *p = image;
+	uint32_t magic;
+	uint16_t hsize;
+	uint64_t fsize;
+	if (!p)
+		return 0;
+	memcpy(&magic, p, 4);
+	if (magic != FATBIN_MAGIC)
+		return 0;
+	/* header: magic u32, version u16, header size u16, fat size u64 */
+	memcpy(&hsize, p + 6, 2);
+	memcpy(&fsize, p + 8, 8);
+	return (uint64_t)hsize + fsize;
+}
+
+int vgpu_module_load(int dev, const void *image, uint64_t size, uint32_t kind, struct vgpu_module **out)
+{
+	int rc = vgpu_init();
+	if (rc)
+		return rc;
+	if (!image || !size)
+		return VGPU_E_INVALID_IMAGE;
+	struct vgpu_module_load_req req;
+	memset(&req, 0, sizeof req);
+	req.device = (uint32_t)dev;
+	req.kind = kind;
+	vgpu_sha256(image, size, req.hash);
+	struct vgpu_module_load_reply r;
+	if (vgpu_hello()->features & VGPU_FEATURE_MODULE_HASH) {
+		req.image.kind = VGPU_BUF_NONE;
+		rc = vgpu_call(VGPU_OP_MODULE_LOAD, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
+	} else {
+		rc = VGPU_E_NOT_FOUND;
+	}
+	if (rc == VGPU_E_NOT_FOUND) {
+		if (size > vgpu_max_chunk() && vgpu_host_mode()) {
+			VERR("module image of %llu bytes exceeds the frame limit", (unsigned long long)size);
+			return VGPU_E_INVALID_IMAGE;
+		}
+		struct vgpu_xbuf b = {(void *)image, size, VGPU_DIR_TO_HOST,
+				      offsetof(struct vgpu_module_load_req, image)};
+		rc = vgpu_call(VGPU_OP_MODULE_LOAD, &req, sizeof req, &b, 1, &r, sizeof r, NULL, 0, NULL);
+	}
+	if (rc)
+		return rc;
+	struct vgpu_module *m = calloc(1, sizeof *m);
+	if (!m)
+		return VGPU_E_OUT_OF_MEMORY;
+	m->handle = r.module;
+	m->dev = dev;
+	pthread_mutex_init(&m->mu, NULL);
+	VDEBUG("module loaded: %llu bytes, handle %llu%s", (unsigned long long)size,
+	       (unsigned long long)r.module, r.cached ? " (cached by the host)" : "");
+	*out = m;
+	return 0;
+}
+
+int vgpu_module_unload(struct vgpu_module *m)
+{
+	if (!m)
+		return VGPU_E_INVALID_HANDLE;
+	int rc = vgpu_simple(VGPU_OP_MODULE_UNLOAD, m->handle);
+	for (struct vgpu_func *f = m->funcs, *n; f; f = n) {
+		n = f->next;
+		free(f->params);
+		free(f->name);
+		free(f);
+	}
+	pthread_mutex_destroy(&m->mu);
+	free(m);
+	return rc;
+}
+
+struct name_req {
+	struct vgpu_name_req h;
+	char name[1024];
+};
+
+static int name_req(struct name_req *q, uint64_t module, const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > sizeof q->name)
+		return VGPU_E_INVALID_VALUE;
+	memset(&q->h, 0, sizeof q->h);
+	q->h.module = module;
+	q->h.name_len = (uint32_t)n;
+	memcpy(q->name, name, n);
+	return 0;
+}
+
+int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgpu_func **out)
+{
+	if (!m || !name)
+		return VGPU_E_INVALID_VALUE;
+	pthread_mutex_lock(&m->mu);
+	for (struct vgpu_func *f = m->funcs; f; f = f->next)
+		if (!strcmp(f->name, name)) {
+			*out = f;
+			pthread_mutex_unlock(&m->mu);
+			return 0;
+		}
+	pthread_mutex_unlock(&m->mu);
+
+	struct name_req q;
+	int rc = name_req(&q, m->handle, name);
+	if (rc)
+		return rc;
+	struct vgpu_function_reply r;
+	struct vgpu_param_info params[VGPU_MAX_PARAM_BYTES / 4];
+	uint32_t tl = 0;
+	rc = vgpu_call(VGPU_OP_MODULE_GET_FUNCTION, &q, (uint32_t)(sizeof q.h + q.h.name_len), NULL, 0, &r, sizeof r,
+		       params, sizeof params, &tl);
+	if (rc)
+		return rc;
+	uint32_t np = r.num_params;
+	if ((uint64_t)np * sizeof(struct vgpu_param_info) > tl || np > VGPU_MAX_PARAM_BYTES / 4 ||
+	    r.param_bytes > VGPU_MAX_PARAM_BYTES) {
+		VERR("%s: host sent %u parameters in %u bytes", name, np, tl);
+		return VGPU_E_UNKNOWN;
+	}
+	for (uint32_t i = 0; i < np; i++)
+		if ((uint64_t)params[i].offset + params[i].size > r.param_bytes) {
+			VERR("%s: parameter %u outside the %u-byte block", name, i, r.param_bytes);
+			return VGPU_E_UNKNOWN;
+		}
+	struct vgpu_func *f = calloc(1, sizeof *f);
+	if (!f)
+		return VGPU_E_OUT_OF_MEMORY;
+	f->handle = r.func;
+	f->nparams = np;
+	f->param_bytes = r.param_bytes;
+	f->params = malloc((np ? np : 1) * sizeof *f->params);
+	f->name = strdup(name);
+	f->mod = m;
+	if (!f->params || !f->name) {
+		free(f->params);
+		free(f->name);
+		free(f);
+		return VGPU_E_OUT_OF_MEMORY;
+	}
+	memcpy(f->params, params, np * sizeof *f->params);
+	pthread_mutex_lock(&m->mu);
+	f->next = m->funcs;
+	m->funcs = f;
+	pthread_mutex_unlock(&m->mu);
+	VDEBUG("function %s: %u params, %u bytes", name, np, r.param_bytes);
+	*out = f;
+	return 0;
+}
+
+int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size)
+{
+	if (!m || !name)
+		return VGPU_E_INVALID_VALUE;
+	struct name_req q;
+	int rc = name_req(&q, m->handle, name);
+	if (rc)
+		return rc;
+	struct vgpu_global_reply r;
+	rc = vgpu_call(VGPU_OP_MODULE_GET_GLOBAL, &q, (uint32_t)(sizeof q.h + q.h.name_len), NULL, 0, &r, sizeof r,
+		       NULL, 0, NULL);
+	if (rc)
+		return rc;
+	if (ptr)
+		*ptr = r.ptr;
+	if (size)
+		*size = r.size;
+	return 0;
+}
+
+int vgpu_func_attrs(struct vgpu_func *f, const int32_t **attrs)
+{
+	if (!f)
+		return VGPU_E_INVALID_HANDLE;
+	if (!f->attrs_valid) {
+		struct vgpu_handle_req req = {.handle = f->handle};
+		struct vgpu_func_attributes_reply r;
+		int rc = vgpu_call(VGPU_OP_FUNC_GET_ATTRIBUTES, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0,
+				   NULL);
+		if (rc)
+			return rc;
+		memcpy(f->attrs, r.attrs, sizeof f->attrs);
+		f->attrs_valid = 1;
+	}
+	*attrs = f->attrs;
+	return 0;
+}
+
+int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value)
+{
+	if (!f)
+		return VGPU_E_INVALID_HANDLE;
+	struct vgpu_func_set_attribute_req req = {.func = f->handle, .attr = (uint32_t)attr, .value = value};
+	f->attrs_valid = 0;
+	return vgpu_queue(VGPU_OP_FUNC_SET_ATTRIBUTE, &req, sizeof req);
+}
+
+int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned flags, int *blocks)
+{
+	if (!f)
+		return VGPU_E_INVALID_HANDLE;
+	struct vgpu_occupancy_req req = {.func = f->handle, .block_size = (uint32_t)block, .flags = flags,
+					 .dyn_smem = dynsmem};
+	struct vgpu_occupancy_reply r;
+	int rc = vgpu_call(VGPU_OP_OCCUPANCY_MAX_BLOCKS, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
+	if (!rc)
+		*blocks = r.num_blocks;
+	return rc;
+}
+
+/* cuLaunchKernel "extra" keys (ABI constants, cuda.h). */
+#define LAUNCH_PARAM_END ((void *)0x00)
+#define LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
+int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3], const uint32_t block[3],
+		uint32_t smem, void **args, void **extra)
+{
+	if (!f)
+		return VGPU_E_INVALID_HANDLE;
+	struct {
+		struct vgpu_launch_req h;
+		uint8_t params[VGPU_MAX_PARAM_BYTES + 4];
+	} q;
+	memset(&q.h, 0, sizeof q.h);
+	q.h.func = f->handle;
+	q.h.stream = stream;
+	q.h.grid_x = grid[0];
+	q.h.grid_y = grid[1];
+	q.h.grid_z = grid[2];
+	q.h.block_x = block[0];
+	q.h.block_y = block[1];
+	q.h.block_z = block[2];
+	q.h.shared_mem = smem;
+	uint32_t psize = f->param_bytes;
+	if (args) {
+		memset(q.params, 0, psize);
+		for (uint32_t i = 0; i < f->nparams; i++) {
+			if (!args[i])
+				return VGPU_E_INVALID_VALUE;
+			memcpy(q.params + f->params[i].offset, args[i], f->params[i].size);
+		}
+	} else if (extra) {
+		void *buf = NULL;
+		size_t bsize = 0;
+		for (int i = 0; extra[i] != LAUNCH_PARAM_END; i += 2) {
+			if (extra[i] == LAUNCH_PARAM_BUFFER_POINTER)
+				buf = extra[i + 1];
+			else if (extra[i] == LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+				bsize = *(size_t *)extra[i + 1];
+			else
+				return VGPU_E_INVALID_VALUE;
+		}
+		if ((!buf && bsize) || bsize > VGPU_MAX_PARAM_BYTES)
+			return VGPU_E_INVALID_VALUE;
+		psize = (uint32_t)bsize;
+		if (bsize)
+			memcpy(q.params, buf, bsize);
+	} else if (f->nparams) {
+		return VGPU_E_INVALID_VALUE;
+	}
+	q.h.param_size = psize;
+	return vgpu_queue(VGPU_OP_LAUNCH_KERNEL, &q, (uint32_t)(sizeof q.h + psize));
+}

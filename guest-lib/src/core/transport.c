@@ -1,0 +1,674 @@
+/*
+ * transport.c - the one connection of a process to the host backend.
+ *
+ * Primer. Every call is one protocol frame (protocol/vgpu_protocol.h): a
+ * 32-byte header, a payload, and (guest mode only, appended by the kernel
+ * driver) guest-physical segments. The first frame on a connection is
+ * HELLO (role library); its reply gives the limits (payload size, segments,
+ * batch size) this file obeys.
+ *
+ *  - guest mode (default; VGPU_DEVICE overrides /dev/vgpu): VGPU_IOC_CALL
+ *    per synchronous call; user buffers are named as struct vgpu_buf and
+ *    the driver appends their segments; the payload names them with
+ *    BufRef{Kind=SEGMENTS, Index=i}. A buffer inside a range registered with
+ *    VGPU_IOC_REGISTER is named BufRef{Kind=REGION} instead (no pinning per
+ *    call, and such a call may be batched). Notifications come from
+ *    VGPU_IOC_RECV on a library thread.
+ *  - host mode (VGPU_TRANSPORT=unix:PATH): a unix stream socket to
+ *    `vgpu serve --unix PATH`; data travels inline (BufRef{Kind=INLINE}:
+ *    H2D bytes in the request tail, D2H bytes as the reply payload). A
+ *    reader thread matches replies to waiting callers by request id and
+ *    hands notifications to vgpu_notify.
+ *
+ * Asynchronous calls (launches, memsets, async copies from pinned memory,
+ * event records, ...) are queued and sent as one BATCH frame before the
+ * next synchronous call, or when the batch is full. The batch's first error
+ * is kept and returned at the next synchronizing call (CUDA semantics).
+ *
+ * Failure of the connection is never fatal to the process: calls return
+ * CUDA_ERROR_DEVICE_UNAVAILABLE (46) or CUDA_ERROR_NOT_INITIALIZED (3).
+ *
+ * Trust: replies are checked (magic, version, request id, lengths) before
+ * use; a malformed reply marks the connection broken.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <linux/types.h>
+
+#include "vgpu_internal.h"
+#include "core.h"
+#include "uapi/vgpu.h"
+
+#define E_UNAVAILABLE 46
+
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+static int init_state; /* 0 untried, 1 ok, else the CUresult of the failure */
+static int host_mode;
+static int fd = -1;
+static struct vgpu_hello_reply hello;
+static uint32_t max_segments = 1024;
+static volatile int broken;
+static uint64_t next_id = 1;
+
+/* host mode: writer lock, reader thread, waiters */
+struct waiter {
+	uint64_t id;
+	int done;
+	int err; /* transport error (CUresult) */
+	uint8_t *frame; /* malloc'd reply frame */
+	uint32_t frame_len;
+	struct waiter *next;
+};
+static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pend_cv = PTHREAD_COND_INITIALIZER;
+static struct waiter *pending;
+
+/* batch */
+static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *batch_buf; /* BatchReq + sub-frames */
+static size_t batch_len, batch_cap;
+static uint32_t batch_count;
+static int deferred_err;
+static __thread int no_flush; /* host-function completions must not wait for the batch */
+
+int vgpu_host_mode(void) { return host_mode; }
+const struct vgpu_hello_reply *vgpu_hello(void) { return &hello; }
+int vgpu_dev_fd(void) { return host_mode ? -1 : fd; }
+
+static uint64_t new_id(void) { return __atomic_fetch_add(&next_id, 1, __ATOMIC_RELAXED); }
+
+static void put_header(struct vgpu_header *h, uint16_t op, uint64_t id, uint32_t plen, uint32_t flags)
+{
+	memset(h, 0, sizeof *h);
+	h->magic = VGPU_MAGIC;
+	h->major = VGPU_PROTO_MAJOR;
+	h->minor = VGPU_PROTO_MINOR;
+	h->opcode = op;
+	h->flags = flags;
+	h->request_id = id;
+	h->payload_len = plen;
+}
+
+static int check_reply(const uint8_t *f, uint32_t len, uint64_t id, uint16_t op)
+{
+	const struct vgpu_header *h = (const void *)f;
+	if (len < VGPU_HEADER_SIZE || h->magic != VGPU_MAGIC || h->major != VGPU_PROTO_MAJOR ||
+	    !(h->flags & VGPU_FLAG_REPLY) || h->request_id != id || h->opcode != op ||
+	    (uint64_t)VGPU_HEADER_SIZE + h->payload_len > len) {
+		VERR("malformed reply to %s (len %u)", vgpu_op_name(op), len);
+		broken = 1;
+		return E_UNAVAILABLE;
+	}
+	return 0;
+}
+
+/* ---------------- host mode ---------------- */
+
+static int write_all(int s, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n) {
+		ssize_t w = send(s, b, n, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int read_all(int s, void *p, size_t n)
+{
+	uint8_t *b = p;
+	while (n) {
+		ssize_t r = recv(s, b, n, 0);
+		if (r == 0)
+			return -1;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void fail_all_waiters(void)
+{
+	pthread_mutex_lock(&pend_mu);
+	broken = 1;
+	for (struct waiter *w = pending; w; w = w->next) {
+		w->done = 1;
+		w->err = E_UNAVAILABLE;
+	}
+	pthread_cond_broadcast(&pend_cv);
+	pthread_mutex_unlock(&pend_mu);
+}
+
+static void *reader_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct vgpu_header h;
+		if (read_all(fd, &h, sizeof h) != 0)
+			break;
+		if (h.magic != VGPU_MAGIC || h.major != VGPU_PROTO_MAJOR || h.payload_len > (64u << 20) ||
+		    h.num_segs != 0) {
+			VERR("host sent a malformed frame; closing the connection");
+			break;
+		}
+		uint64_t flen = vgpu_frame_len(h.payload_len, 0);
+		uint8_t *f = malloc(flen);
+		if (!f)
+			break;
+		memcpy(f, &h, sizeof h);
+		if (read_all(fd, f + sizeof h, flen - sizeof h) != 0) {
+			free(f);
+			break;
+		}
+		if (h.flags & VGPU_FLAG_NOTIFY) {
+			vgpu_notify(&h, f + VGPU_HEADER_SIZE);
+			free(f);
+			continue;
+		}
+		pthread_mutex_lock(&pend_mu);
+		struct waiter *w;
+		for (w = pending; w; w = w->next)
+			if (w->id == h.request_id && !w->done)
+				break;
+		if (w) {
+			w->frame = f;
+			w->frame_len = (uint32_t)flen;
+			w->done = 1;
+			pthread_cond_broadcast(&pend_cv);
+		} else {
+			VDEBUG("reply to unknown request %llu (%s) dropped", (unsigned long long)h.request_id,
+			       vgpu_op_name(h.opcode));
+			free(f);
+		}
+		pthread_mutex_unlock(&pend_mu);
+	}
+	if (!broken)
+		VERR("connection to the vgpu backend lost");
+	fail_all_waiters();
+	return NULL;
+}
+
+/* Sends iov pieces as one frame and waits for the reply (host mode). */
+static int host_roundtrip(uint64_t id, const void *a, size_t alen, const void *b, size_t blen,
+			  uint8_t **reply, uint32_t *reply_len)
+{
+	struct waiter w = {.id = id};
+	if (broken)
+		return E_UNAVAILABLE;
+	pthread_mutex_lock(&pend_mu);
+	w.next = pending;
+	pending = &w;
+	pthread_mutex_unlock(&pend_mu);
+
+	static const uint8_t zeros[8];
+	size_t pad = (8 - ((alen + blen) & 7)) & 7;
+	pthread_mutex_lock(&write_mu);
+	int rc = write_all(fd, a, alen);
+	if (!rc && blen)
+		rc = write_all(fd, b, blen);
+	if (!rc && pad)
+		rc = write_all(fd, zeros, pad);
+	pthread_mutex_unlock(&write_mu);
+
+	pthread_mutex_lock(&pend_mu);
+	if (rc) {
+		w.done = 1;
+		w.err = E_UNAVAILABLE;
+	}
+	while (!w.done)
+		pthread_cond_wait(&pend_cv, &pend_mu);
+	for (struct waiter **pp = &pending; *pp; pp = &(*pp)->next)
+		if (*pp == &w) {
+			*pp = w.next;
+			break;
+		}
+	pthread_mutex_unlock(&pend_mu);
+	if (w.err) {
+		free(w.frame);
+		return w.err;
+	}
+	*reply = w.frame;
+	*reply_len = w.frame_len;
+	return 0;
+}
+
+static int host_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof sa.sun_path) {
+		VERR("VGPU_TRANSPORT socket path too long");
+		return VGPU_E_NOT_INITIALIZED;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		VERR("cannot connect to the vgpu backend at %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		return E_UNAVAILABLE;
+	}
+	pthread_t t;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, reader_main, NULL) != 0) {
+		pthread_attr_destroy(&at);
+		close(fd);
+		fd = -1;
+		return VGPU_E_OUT_OF_MEMORY;
+	}
+	pthread_attr_destroy(&at);
+	return 0;
+}
+
+/* ---------------- guest mode ---------------- */
+
+static int dev_roundtrip(const void *frame, uint32_t frame_len, struct vgpu_buf *bufs, uint32_t nbufs,
+			 uint8_t **reply, uint32_t *reply_len, uint32_t reply_cap)
+{
+	if (broken)
+		return E_UNAVAILABLE;
+	uint8_t *r = malloc(reply_cap);
+	if (!r)
+		return VGPU_E_OUT_OF_MEMORY;
+	struct vgpu_call c = {
+		.frame = (uintptr_t)frame,
+		.frame_len = frame_len,
+		.nbufs = nbufs,
+		.bufs = (uintptr_t)bufs,
+		.reply = (uintptr_t)r,
+		.reply_cap = reply_cap,
+	};
+	while (ioctl(fd, VGPU_IOC_CALL, &c) != 0) {
+		if (errno == EINTR)
+			continue;
+		int e = errno;
+		free(r);
+		VERR("VGPU_IOC_CALL failed: %s", strerror(e));
+		if (e == EMSGSIZE || e == EINVAL || e == EFAULT)
+			return VGPU_E_INVALID_VALUE;
+		if (e == ENOMEM)
+			return VGPU_E_OUT_OF_MEMORY;
+		if (e == ETIMEDOUT)
+			return VGPU_E_LAUNCH_FAILED;
+		broken = 1;
+		return E_UNAVAILABLE;
+	}
+	*reply = r;
+	*reply_len = c.reply_len;
+	return 0;
+}
+
+static int dev_open(const char *path)
+{
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		VERR("cannot open %s: %s (is the vgpu guest driver loaded? for host mode set "
+		     "VGPU_TRANSPORT=unix:PATH)", path, strerror(errno));
+		return errno == ENOENT ? VGPU_E_NO_DEVICE : E_UNAVAILABLE;
+	}
+	struct vgpu_info info;
+	memset(&info, 0, sizeof info);
+	if (ioctl(fd, VGPU_IOC_INFO, &info) == 0) {
+		if (info.max_segments)
+			max_segments = info.max_segments;
+		VINFO("%s: session %llu, max %u segments, local port %u", path,
+		      (unsigned long long)info.session_id, info.max_segments, info.local_port);
+	}
+	return 0;
+}
+
+/* ---------------- common ---------------- */
+
+/* One raw round trip: frame = header + payload (no segments). */
+static int roundtrip(uint16_t op, uint64_t id, const void *payload_a, uint32_t alen, const void *payload_b,
+		     uint32_t blen, struct vgpu_buf *bufs, uint32_t nbufs, uint32_t reply_cap,
+		     uint8_t **reply, uint32_t *reply_len)
+{
+	uint64_t t0 = vgpu_now_ns();
+	struct vgpu_header h;
+	put_header(&h, op, id, alen + blen, 0);
+	int rc;
+	if (host_mode) {
+		size_t n = sizeof h + alen;
+		uint8_t *a = malloc(n);
+		if (!a)
+			return VGPU_E_OUT_OF_MEMORY;
+		memcpy(a, &h, sizeof h);
+		memcpy(a + sizeof h, payload_a, alen);
+		rc = host_roundtrip(id, a, n, payload_b, blen, reply, reply_len);
+		free(a);
+	} else {
+		size_t n = vgpu_frame_len(alen + blen, 0);
+		uint8_t *a = calloc(1, n);
+		if (!a)
+			return VGPU_E_OUT_OF_MEMORY;
+		memcpy(a, &h, sizeof h);
+		memcpy(a + sizeof h, payload_a, alen);
+		if (blen)
+			memcpy(a + sizeof h + alen, payload_b, blen);
+		rc = dev_roundtrip(a, (uint32_t)n, bufs, nbufs, reply, reply_len, reply_cap + 64);
+		free(a);
+	}
+	if (!rc)
+		rc = check_reply(*reply, *reply_len, id, op);
+	if (rc && *reply) {
+		free(*reply);
+		*reply = NULL;
+	}
+	uint64_t in = rc ? 0 : *reply_len;
+	vgpu_opstat_add(op, (uint64_t)alen + blen + sizeof h, in, vgpu_now_ns() - t0, 1);
+	return rc;
+}
+
+static int say_hello(void)
+{
+	struct vgpu_hello_req req;
+	memset(&req, 0, sizeof req);
+	req.major = VGPU_PROTO_MAJOR;
+	req.minor = VGPU_PROTO_MINOR;
+	req.role = VGPU_ROLE_LIBRARY;
+	req.features = VGPU_FEATURE_BATCH | VGPU_FEATURE_HOST_FUNC | VGPU_FEATURE_MODULE_HASH |
+		       (host_mode ? VGPU_FEATURE_INLINE : VGPU_FEATURE_SEGMENTS);
+	snprintf((char *)req.client_version, sizeof req.client_version, "vgpu-guest-lib/1");
+	req.pid = (uint32_t)getpid();
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	uint64_t id = new_id();
+	int rc = roundtrip(VGPU_OP_HELLO, id, &req, sizeof req, NULL, 0, NULL, 0, 4096, &r, &rl);
+	if (rc)
+		return rc;
+	const struct vgpu_header *h = (const void *)r;
+	if (h->status != 0) {
+		VERR("backend refused HELLO: error %d", h->status);
+		rc = h->status;
+	} else {
+		memset(&hello, 0, sizeof hello);
+		memcpy(&hello, r + VGPU_HEADER_SIZE, h->payload_len < sizeof hello ? h->payload_len : sizeof hello);
+		if (!hello.max_payload)
+			hello.max_payload = VGPU_DEFAULT_MAX_PAYLOAD;
+		if (!hello.max_batch)
+			hello.max_batch = 256;
+		if (hello.max_segments && hello.max_segments < max_segments)
+			max_segments = hello.max_segments;
+		VINFO("connected: backend %.32s, device kind %.16s, %u device(s), features %#llx, session %llu",
+		      (const char *)hello.backend_version, (const char *)hello.device_kind, hello.device_count,
+		      (unsigned long long)hello.features, (unsigned long long)hello.session_id);
+	}
+	free(r);
+	return rc;
+}
+
+int vgpu_init(void)
+{
+	int st = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
+	if (st == 1)
+		return broken ? E_UNAVAILABLE : 0;
+	if (st != 0)
+		return st;
+	pthread_mutex_lock(&init_mu);
+	if (init_state == 0) {
+		const char *t = getenv("VGPU_TRANSPORT");
+		int rc;
+		if (t && !strncmp(t, "unix:", 5)) {
+			host_mode = 1;
+			rc = host_connect(t + 5);
+		} else {
+			const char *dev = getenv("VGPU_DEVICE");
+			if (t && !strncmp(t, "dev:", 4))
+				dev = t + 4;
+			rc = dev_open(dev && *dev ? dev : "/dev/vgpu");
+		}
+		if (!rc)
+			rc = say_hello();
+		__atomic_store_n(&init_state, rc ? rc : 1, __ATOMIC_RELEASE);
+	}
+	st = init_state;
+	pthread_mutex_unlock(&init_mu);
+	return st == 1 ? 0 : st;
+}
+
+uint64_t vgpu_max_chunk(void)
+{
+	if (host_mode) {
+		uint64_t m = hello.max_payload ? hello.max_payload : VGPU_DEFAULT_MAX_PAYLOAD;
+		return m > 8192 ? m - 4096 : m / 2;
+	}
+	/* Conservatively len/4096 + 2 segments per buffer. */
+	uint64_t segs = max_segments > 8 ? max_segments - 2 : 6;
+	uint64_t m = segs * 4096;
+	return m > (64u << 20) ? (64u << 20) : m;
+}
+
+/* Size of the fixed part of a request payload that carries BufRefs. */
+static uint32_t req_fixed(uint16_t op)
+{
+	switch (op) {
+	case VGPU_OP_MEMCPY_HTOD: return sizeof(struct vgpu_memcpy_htod_req);
+	case VGPU_OP_MEMCPY_DTOH: return sizeof(struct vgpu_memcpy_dtoh_req);
+	case VGPU_OP_MODULE_LOAD: return sizeof(struct vgpu_module_load_req);
+	default: return 0;
+	}
+}
+
+static int flush_locked(void)
+{
+	if (!batch_count)
+		return 0;
+	struct vgpu_batch_req *br = (void *)batch_buf;
+	br->count = batch_count;
+	br->pad0 = 0;
+	uint32_t n = batch_count;
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	uint64_t id = new_id();
+	int rc = roundtrip(VGPU_OP_BATCH, id, batch_buf, (uint32_t)batch_len, NULL, 0, NULL, 0, 256, &r, &rl);
+	batch_count = 0;
+	batch_len = sizeof(struct vgpu_batch_req);
+	if (rc) {
+		if (!deferred_err)
+			deferred_err = rc;
+		return rc;
+	}
+	const struct vgpu_header *h = (const void *)r;
+	struct vgpu_batch_reply rep;
+	memset(&rep, 0, sizeof rep);
+	memcpy(&rep, r + VGPU_HEADER_SIZE, h->payload_len < sizeof rep ? h->payload_len : sizeof rep);
+	int err = rep.first_error ? rep.first_error : h->status;
+	if (err) {
+		VWARN("batch of %u calls: call %u failed with error %d", n, rep.failed_index, err);
+		if (!deferred_err)
+			deferred_err = err;
+	}
+	free(r);
+	return err;
+}
+
+int vgpu_flush(void)
+{
+	pthread_mutex_lock(&batch_mu);
+	int rc = flush_locked();
+	pthread_mutex_unlock(&batch_mu);
+	return rc;
+}
+
+int vgpu_take_deferred_error(void)
+{
+	pthread_mutex_lock(&batch_mu);
+	int e = deferred_err;
+	deferred_err = 0;
+	pthread_mutex_unlock(&batch_mu);
+	return e;
+}
+
+int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_xbuf *bufs, int nbufs,
+	      void *reply, uint32_t reply_len, void *tail, uint32_t tail_cap, uint32_t *tail_len)
+{
+	int rc = vgpu_init();
+	if (rc)
+		return rc;
+	if (nbufs > VGPU_MAX_BUFS)
+		return VGPU_E_INVALID_VALUE;
+	uint8_t *payload = malloc(req_len ? req_len : 1);
+	if (!payload)
+		return VGPU_E_OUT_OF_MEMORY;
+	memcpy(payload, req, req_len);
+
+	/* Name the buffers. */
+	struct vgpu_buf dbufs[VGPU_MAX_BUFS];
+	uint32_t ndbufs = 0;
+	const uint8_t *inl = NULL; /* host mode: one TO_HOST buffer inline */
+	uint32_t inl_len = 0;
+	void *from_host = NULL;
+	uint64_t from_host_len = 0;
+	uint32_t fixed = req_fixed(op);
+	for (int i = 0; i < nbufs; i++) {
+		struct vgpu_buf_ref ref;
+		memset(&ref, 0, sizeof ref);
+		ref.len = bufs[i].len;
+		struct vgpu_hostrange hr;
+		if (host_mode) {
+			ref.kind = VGPU_BUF_INLINE;
+			if (bufs[i].dir & VGPU_DIR_TO_HOST) {
+				if (inl) { /* one inline buffer per call is all we need */
+					free(payload);
+					return VGPU_E_INVALID_VALUE;
+				}
+				inl = bufs[i].addr;
+				inl_len = (uint32_t)bufs[i].len;
+				ref.offset = req_len - fixed;
+			} else {
+				from_host = bufs[i].addr;
+				from_host_len = bufs[i].len;
+				ref.offset = 0;
+			}
+		} else if (vgpu_hostmap_find(bufs[i].addr, bufs[i].len, &hr) && hr.region) {
+			ref.kind = VGPU_BUF_REGION;
+			ref.region = hr.region;
+			ref.offset = (uint64_t)((uint8_t *)bufs[i].addr - (uint8_t *)hr.addr);
+		} else {
+			ref.kind = VGPU_BUF_SEGMENTS;
+			ref.index = ndbufs;
+			dbufs[ndbufs].addr = (uintptr_t)bufs[i].addr;
+			dbufs[ndbufs].len = bufs[i].len;
+			dbufs[ndbufs].dir = bufs[i].dir == VGPU_DIR_TO_HOST ? VGPU_BUF_TO_HOST : VGPU_BUF_FROM_HOST;
+			dbufs[ndbufs].flags = 0;
+			ndbufs++;
+		}
+		if (bufs[i].ref_off + sizeof ref <= req_len)
+			memcpy(payload + bufs[i].ref_off, &ref, sizeof ref);
+	}
+
+	if (!no_flush)
+		vgpu_flush();
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	uint64_t id = new_id();
+	uint32_t cap = reply_len + tail_cap + (uint32_t)(host_mode ? from_host_len : 0) + 64;
+	rc = roundtrip(op, id, payload, req_len, inl, inl_len, dbufs, ndbufs, cap, &r, &rl);
+	free(payload);
+	if (rc)
+		return rc;
+	const struct vgpu_header *h = (const void *)r;
+	rc = h->status;
+	const uint8_t *p = r + VGPU_HEADER_SIZE;
+	uint32_t plen = h->payload_len;
+	if (!rc && from_host) {
+		/* host mode D2H: the bytes are the reply payload (fixed part empty) */
+		uint64_t n = plen < from_host_len ? plen : from_host_len;
+		memcpy(from_host, p, n);
+		if (n != from_host_len) {
+			VERR("%s: host returned %u of %llu bytes", vgpu_op_name(op), plen,
+			     (unsigned long long)from_host_len);
+			rc = VGPU_E_UNKNOWN;
+		}
+	} else if (!rc) {
+		uint32_t fl = plen < reply_len ? plen : reply_len;
+		if (reply) {
+			memset(reply, 0, reply_len);
+			memcpy(reply, p, fl);
+		}
+		uint32_t tl = plen > reply_len ? plen - reply_len : 0;
+		if (tail_len)
+			*tail_len = tl;
+		if (tail && tl)
+			memcpy(tail, p + reply_len, tl < tail_cap ? tl : tail_cap);
+	}
+	free(r);
+	if (rc)
+		VDEBUG("%s failed: error %d", vgpu_op_name(op), rc);
+	return rc;
+}
+
+int vgpu_queue(uint16_t op, const void *req, uint32_t req_len)
+{
+	int rc = vgpu_init();
+	if (rc)
+		return rc;
+	if (!(hello.features & VGPU_FEATURE_BATCH))
+		return vgpu_call(op, req, req_len, NULL, 0, NULL, 0, NULL, 0, NULL);
+	uint64_t sub = vgpu_frame_len(req_len, 0);
+	uint64_t limit = hello.max_payload - 64;
+	if (sub + sizeof(struct vgpu_batch_req) > limit)
+		return vgpu_call(op, req, req_len, NULL, 0, NULL, 0, NULL, 0, NULL);
+	pthread_mutex_lock(&batch_mu);
+	if (batch_count && (batch_len + sub > limit || batch_count >= hello.max_batch))
+		flush_locked();
+	if (!batch_buf || batch_len + sub > batch_cap) {
+		size_t nc = batch_cap ? batch_cap : 65536;
+		while (nc < batch_len + sub + sizeof(struct vgpu_batch_req))
+			nc *= 2;
+		uint8_t *nb = realloc(batch_buf, nc);
+		if (!nb) {
+			pthread_mutex_unlock(&batch_mu);
+			return VGPU_E_OUT_OF_MEMORY;
+		}
+		batch_buf = nb;
+		batch_cap = nc;
+		if (!batch_len)
+			batch_len = sizeof(struct vgpu_batch_req);
+	}
+	struct vgpu_header h;
+	put_header(&h, op, new_id(), req_len, 0);
+	memcpy(batch_buf + batch_len, &h, sizeof h);
+	memcpy(batch_buf + batch_len + sizeof h, req, req_len);
+	memset(batch_buf + batch_len + sizeof h + req_len, 0, sub - sizeof h - req_len);
+	batch_len += sub;
+	batch_count++;
+	vgpu_opstat_add(op, sub, 0, 0, 0);
+	if (batch_count >= hello.max_batch)
+		flush_locked();
+	pthread_mutex_unlock(&batch_mu);
+	return 0;
+}
+
+/* Sends a frame without waiting for its reply (host-function completions
+ * sent from the notification path). */
+int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len);
+int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len)
+{
+	no_flush = 1;
+	int rc = vgpu_call(op, req, req_len, NULL, 0, NULL, 0, NULL, 0, NULL);
+	no_flush = 0;
+	return rc;
+}

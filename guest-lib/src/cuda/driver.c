@@ -1,0 +1,1050 @@
+/*
+ * driver.c - the hand-written CUDA driver API of libcuda.so.1: init,
+ * devices, contexts, memory, streams, events, errors. Modules and launches
+ * are in module.c, cuGetProcAddress in procaddr.c. Everything else in the
+ * table is a generated stub.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_types.h"
+
+#define CU_API VGPU_EXPORT CUresult
+
+/* ---------------- errors ---------------- */
+
+static const struct {
+	int code;
+	const char *name;
+} cu_errs[] = {
+#define X(n, v) {v, #n},
+#include "cu_errors.inc"
+#undef X
+};
+
+const char *vgpu_cu_error_name(int e)
+{
+	for (size_t i = 0; i < sizeof cu_errs / sizeof cu_errs[0]; i++)
+		if (cu_errs[i].code == e)
+			return cu_errs[i].name;
+	return NULL;
+}
+
+/* "CUDA_ERROR_INVALID_VALUE" -> "invalid value" */
+const char *vgpu_cu_error_string(int e)
+{
+	static char strs[sizeof cu_errs / sizeof cu_errs[0]][64];
+	for (size_t i = 0; i < sizeof cu_errs / sizeof cu_errs[0]; i++) {
+		if (cu_errs[i].code != e)
+			continue;
+		if (!strs[i][0]) {
+			const char *n = cu_errs[i].name;
+			if (!strncmp(n, "CUDA_ERROR_", 11))
+				n += 11;
+			else if (!strncmp(n, "CUDA_", 5))
+				n += 5;
+			char tmp[64];
+			size_t j = 0;
+			for (; n[j] && j < sizeof tmp - 1; j++)
+				tmp[j] = n[j] == '_' ? ' ' : (char)(n[j] >= 'A' && n[j] <= 'Z' ? n[j] + 32 : n[j]);
+			tmp[j] = 0;
+			memcpy(strs[i], tmp, j + 1);
+		}
+		return strs[i];
+	}
+	return NULL;
+}
+
+CU_API cuGetErrorName(CUresult e, const char **p)
+{
+	VGPU_API();
+	if (!p)
+		return VGPU_E_INVALID_VALUE;
+	*p = vgpu_cu_error_name(e);
+	return *p ? 0 : VGPU_E_INVALID_VALUE;
+}
+
+CU_API cuGetErrorString(CUresult e, const char **p)
+{
+	VGPU_API();
+	if (!p)
+		return VGPU_E_INVALID_VALUE;
+	*p = vgpu_cu_error_string(e);
+	return *p ? 0 : VGPU_E_INVALID_VALUE;
+}
+
+/* ---------------- init, version, devices ---------------- */
+
+static int inited;
+
+static CUresult need_init(void)
+{
+	return __atomic_load_n(&inited, __ATOMIC_ACQUIRE) ? 0 : VGPU_E_NOT_INITIALIZED;
+}
+
+CU_API cuInit(unsigned flags)
+{
+	VGPU_API();
+	if (flags)
+		return VGPU_E_INVALID_VALUE;
+	int rc = vgpu_init();
+	if (!rc)
+		__atomic_store_n(&inited, 1, __ATOMIC_RELEASE);
+	return rc;
+}
+
+CU_API cuDriverGetVersion(int *v)
+{
+	VGPU_API();
+	if (!v)
+		return VGPU_E_INVALID_VALUE;
+	*v = 13000;
+	if (!vgpu_init()) {
+		struct vgpu_version_reply r;
+		if (!vgpu_call(VGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, &r, sizeof r, NULL, 0, NULL) && r.version)
+			*v = r.version;
+	}
+	return 0;
+}
+
+CU_API cuDeviceGetCount(int *n)
+{
+	VGPU_API();
+	if (!n)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = need_init();
+	return rc ? rc : vgpu_device_count(n);
+}
+
+CU_API cuDeviceGet(CUdevice *d, int ordinal)
+{
+	VGPU_API();
+	int n;
+	if (!d)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = need_init();
+	if (!rc)
+		rc = vgpu_device_count(&n);
+	if (rc)
+		return rc;
+	if (ordinal < 0 || ordinal >= n)
+		return VGPU_E_INVALID_DEVICE;
+	*d = ordinal;
+	return 0;
+}
+
+static CUresult info(CUdevice d, const struct vgpu_device_info **di)
+{
+	CUresult rc = need_init();
+	return rc ? rc : vgpu_device_info(d, di);
+}
+
+CU_API cuDeviceGetName(char *name, int len, CUdevice d)
+{
+	VGPU_API();
+	const struct vgpu_device_info *di;
+	if (!name || len <= 0)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = info(d, &di);
+	if (rc)
+		return rc;
+	snprintf(name, (size_t)len, "%.*s", (int)sizeof di->name, (const char *)di->name);
+	return 0;
+}
+
+CU_API cuDeviceGetUuid(void *uuid, CUdevice d)
+{
+	VGPU_API();
+	const struct vgpu_device_info *di;
+	if (!uuid)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = info(d, &di);
+	if (!rc)
+		memcpy(uuid, di->uuid, 16);
+	return rc;
+}
+VGPU_ALIAS(cuDeviceGetUuid_v2, cuDeviceGetUuid);
+
+CU_API cuDeviceGetLuid(char *luid, unsigned *mask, CUdevice d)
+{
+	VGPU_API();
+	const struct vgpu_device_info *di;
+	if (!luid || !mask)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = info(d, &di);
+	if (!rc) {
+		memcpy(luid, di->luid, 8);
+		*mask = di->luid_node_mask;
+	}
+	return rc;
+}
+
+CU_API cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
+{
+	VGPU_API();
+	const struct vgpu_device_info *di;
+	if (!bytes)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = info(d, &di);
+	if (!rc)
+		*bytes = di->total_mem;
+	return rc;
+}
+
+CU_API cuDeviceGetAttribute(int *v, int attr, CUdevice d)
+{
+	VGPU_API();
+	if (!v)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = need_init();
+	return rc ? rc : vgpu_device_attr(d, attr, v);
+}
+
+CU_API cuDeviceComputeCapability(int *major, int *minor, CUdevice d)
+{
+	VGPU_API();
+	if (!major || !minor)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = need_init();
+	if (!rc)
+		rc = vgpu_device_attr(d, 75, major);
+	if (!rc)
+		rc = vgpu_device_attr(d, 76, minor);
+	return rc;
+}
+
+CU_API cuDeviceGetPCIBusId(char *id, int len, CUdevice d)
+{
+	VGPU_API();
+	int bus, dev, dom;
+	if (!id || len <= 0)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = need_init();
+	if (!rc)
+		rc = vgpu_device_attr(d, 33, &bus);
+	if (!rc)
+		rc = vgpu_device_attr(d, 34, &dev);
+	if (!rc)
+		rc = vgpu_device_attr(d, 50, &dom);
+	if (!rc)
+		snprintf(id, (size_t)len, "%08x:%02x:%02x.0", dom, bus, dev);
+	return rc;
+}
+
+CU_API cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
+{
+	VGPU_API();
+	(void)a;
+	(void)b;
+	if (!can)
+		return VGPU_E_INVALID_VALUE;
+	*can = 0;
+	return need_init();
+}
+
+/* ---------------- contexts ---------------- */
+
+#define MAX_DEV 64
+static struct vgpu_ctx primaries[MAX_DEV];
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+#define STACK_DEPTH 16
+static __thread struct vgpu_ctx *ctx_stack[STACK_DEPTH];
+static __thread int ctx_depth;
+
+static struct vgpu_ctx *cur_ctx(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+
+static void set_cur(struct vgpu_ctx *c)
+{
+	if (ctx_depth == 0) {
+		if (!c)
+			return;
+		ctx_depth = 1;
+	}
+	ctx_stack[ctx_depth - 1] = c;
+	if (!c)
+		ctx_depth--;
+}
+
+int vgpu_ctx_device(int *dev)
+{
+	struct vgpu_ctx *c = cur_ctx();
+	if (!c)
+		return VGPU_E_INVALID_CONTEXT;
+	*dev = c->dev;
+	return 0;
+}
+
+void vgpu_ctx_use_primary(int dev)
+{
+	if (dev < 0 || dev >= MAX_DEV)
+		return;
+	pthread_mutex_lock(&ctx_mu);
+	primaries[dev].dev = dev;
+	primaries[dev].primary = 1;
+	if (!primaries[dev].refcount)
+		primaries[dev].refcount = 1;
+	pthread_mutex_unlock(&ctx_mu);
+	set_cur(&primaries[dev]);
+}
+
+static CUresult check_dev(CUdevice d)
+{
+	int n;
+	CUresult rc = need_init();
+	if (!rc)
+		rc = vgpu_device_count(&n);
+	if (!rc && (d < 0 || d >= n || d >= MAX_DEV))
+		rc = VGPU_E_INVALID_DEVICE;
+	return rc;
+}
+
+CU_API cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d)
+{
+	VGPU_API();
+	if (!pctx)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = check_dev(d);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&ctx_mu);
+	primaries[d].dev = d;
+	primaries[d].primary = 1;
+	primaries[d].refcount++;
+	pthread_mutex_unlock(&ctx_mu);
+	*pctx = &primaries[d];
+	return 0;
+}
+
+CU_API cuDevicePrimaryCtxRelease_v2(CUdevice d)
+{
+	VGPU_API();
+	CUresult rc = check_dev(d);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&ctx_mu);
+	if (primaries[d].refcount > 0)
+		primaries[d].refcount--;
+	pthread_mutex_unlock(&ctx_mu);
+	return 0;
+}
+VGPU_ALIAS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+
+CU_API cuDevicePrimaryCtxReset_v2(CUdevice d)
+{
+	VGPU_API();
+	CUresult rc = check_dev(d);
+	if (rc)
+		return rc;
+	struct vgpu_device_req req = {.device = (uint32_t)d};
+	return vgpu_call(VGPU_OP_DEVICE_RESET, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+VGPU_ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
+
+CU_API cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active)
+{
+	VGPU_API();
+	if (!flags || !active)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = check_dev(d);
+	if (rc)
+		return rc;
+	*flags = primaries[d].flags;
+	*active = primaries[d].refcount > 0;
+	return 0;
+}
+
+CU_API cuDevicePrimaryCtxSetFlags_v2(CUdevice d, unsigned flags)
+{
+	VGPU_API();
+	CUresult rc = check_dev(d);
+	if (!rc)
+		primaries[d].flags = flags;
+	return rc;
+}
+VGPU_ALIAS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2);
+
+CU_API cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d)
+{
+	VGPU_API();
+	if (!pctx)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = check_dev(d);
+	if (rc)
+		return rc;
+	struct vgpu_ctx *c = calloc(1, sizeof *c);
+	if (!c)
+		return VGPU_E_OUT_OF_MEMORY;
+	c->dev = d;
+	c->flags = flags;
+	c->refcount = 1;
+	if (ctx_depth < STACK_DEPTH)
+		ctx_stack[ctx_depth++] = c;
+	else
+		set_cur(c);
+	*pctx = c;
+	return 0;
+}
+VGPU_ALIAS(cuCtxCreate, cuCtxCreate_v2);
+
+CU_API cuCtxCreate_v3(CUcontext *pctx, void *params, int n, unsigned flags, CUdevice d)
+{
+	VGPU_API();
+	if (n > 0 || params) {
+		static int once;
+		vgpu_unsupported("cuCtxCreate_v3 with execution affinity", &once);
+	}
+	return cuCtxCreate_v2(pctx, flags, d);
+}
+
+CU_API cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned flags, CUdevice d)
+{
+	VGPU_API();
+	(void)params; /* CUctxCreateParams: affinity and CIG; not supported, ignored when NULL */
+	if (params) {
+		static int once;
+		vgpu_unsupported("cuCtxCreate_v4 with create params", &once);
+		return VGPU_E_NOT_SUPPORTED;
+	}
+	return cuCtxCreate_v2(pctx, flags, d);
+}
+
+CU_API cuCtxDestroy_v2(CUcontext c)
+{
+	VGPU_API();
+	if (!c)
+		return VGPU_E_INVALID_VALUE;
+	for (int i = 0; i < ctx_depth; i++)
+		if (ctx_stack[i] == c) {
+			memmove(&ctx_stack[i], &ctx_stack[i + 1], (size_t)(ctx_depth - i - 1) * sizeof c);
+			ctx_depth--;
+			i--;
+		}
+	if (!c->primary) {
+		vgpu_device_sync(c->dev);
+		free(c);
+	}
+	return 0;
+}
+VGPU_ALIAS(cuCtxDestroy, cuCtxDestroy_v2);
+
+CU_API cuCtxSetCurrent(CUcontext c)
+{
+	VGPU_API();
+	set_cur(c);
+	return 0;
+}
+
+CU_API cuCtxGetCurrent(CUcontext *pc)
+{
+	VGPU_API();
+	if (!pc)
+		return VGPU_E_INVALID_VALUE;
+	*pc = cur_ctx();
+	return 0;
+}
+
+CU_API cuCtxPushCurrent_v2(CUcontext c)
+{
+	VGPU_API();
+	if (!c)
+		return VGPU_E_INVALID_VALUE;
+	if (ctx_depth >= STACK_DEPTH)
+		return VGPU_E_OUT_OF_MEMORY;
+	ctx_stack[ctx_depth++] = c;
+	return 0;
+}
+VGPU_ALIAS(cuCtxPushCurrent, cuCtxPushCurrent_v2);
+
+CU_API cuCtxPopCurrent_v2(CUcontext *pc)
+{
+	VGPU_API();
+	if (!ctx_depth)
+		return VGPU_E_INVALID_CONTEXT;
+	struct vgpu_ctx *c = ctx_stack[--ctx_depth];
+	if (pc)
+		*pc = c;
+	return 0;
+}
+VGPU_ALIAS(cuCtxPopCurrent, cuCtxPopCurrent_v2);
+
+CU_API cuCtxGetDevice(CUdevice *d)
+{
+	VGPU_API();
+	if (!d)
+		return VGPU_E_INVALID_VALUE;
+	return vgpu_ctx_device(d);
+}
+
+CU_API cuCtxGetFlags(unsigned *flags)
+{
+	VGPU_API();
+	struct vgpu_ctx *c = cur_ctx();
+	if (!flags)
+		return VGPU_E_INVALID_VALUE;
+	if (!c)
+		return VGPU_E_INVALID_CONTEXT;
+	*flags = c->flags;
+	return 0;
+}
+
+CU_API cuCtxGetApiVersion(CUcontext c, unsigned *v)
+{
+	VGPU_API();
+	(void)c;
+	if (!v)
+		return VGPU_E_INVALID_VALUE;
+	*v = 3020;
+	return 0;
+}
+
+CU_API cuCtxSynchronize(void)
+{
+	VGPU_API();
+	int d;
+	CUresult rc = vgpu_ctx_device(&d);
+	return rc ? rc : vgpu_device_sync(d);
+}
+
+CU_API cuCtxSetLimit(int limit, size_t value)
+{
+	VGPU_API();
+	int d;
+	CUresult rc = vgpu_ctx_device(&d);
+	if (rc)
+		return rc;
+	struct vgpu_limit_req req = {.device = (uint32_t)d, .limit = (uint32_t)limit, .value = value};
+	return vgpu_call(VGPU_OP_DEVICE_SET_LIMIT, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuCtxGetLimit(size_t *value, int limit)
+{
+	VGPU_API();
+	int d;
+	if (!value)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = vgpu_ctx_device(&d);
+	if (rc)
+		return rc;
+	struct vgpu_limit_req req = {.device = (uint32_t)d, .limit = (uint32_t)limit};
+	struct vgpu_limit_reply r;
+	rc = vgpu_call(VGPU_OP_DEVICE_GET_LIMIT, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
+	if (!rc)
+		*value = r.value;
+	return rc;
+}
+
+CU_API cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+	VGPU_API();
+	if (least)
+		*least = 0;
+	if (greatest)
+		*greatest = -5;
+	return 0;
+}
+
+CU_API cuCtxGetCacheConfig(int *c)
+{
+	VGPU_API();
+	if (c)
+		*c = 0;
+	return 0;
+}
+
+CU_API cuCtxSetCacheConfig(int c)
+{
+	VGPU_API();
+	(void)c;
+	return 0;
+}
+
+/* ---------------- memory ---------------- */
+
+static CUresult ctx_dev(int *d)
+{
+	CUresult rc = need_init();
+	return rc ? rc : vgpu_ctx_device(d);
+}
+
+CU_API cuMemAlloc_v2(CUdeviceptr *p, size_t size)
+{
+	VGPU_API();
+	int d;
+	if (!p)
+		return VGPU_E_INVALID_VALUE;
+	if (!size)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = ctx_dev(&d);
+	uint64_t ptr;
+	if (!rc)
+		rc = vgpu_mem_alloc(d, size, &ptr);
+	if (!rc)
+		*p = ptr;
+	return rc;
+}
+
+CU_API cuMemFree_v2(CUdeviceptr p)
+{
+	VGPU_API();
+	if (!p)
+		return 0;
+	return vgpu_mem_free(p);
+}
+
+CU_API cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
+{
+	VGPU_API();
+	int d;
+	uint64_t f, t;
+	CUresult rc = ctx_dev(&d);
+	if (!rc)
+		rc = vgpu_mem_get_info(d, &f, &t);
+	if (!rc) {
+		if (free_b)
+			*free_b = f;
+		if (total_b)
+			*total_b = t;
+	}
+	return rc;
+}
+
+CU_API cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+	VGPU_API();
+	uint64_t b, s;
+	if (!vgpu_devmap_find(p, &b, &s, NULL))
+		return VGPU_E_NOT_FOUND;
+	if (base)
+		*base = b;
+	if (size)
+		*size = s;
+	return 0;
+}
+
+CU_API cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+	VGPU_API();
+	return vgpu_memcpy_htod(dst, src, n, 0, 0);
+}
+VGPU_ALIAS(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2);
+
+CU_API cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+	VGPU_API();
+	CUresult rc = vgpu_memcpy_dtoh(dst, src, n, 0, 0);
+	int d = vgpu_take_deferred_error();
+	return d ? d : rc;
+}
+VGPU_ALIAS(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2);
+
+CU_API cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	VGPU_API();
+	return vgpu_memcpy_dtod(dst, src, n, 0, 1);
+}
+VGPU_ALIAS(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2);
+
+CU_API cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+	VGPU_API();
+	return vgpu_memcpy_htod(dst, src, n, vgpu_stream_handle(s), 1);
+}
+VGPU_ALIAS(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2);
+
+CU_API cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	VGPU_API();
+	return vgpu_memcpy_dtoh(dst, src, n, vgpu_stream_handle(s), 1);
+}
+VGPU_ALIAS(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2);
+
+CU_API cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	VGPU_API();
+	return vgpu_memcpy_dtod(dst, src, n, vgpu_stream_handle(s), 1);
+}
+VGPU_ALIAS(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2);
+
+/* Unified addressing: classify by the library's map of allocations. */
+static CUresult memcpy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async)
+{
+	int dd = vgpu_devmap_find(dst, NULL, NULL, NULL), sd = vgpu_devmap_find(src, NULL, NULL, NULL);
+	uint64_t h = vgpu_stream_handle(s);
+	if (dd && sd)
+		return vgpu_memcpy_dtod(dst, src, n, h, 1);
+	if (dd)
+		return vgpu_memcpy_htod(dst, (const void *)(uintptr_t)src, n, h, async);
+	if (sd)
+		return vgpu_memcpy_dtoh((void *)(uintptr_t)dst, src, n, h, async);
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	return 0;
+}
+
+CU_API cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	VGPU_API();
+	return memcpy_any(dst, src, n, NULL, 0);
+}
+VGPU_ALIAS(cuMemcpy_ptds, cuMemcpy);
+
+CU_API cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	VGPU_API();
+	return memcpy_any(dst, src, n, s, 1);
+}
+VGPU_ALIAS(cuMemcpyAsync_ptsz, cuMemcpyAsync);
+
+CU_API cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n)
+{
+	VGPU_API();
+	return vgpu_memset(p, v, 1, n, 0, 0, 0, 1);
+}
+VGPU_ALIAS(cuMemsetD8_v2_ptds, cuMemsetD8_v2);
+
+CU_API cuMemsetD16_v2(CUdeviceptr p, unsigned short v, size_t n)
+{
+	VGPU_API();
+	return vgpu_memset(p, v, 2, n, 0, 0, 0, 1);
+}
+VGPU_ALIAS(cuMemsetD16_v2_ptds, cuMemsetD16_v2);
+
+CU_API cuMemsetD32_v2(CUdeviceptr p, unsigned v, size_t n)
+{
+	VGPU_API();
+	return vgpu_memset(p, v, 4, n, 0, 0, 0, 1);
+}
+VGPU_ALIAS(cuMemsetD32_v2_ptds, cuMemsetD32_v2);
+
+CU_API cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s)
+{
+	VGPU_API();
+	return vgpu_memset(p, v, 1, n, 0, 0, vgpu_stream_handle(s), 1);
+}
+VGPU_ALIAS(cuMemsetD8Async_ptsz, cuMemsetD8Async);
+
+CU_API cuMemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream s)
+{
+	VGPU_API();
+	return vgpu_memset(p, v, 2, n, 0, 0, vgpu_stream_handle(s), 1);
+}
+VGPU_ALIAS(cuMemsetD16Async_ptsz, cuMemsetD16Async);
+
+CU_API cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s)
+{
+	VGPU_API();
+	return vgpu_memset(p, v, 4, n, 0, 0, vgpu_stream_handle(s), 1);
+}
+VGPU_ALIAS(cuMemsetD32Async_ptsz, cuMemsetD32Async);
+
+CU_API cuMemAllocHost_v2(void **p, size_t size)
+{
+	VGPU_API();
+	if (!p)
+		return VGPU_E_INVALID_VALUE;
+	return vgpu_host_alloc(size, 0, p);
+}
+
+CU_API cuMemHostAlloc(void **p, size_t size, unsigned flags)
+{
+	VGPU_API();
+	if (!p)
+		return VGPU_E_INVALID_VALUE;
+	return vgpu_host_alloc(size, flags, p);
+}
+
+CU_API cuMemFreeHost(void *p)
+{
+	VGPU_API();
+	return vgpu_host_free(p);
+}
+
+CU_API cuMemHostGetDevicePointer_v2(CUdeviceptr *dp, void *p, unsigned flags)
+{
+	VGPU_API();
+	struct vgpu_hostrange r;
+	(void)flags;
+	if (!dp || !p)
+		return VGPU_E_INVALID_VALUE;
+	if (!vgpu_hostmap_find(p, 1, &r))
+		return VGPU_E_INVALID_VALUE;
+	if (!r.dev_ptr)
+		return VGPU_E_NOT_SUPPORTED; /* host mode, or not mapped */
+	*dp = r.dev_ptr + (uint64_t)((uint8_t *)p - (uint8_t *)r.addr);
+	return 0;
+}
+
+CU_API cuMemHostGetFlags(unsigned *flags, void *p)
+{
+	VGPU_API();
+	struct vgpu_hostrange r;
+	if (!flags || !vgpu_hostmap_find(p, 1, &r))
+		return VGPU_E_INVALID_VALUE;
+	*flags = r.flags;
+	return 0;
+}
+
+CU_API cuMemHostRegister_v2(void *p, size_t size, unsigned flags)
+{
+	VGPU_API();
+	return vgpu_host_register(p, size, flags);
+}
+VGPU_ALIAS(cuMemHostRegister, cuMemHostRegister_v2);
+
+CU_API cuMemHostUnregister(void *p)
+{
+	VGPU_API();
+	return vgpu_host_unregister(p);
+}
+
+/* ---------------- streams ---------------- */
+
+CU_API cuStreamCreateWithPriority(CUstream *ps, unsigned flags, int prio)
+{
+	VGPU_API();
+	int d;
+	if (!ps)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = ctx_dev(&d);
+	if (rc)
+		return rc;
+	struct vgpu_stream *s = calloc(1, sizeof *s);
+	if (!s)
+		return VGPU_E_OUT_OF_MEMORY;
+	rc = vgpu_stream_create(d, flags, prio, &s->handle);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	s->dev = d;
+	s->flags = flags;
+	s->priority = prio;
+	*ps = s;
+	return 0;
+}
+
+CU_API cuStreamCreate(CUstream *ps, unsigned flags)
+{
+	VGPU_API();
+	return cuStreamCreateWithPriority(ps, flags, 0);
+}
+
+CU_API cuStreamDestroy_v2(CUstream s)
+{
+	VGPU_API();
+	if (!s || s == VGPU_STREAM_LEGACY || s == VGPU_STREAM_PER_THREAD)
+		return VGPU_E_INVALID_HANDLE;
+	struct vgpu_handle_req req = {.handle = s->handle};
+	CUresult rc = vgpu_queue(VGPU_OP_STREAM_DESTROY, &req, sizeof req);
+	free(s);
+	return rc;
+}
+VGPU_ALIAS(cuStreamDestroy, cuStreamDestroy_v2);
+
+CU_API cuStreamSynchronize(CUstream s)
+{
+	VGPU_API();
+	return vgpu_simple(VGPU_OP_STREAM_SYNCHRONIZE, vgpu_stream_handle(s));
+}
+VGPU_ALIAS(cuStreamSynchronize_ptsz, cuStreamSynchronize);
+
+CU_API cuStreamQuery(CUstream s)
+{
+	VGPU_API();
+	return vgpu_simple(VGPU_OP_STREAM_QUERY, vgpu_stream_handle(s));
+}
+VGPU_ALIAS(cuStreamQuery_ptsz, cuStreamQuery);
+
+CU_API cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
+{
+	VGPU_API();
+	if (!e)
+		return VGPU_E_INVALID_HANDLE;
+	return vgpu_stream_wait_event(vgpu_stream_handle(s), e->handle, flags);
+}
+VGPU_ALIAS(cuStreamWaitEvent_ptsz, cuStreamWaitEvent);
+
+CU_API cuStreamGetFlags(CUstream s, unsigned *flags)
+{
+	VGPU_API();
+	if (!flags)
+		return VGPU_E_INVALID_VALUE;
+	*flags = vgpu_stream_handle(s) ? s->flags : 0;
+	return 0;
+}
+VGPU_ALIAS(cuStreamGetFlags_ptsz, cuStreamGetFlags);
+
+CU_API cuStreamGetPriority(CUstream s, int *prio)
+{
+	VGPU_API();
+	if (!prio)
+		return VGPU_E_INVALID_VALUE;
+	*prio = vgpu_stream_handle(s) ? s->priority : 0;
+	return 0;
+}
+VGPU_ALIAS(cuStreamGetPriority_ptsz, cuStreamGetPriority);
+
+struct cb {
+	CUhostFn fn;
+	CUstreamCallback scb;
+	CUstream stream;
+	void *user;
+};
+
+static void run_cb(void *p, int status)
+{
+	struct cb *c = p;
+	if (c->fn)
+		c->fn(c->user);
+	else
+		c->scb(c->stream, status, c->user);
+	free(c);
+}
+
+CU_API cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
+{
+	VGPU_API();
+	struct cb *c = calloc(1, sizeof *c);
+	if (!c)
+		return VGPU_E_OUT_OF_MEMORY;
+	c->fn = fn;
+	c->user = user;
+	CUresult rc = vgpu_host_func(vgpu_stream_handle(s), run_cb, c);
+	if (rc)
+		free(c);
+	return rc;
+}
+VGPU_ALIAS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc);
+
+CU_API cuStreamAddCallback(CUstream s, CUstreamCallback fn, void *user, unsigned flags)
+{
+	VGPU_API();
+	if (flags || !fn)
+		return VGPU_E_INVALID_VALUE;
+	struct cb *c = calloc(1, sizeof *c);
+	if (!c)
+		return VGPU_E_OUT_OF_MEMORY;
+	c->scb = fn;
+	c->stream = s;
+	c->user = user;
+	CUresult rc = vgpu_host_func(vgpu_stream_handle(s), run_cb, c);
+	if (rc)
+		free(c);
+	return rc;
+}
+VGPU_ALIAS(cuStreamAddCallback_ptsz, cuStreamAddCallback);
+
+/* ---------------- events ---------------- */
+
+CU_API cuEventCreate(CUevent *pe, unsigned flags)
+{
+	VGPU_API();
+	int d;
+	if (!pe)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = ctx_dev(&d);
+	if (rc)
+		return rc;
+	struct vgpu_event *e = calloc(1, sizeof *e);
+	if (!e)
+		return VGPU_E_OUT_OF_MEMORY;
+	rc = vgpu_event_create(d, flags, &e->handle);
+	if (rc) {
+		free(e);
+		return rc;
+	}
+	e->dev = d;
+	e->flags = flags;
+	*pe = e;
+	return 0;
+}
+
+CU_API cuEventDestroy_v2(CUevent e)
+{
+	VGPU_API();
+	if (!e)
+		return VGPU_E_INVALID_HANDLE;
+	struct vgpu_handle_req req = {.handle = e->handle};
+	CUresult rc = vgpu_queue(VGPU_OP_EVENT_DESTROY, &req, sizeof req);
+	free(e);
+	return rc;
+}
+VGPU_ALIAS(cuEventDestroy, cuEventDestroy_v2);
+
+CU_API cuEventRecord(CUevent e, CUstream s)
+{
+	VGPU_API();
+	if (!e)
+		return VGPU_E_INVALID_HANDLE;
+	return vgpu_event_record(e->handle, vgpu_stream_handle(s), 0);
+}
+VGPU_ALIAS(cuEventRecord_ptsz, cuEventRecord);
+
+CU_API cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags)
+{
+	VGPU_API();
+	if (!e)
+		return VGPU_E_INVALID_HANDLE;
+	return vgpu_event_record(e->handle, vgpu_stream_handle(s), flags);
+}
+VGPU_ALIAS(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags);
+
+CU_API cuEventSynchronize(CUevent e)
+{
+	VGPU_API();
+	if (!e)
+		return VGPU_E_INVALID_HANDLE;
+	return vgpu_simple(VGPU_OP_EVENT_SYNCHRONIZE, e->handle);
+}
+
+CU_API cuEventQuery(CUevent e)
+{
+	VGPU_API();
+	if (!e)
+		return VGPU_E_INVALID_HANDLE;
+	return vgpu_simple(VGPU_OP_EVENT_QUERY, e->handle);
+}
+
+CU_API cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+	VGPU_API();
+	if (!ms || !a || !b)
+		return VGPU_E_INVALID_VALUE;
+	return vgpu_elapsed(a->handle, b->handle, ms);
+}
+VGPU_ALIAS(cuEventElapsedTime_v2, cuEventElapsedTime);
+
+/* ---------------- misc ---------------- */
+
+CU_API cuProfilerStart(void)
+{
+	VGPU_API();
+	return 0;
+}
+
+CU_API cuProfilerStop(void)
+{
+	VGPU_API();
+	return 0;
+}
+
+CU_API cuProfilerInitialize(const char *a, const char *b, int c)
+{
+	VGPU_API();
+	(void)a;
+	(void)b;
+	(void)c;
+	return 0;
+}
+
+/* The private export tables NVIDIA's runtime asks for do not exist here:
+ * answer with an error and a NULL table, never a crash. */
+CU_API cuGetExportTable(const void **table, const void *id)
+{
+	VGPU_API();
+	(void)id;
+	if (table)
+		*table = NULL;
+	VDEBUG("cuGetExportTable: no export tables");
+	return VGPU_E_NOT_SUPPORTED;
+}

@@ -1,0 +1,293 @@
+/*
+ * module.c - driver API modules, functions, globals, launches and
+ * occupancy (libcuda.so.1), on the core's module layer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_types.h"
+
+#define CU_API VGPU_EXPORT CUresult
+
+static CUresult cur_dev(int *d)
+{
+	return vgpu_ctx_device(d);
+}
+
+/* Image kind from its first bytes: fatbin, ELF cubin, or PTX text. */
+static int image_kind(const void *img, uint64_t *size)
+{
+	const uint8_t *p = img;
+	uint64_t fs = vgpu_fatbin_size(img);
+	if (fs) {
+		*size = fs;
+		return VGPU_IMAGE_FATBIN;
+	}
+	if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F') {
+		/* ELF64: section header table end = e_shoff + e_shnum * e_shentsize */
+		uint64_t shoff;
+		uint16_t shentsize, shnum;
+		memcpy(&shoff, p + 0x28, 8);
+		memcpy(&shentsize, p + 0x3a, 2);
+		memcpy(&shnum, p + 0x3c, 2);
+		*size = shoff + (uint64_t)shnum * shentsize;
+		return VGPU_IMAGE_CUBIN;
+	}
+	*size = strlen((const char *)img) + 1;
+	return VGPU_IMAGE_PTX;
+}
+
+static CUresult load(CUmodule *pm, const void *img, uint64_t size, int kind)
+{
+	int d;
+	if (!pm || !img)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = cur_dev(&d);
+	if (rc)
+		return rc;
+	return vgpu_module_load(d, img, size, (uint32_t)kind, pm);
+}
+
+CU_API cuModuleLoadData(CUmodule *pm, const void *img)
+{
+	VGPU_API();
+	uint64_t size;
+	if (!img)
+		return VGPU_E_INVALID_VALUE;
+	int kind = image_kind(img, &size);
+	return load(pm, img, size, kind);
+}
+
+CU_API cuModuleLoadDataEx(CUmodule *pm, const void *img, unsigned n, void *opts, void **vals)
+{
+	VGPU_API();
+	(void)n;
+	(void)opts;
+	(void)vals; /* JIT options: the host driver decides */
+	return cuModuleLoadData(pm, img);
+}
+
+CU_API cuModuleLoadFatBinary(CUmodule *pm, const void *img)
+{
+	VGPU_API();
+	return cuModuleLoadData(pm, img);
+}
+
+CU_API cuModuleLoad(CUmodule *pm, const char *path)
+{
+	VGPU_API();
+	if (!pm || !path)
+		return VGPU_E_INVALID_VALUE;
+	FILE *f = fopen(path, "rbe");
+	if (!f)
+		return VGPU_E_FILE_NOT_FOUND;
+	uint8_t *buf = NULL;
+	size_t len = 0, cap = 0;
+	for (;;) {
+		if (len + 65536 + 1 > cap) {
+			cap = cap ? cap * 2 : 1 << 20;
+			uint8_t *nb = realloc(buf, cap);
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				return VGPU_E_OUT_OF_MEMORY;
+			}
+			buf = nb;
+		}
+		size_t r = fread(buf + len, 1, 65536, f);
+		len += r;
+		if (r == 0)
+			break;
+	}
+	fclose(f);
+	if (!len) {
+		free(buf);
+		return VGPU_E_INVALID_IMAGE;
+	}
+	buf[len] = 0;
+	uint64_t size;
+	int kind = image_kind(buf, &size);
+	if (kind != VGPU_IMAGE_PTX && size > len)
+		size = len;
+	if (kind == VGPU_IMAGE_PTX)
+		size = len + 1;
+	CUresult rc = load(pm, buf, size, kind);
+	free(buf);
+	return rc;
+}
+
+CU_API cuModuleUnload(CUmodule m)
+{
+	VGPU_API();
+	return vgpu_module_unload(m);
+}
+
+CU_API cuModuleGetFunction(CUfunction *pf, CUmodule m, const char *name)
+{
+	VGPU_API();
+	if (!pf || !m || !name)
+		return VGPU_E_INVALID_VALUE;
+	return vgpu_module_get_function(m, name, pf);
+}
+
+CU_API cuModuleGetGlobal_v2(CUdeviceptr *dp, size_t *bytes, CUmodule m, const char *name)
+{
+	VGPU_API();
+	uint64_t p, s;
+	CUresult rc = vgpu_module_get_global(m, name, &p, &s);
+	if (!rc) {
+		if (dp)
+			*dp = p;
+		if (bytes)
+			*bytes = s;
+	}
+	return rc;
+}
+
+CU_API cuFuncGetAttribute(int *v, int attr, CUfunction f)
+{
+	VGPU_API();
+	const int32_t *a;
+	if (!v || attr < 0 || attr >= (int)VGPU_MAX_FUNC_ATTRS)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = vgpu_func_attrs(f, &a);
+	if (!rc)
+		*v = a[attr];
+	return rc;
+}
+
+CU_API cuFuncSetAttribute(CUfunction f, int attr, int v)
+{
+	VGPU_API();
+	return vgpu_func_set_attr(f, attr, v);
+}
+
+CU_API cuFuncSetCacheConfig(CUfunction f, int c)
+{
+	VGPU_API();
+	(void)f;
+	(void)c;
+	return 0;
+}
+
+CU_API cuFuncSetSharedMemConfig(CUfunction f, int c)
+{
+	VGPU_API();
+	(void)f;
+	(void)c;
+	return 0;
+}
+
+CU_API cuFuncGetName(const char **name, CUfunction f)
+{
+	VGPU_API();
+	if (!name || !f)
+		return VGPU_E_INVALID_VALUE;
+	*name = f->name;
+	return 0;
+}
+
+CU_API cuFuncGetModule(CUmodule *m, CUfunction f)
+{
+	VGPU_API();
+	if (!m || !f)
+		return VGPU_E_INVALID_VALUE;
+	*m = f->mod;
+	return 0;
+}
+
+CU_API cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset, size_t *size)
+{
+	VGPU_API();
+	if (!f || index >= f->nparams)
+		return VGPU_E_INVALID_VALUE;
+	if (offset)
+		*offset = f->params[index].offset;
+	if (size)
+		*size = f->params[index].size;
+	return 0;
+}
+
+CU_API cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+		      unsigned smem, CUstream s, void **params, void **extra)
+{
+	VGPU_API();
+	uint32_t g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+	return vgpu_launch(f, vgpu_stream_handle(s), g, b, smem, params, extra);
+}
+VGPU_ALIAS(cuLaunchKernel_ptsz, cuLaunchKernel);
+
+CU_API cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+	VGPU_API();
+	if (!c)
+		return VGPU_E_INVALID_VALUE;
+	uint32_t g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+	if (c->numAttrs) {
+		static int once;
+		vgpu_unsupported("cuLaunchKernelEx launch attributes (ignored)", &once);
+	}
+	return vgpu_launch(f, vgpu_stream_handle(c->hStream), g, b, c->sharedMemBytes, params, extra);
+}
+VGPU_ALIAS(cuLaunchKernelEx_ptsz, cuLaunchKernelEx);
+
+CU_API cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction f, int block, size_t smem,
+							     unsigned flags)
+{
+	VGPU_API();
+	if (!n)
+		return VGPU_E_INVALID_VALUE;
+	return vgpu_occupancy(f, block, smem, flags, n);
+}
+
+CU_API cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int block, size_t smem)
+{
+	VGPU_API();
+	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, smem, 0);
+}
+
+typedef size_t (*CUoccupancyB2DSize)(int block);
+
+CU_API cuOccupancyMaxPotentialBlockSizeWithFlags(int *grid, int *block, CUfunction f, CUoccupancyB2DSize fn,
+						 size_t smem, int limit, unsigned flags)
+{
+	VGPU_API();
+	const int32_t *a;
+	if (!grid || !block)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = vgpu_func_attrs(f, &a);
+	if (rc)
+		return rc;
+	int d, sms = 1;
+	if (!cur_dev(&d))
+		vgpu_device_attr(d, 16, &sms); /* MULTIPROCESSOR_COUNT */
+	int maxb = a[0] > 0 ? a[0] : 1024; /* MAX_THREADS_PER_BLOCK */
+	if (limit > 0 && limit < maxb)
+		maxb = limit;
+	int best = 0, bestb = 32;
+	for (int b = (maxb / 32) * 32; b >= 32; b -= 32) {
+		int n = 0;
+		size_t s = fn ? fn(b) : smem;
+		if (vgpu_occupancy(f, b, s, flags, &n))
+			break;
+		if (n * b > best) {
+			best = n * b;
+			bestb = b;
+		}
+		if (b <= maxb / 4)
+			break; /* a few candidates are enough; each is a round trip */
+	}
+	*block = bestb;
+	*grid = best / bestb * sms;
+	if (*grid <= 0)
+		*grid = sms;
+	return 0;
+}
+
+CU_API cuOccupancyMaxPotentialBlockSize(int *grid, int *block, CUfunction f, CUoccupancyB2DSize fn, size_t smem,
+					int limit)
+{
+	VGPU_API();
+	return cuOccupancyMaxPotentialBlockSizeWithFlags(grid, block, f, fn, smem, limit, 0);
+}
