@@ -58,7 +58,8 @@ int main() {
   CHECK(cudaMemGetInfo(&freeb, &total));
   printf("cudaMemGetInfo: free %zu, total %zu\n", freeb, total);
   EXPECT(total > 0 && freeb > 0 && freeb <= total, "cudaMemGetInfo free %zu total %zu", freeb, total);
-  EXPECT(total == p.totalGlobalMem, "cudaMemGetInfo total %zu != totalGlobalMem %zu", total, p.totalGlobalMem);
+  EXPECT(total <= p.totalGlobalMem && total >= p.totalGlobalMem / 10 * 9,
+         "cudaMemGetInfo total %zu disagrees with totalGlobalMem %zu", total, p.totalGlobalMem);
   // An allocation is visible in the free figure (allow other users of the device to move it).
   void *big;
   const size_t chunk = 256u << 20;

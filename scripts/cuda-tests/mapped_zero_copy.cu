@@ -16,7 +16,7 @@ int main() {
   CHECK(cudaDeviceGetAttribute(&canmap, cudaDevAttrCanMapHostMemory, 0));
   EXPECT(canmap == 1, "cudaDevAttrCanMapHostMemory = %d", canmap);
 
-  const int n = 65537;
+  const int n = 40009;  // n * n fits in an int
   int *h = NULL, *dp = NULL;
   CHECK(cudaHostAlloc(&h, n * sizeof(int), cudaHostAllocMapped));
   CHECK(cudaHostGetDevicePointer((void **)&dp, h, 0));
