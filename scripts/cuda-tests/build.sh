@@ -74,6 +74,7 @@ build_one() {
   vname=$(basename "$vdir"); [ "$vdir" = "$out" ] && vname=default
   log="$out/logs/$vname/$name.log"
   mkdir -p "$(dirname "$log")"
+  rm -f "$vdir/$name"  # never leave a stale binary behind a failed build
   start=$(now)
   (
     set -x
@@ -122,8 +123,11 @@ for v in "${variants[@]}"; do
   for line in "${programs[@]}"; do
     read -r name _ <<<"$line"
     read -r rc log secs <"$status_dir/$vname.$name"
+    rel=${vdir#"$out"}; rel=${rel#/}; rel=${rel:+$rel/}$name
     if [ "$rc" = 0 ]; then
-      printf '  %-8s %-24s built   %5ss  %s\n' "$vname" "$name" "$secs" "${vdir#$out}/$name"
+      # The runtime soname the binary imports: the ABI vgpu must provide for it.
+      needs=$(readelf -d "$vdir/$name" 2>/dev/null | sed -n 's/.*Shared library: \[\(libcuda[^]]*\)\].*/\1/p' | tr '\n' ' ')
+      printf '  %-8s %-24s built   %5ss  %-32s needs %s\n' "$vname" "$name" "$secs" "$rel" "${needs:-?}"
     else
       failed=$((failed + 1))
       printf '  %-8s %-24s FAILED  %5ss  see %s\n' "$vname" "$name" "$secs" "$log"
