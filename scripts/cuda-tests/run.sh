@@ -12,7 +12,7 @@
 #   -v            print each program's full output
 #   NAME...       run only these programs (default: all in programs.txt, in order)
 #
-# Verdicts: PASS (last line "PASS <name>", exit 0; "PASS, kernels skipped" when the program said
+# Verdicts: PASS (last line "PASS <name>", exit 0; "PASS (kernels skipped)" when the program said
 # SKIP-KERNEL-CHECK on vgpu's sim device), SKIP (last line "SKIP <name> ...", exit 0), and FAIL,
 # TIMEOUT, CRASH (killed by a signal), MISSING (not built), which count as failed.
 # Last line: "N passed, M failed, K skipped". Exit status 1 when anything failed.
@@ -71,7 +71,8 @@ for name in "${programs[@]}"; do
     : >"$log"
   else
     start=$(now)
-    timeout -k 5 "$limit" "$bindir/$name" >"$log" 2>&1 </dev/null
+    # (the subshell keeps bash's own "Segmentation fault" notice out of the table)
+    (timeout -k 5 "$limit" "$bindir/$name" >"$log" 2>&1 </dev/null; exit $?) 2>/dev/null
     rc=$?
     secs=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
     last=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)
@@ -80,7 +81,7 @@ for name in "${programs[@]}"; do
     elif [ $rc -gt 128 ]; then
       result="CRASH (signal $((rc - 128)))"
     elif [ $rc -eq 0 ] && [ "$last" = "PASS $name" ]; then
-      if grep -q '^SKIP-KERNEL-CHECK' "$log"; then result="PASS, kernels skipped"; else result=PASS; fi
+      if grep -q '^SKIP-KERNEL-CHECK' "$log"; then result="PASS (kernels skipped)"; else result=PASS; fi
     elif [ $rc -eq 0 ] && [[ "$last" == "SKIP $name"* ]]; then
       result=SKIP
     else
@@ -96,7 +97,7 @@ for name in "${programs[@]}"; do
   if [ $verbose -eq 1 ]; then sed 's/^/    /' "$log"; fi
   if [ -n "$csv" ]; then
     q=${last//\"/\"\"}
-    echo "$name,$result,$secs,$rc,\"$q\"" >>"$csv"
+    echo "$name,\"$result\",$secs,$rc,\"$q\"" >>"$csv"
   fi
 done
 
@@ -104,7 +105,7 @@ if [ ${#failed_names[@]} -gt 0 ] && [ $verbose -eq 0 ]; then
   for name in "${failed_names[@]}"; do
     echo
     echo "--- $name (last lines of output)"
-    tail -n 12 "$logs/$name.log" | sed 's/^/    /'
+    if [ -s "$logs/$name.log" ]; then tail -n 12 "$logs/$name.log" | sed 's/^/    /'; else echo "    (no output)"; fi
   done
   echo
 fi
