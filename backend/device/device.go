@@ -1,0 +1,298 @@
+// Package device defines what a vgpu session needs from a GPU, independent of
+// whether the GPU is real (package device/cuda: libcuda.so.1 through purego)
+// or simulated in host memory (package device/sim).
+//
+// A Driver enumerates devices; a Context is one device's (primary) context.
+// Contexts are safe for concurrent use by many sessions: implementations do
+// their own locking and, for CUDA, make the context current on a locked OS
+// thread for every call.
+//
+// Trust: this package trusts its caller. Sessions validate every handle and
+// device-pointer range against their own allocations before calling here;
+// a Context only sees pointers, handles and sizes the session has checked.
+// Errors carry the CUDA driver's CUresult number unchanged (see Error).
+package device
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Ptr is a device address (CUdeviceptr). Device pointers are the GPU's real
+// addresses: a guest may do arithmetic on them and store them in structs.
+type Ptr uint64
+
+// Handles of driver objects. They are the driver's own values (CUstream,
+// CUevent, CUmodule, CUfunction); sessions never hand them to guests.
+type (
+	// Stream is a stream; DefaultStream (0) is the context's NULL stream.
+	Stream uintptr
+	// Event is an event.
+	Event uintptr
+	// Module is a loaded module.
+	Module uintptr
+	// Function is a kernel of a loaded module.
+	Function uintptr
+)
+
+// DefaultStream is the context's legacy NULL stream.
+const DefaultStream Stream = 0
+
+// MaxAttrs is the number of CUdevice_attribute values Properties holds.
+const MaxAttrs = 256
+
+// Properties describe a device: what cudaGetDeviceProperties and
+// cuDeviceGetAttribute report.
+type Properties struct {
+	Name         string
+	UUID         [16]byte
+	LUID         [8]byte
+	LUIDNodeMask uint32
+	TotalMem     uint64
+	// Attrs[a] is cuDeviceGetAttribute(a); 0 where the driver has none.
+	Attrs [MaxAttrs]int32
+}
+
+// Param is one kernel parameter's place in the packed parameter block
+// (cuFuncGetParamInfo).
+type Param struct {
+	Offset uint32
+	Size   uint32
+}
+
+// ParamBytes returns the size of the parameter block a layout describes.
+func ParamBytes(ps []Param) uint32 {
+	var n uint32
+	for _, p := range ps {
+		if e := p.Offset + p.Size; e > n {
+			n = e
+		}
+	}
+	return n
+}
+
+// LaunchConfig is the geometry of a kernel launch.
+type LaunchConfig struct {
+	Grid, Block [3]uint32
+	SharedMem   uint32
+	Stream      Stream
+}
+
+// Driver is one GPU driver (real or simulated) with its devices.
+type Driver interface {
+	// Kind is "cuda" or "sim".
+	Kind() string
+	// Version is the driver's CUDA version (cuDriverGetVersion), e.g. 13000.
+	Version() int32
+	// Count is the number of devices.
+	Count() int
+	// Context returns device ordinal's context, creating it on first use.
+	Context(ordinal int) (Context, error)
+	// Close releases every context.
+	Close() error
+}
+
+// Context is one device's context. Every method is safe for concurrent use.
+//
+// Host buffers: a synchronous copy may use b only during the call. An
+// asynchronous HtoD copy may reuse src when the call returns; an asynchronous
+// DtoH copy writes dst until the stream reaches the copy's end, so dst must
+// stay valid (and should be registered memory) until then.
+type Context interface {
+	Ordinal() int
+	Properties() (*Properties, error)
+
+	MemAlloc(size uint64) (Ptr, error)
+	MemFree(p Ptr) error
+	MemGetInfo() (free, total uint64, err error)
+
+	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
+	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error
+	MemcpyDtoD(dst, src Ptr, n uint64, s Stream, async bool) error
+	// Memset sets width elements of elemSize (1, 2 or 4) bytes to value,
+	// in height rows pitch bytes apart (height 1: a 1D memset; pitch unused).
+	Memset(dst Ptr, value uint32, elemSize int, width, height, pitch uint64, s Stream, async bool) error
+
+	// HostRegister page-locks host memory (cuMemHostRegister with
+	// DEVICEMAP) and returns its device address. b must not be Go heap
+	// memory (mmapped memory only) and must stay mapped until HostUnregister.
+	HostRegister(b []byte, readOnly bool) (Ptr, error)
+	HostUnregister(b []byte) error
+
+	ModuleLoad(image []byte) (Module, error)
+	ModuleUnload(m Module) error
+	ModuleGetFunction(m Module, name string) (Function, error)
+	ModuleGetGlobal(m Module, name string) (Ptr, uint64, error)
+	// FuncParams returns the kernel's parameter layout.
+	FuncParams(f Function) ([]Param, error)
+	FuncGetAttribute(f Function, attr int) (int32, error)
+	FuncSetAttribute(f Function, attr int, value int32) error
+	OccupancyMaxBlocks(f Function, blockSize int, dynSmem uint64, flags uint32) (int32, error)
+	// Launch launches f; params is the packed parameter block laid out as
+	// FuncParams says (the caller has checked its size).
+	Launch(f Function, cfg LaunchConfig, params []byte) error
+
+	StreamCreate(flags uint32, priority int32) (Stream, error)
+	StreamDestroy(s Stream) error
+	StreamSynchronize(s Stream) error
+	// StreamQuery returns nil when all work is done, ErrNotReady otherwise.
+	StreamQuery(s Stream) error
+	StreamWaitEvent(s Stream, e Event, flags uint32) error
+
+	EventCreate(flags uint32) (Event, error)
+	EventDestroy(e Event) error
+	EventRecord(e Event, s Stream) error
+	EventSynchronize(e Event) error
+	EventQuery(e Event) error
+	EventElapsed(start, end Event) (float32, error)
+
+	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
+	// (on a driver thread; it must not call the driver) and the stream
+	// waits until fn returns.
+	LaunchHostFunc(s Stream, fn func()) error
+
+	SetLimit(limit int, value uint64) error
+	GetLimit(limit int) (uint64, error)
+	Synchronize() error
+	// Reset destroys every resource of the context (cuDevicePrimaryCtxReset).
+	// Only an owner of the whole context (a worker process) may call it.
+	Reset() error
+}
+
+// KernelExecutor is implemented by contexts that say whether they really
+// execute kernels (the gather/scatter copy engine needs one that does; sim
+// does not).
+type KernelExecutor interface {
+	ExecutesKernels() bool
+}
+
+// ExecutesKernels reports whether c runs kernels (true unless c says no).
+func ExecutesKernels(c Context) bool {
+	if k, ok := c.(KernelExecutor); ok {
+		return k.ExecutesKernels()
+	}
+	return true
+}
+
+// Result is a CUDA driver error number (CUresult).
+type Result int32
+
+// CUresult values used by the backend (cuda.h).
+const (
+	Success                Result = 0
+	ErrInvalidValue        Result = 1
+	ErrOutOfMemory         Result = 2
+	ErrNotInitialized      Result = 3
+	ErrDeinitialized       Result = 4
+	ErrNoDevice            Result = 100
+	ErrInvalidDevice       Result = 101
+	ErrInvalidImage        Result = 200
+	ErrInvalidContext      Result = 201
+	ErrNoBinaryForGPU      Result = 209
+	ErrInvalidPTX          Result = 218
+	ErrInvalidSource       Result = 300
+	ErrFileNotFound        Result = 301
+	ErrInvalidHandle       Result = 400
+	ErrNotFound            Result = 500
+	ErrNotReady            Result = 600
+	ErrIllegalAddress      Result = 700
+	ErrLaunchOutOfRes      Result = 701
+	ErrLaunchFailed        Result = 719
+	ErrHostMemAlreadyReg   Result = 712
+	ErrHostMemNotReg       Result = 713
+	ErrNotPermitted        Result = 800
+	ErrNotSupported        Result = 801
+	ErrInvalidAddressSpace Result = 717
+	ErrUnknown             Result = 999
+)
+
+var resultNames = map[Result]string{
+	Success: "CUDA_SUCCESS", ErrInvalidValue: "CUDA_ERROR_INVALID_VALUE",
+	ErrOutOfMemory: "CUDA_ERROR_OUT_OF_MEMORY", ErrNotInitialized: "CUDA_ERROR_NOT_INITIALIZED",
+	ErrDeinitialized: "CUDA_ERROR_DEINITIALIZED", ErrNoDevice: "CUDA_ERROR_NO_DEVICE",
+	ErrInvalidDevice: "CUDA_ERROR_INVALID_DEVICE", ErrInvalidImage: "CUDA_ERROR_INVALID_IMAGE",
+	ErrInvalidContext: "CUDA_ERROR_INVALID_CONTEXT", ErrNoBinaryForGPU: "CUDA_ERROR_NO_BINARY_FOR_GPU",
+	ErrInvalidPTX: "CUDA_ERROR_INVALID_PTX", ErrInvalidSource: "CUDA_ERROR_INVALID_SOURCE",
+	ErrFileNotFound: "CUDA_ERROR_FILE_NOT_FOUND", ErrInvalidHandle: "CUDA_ERROR_INVALID_HANDLE",
+	ErrNotFound: "CUDA_ERROR_NOT_FOUND", ErrNotReady: "CUDA_ERROR_NOT_READY",
+	ErrIllegalAddress: "CUDA_ERROR_ILLEGAL_ADDRESS", ErrLaunchOutOfRes: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+	ErrLaunchFailed: "CUDA_ERROR_LAUNCH_FAILED", ErrHostMemAlreadyReg: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+	ErrHostMemNotReg: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", ErrNotPermitted: "CUDA_ERROR_NOT_PERMITTED",
+	ErrNotSupported: "CUDA_ERROR_NOT_SUPPORTED", ErrInvalidAddressSpace: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+	ErrUnknown: "CUDA_ERROR_UNKNOWN",
+}
+
+func (r Result) String() string {
+	if n, ok := resultNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("CUresult(%d)", int32(r))
+}
+
+// Error is a failed driver call: the call's name and its CUresult.
+type Error struct {
+	Op     string // the driver call or backend step, e.g. "cuMemAlloc"
+	Result Result
+	Detail string // optional: what was wrong, what to do
+}
+
+func (e *Error) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%s: %v: %s", e.Op, e.Result, e.Detail)
+	}
+	return fmt.Sprintf("%s: %v", e.Op, e.Result)
+}
+
+// Is lets errors.Is(err, device.ErrNotReady-style sentinels) match by result.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Op == "" && t.Result == e.Result
+}
+
+// Errorf returns an *Error for op with result r and a formatted detail.
+func Errorf(op string, r Result, format string, args ...any) error {
+	return &Error{Op: op, Result: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Sentinel errors to test with errors.Is.
+var (
+	NotReady     error = &Error{Result: ErrNotReady}
+	OutOfMemory  error = &Error{Result: ErrOutOfMemory}
+	NotSupported error = &Error{Result: ErrNotSupported}
+)
+
+// ResultOf returns the CUresult an error carries: the *Error's result, or
+// ErrUnknown for any other non-nil error.
+func ResultOf(err error) Result {
+	if err == nil {
+		return Success
+	}
+	var de *Error
+	if errors.As(err, &de) {
+		return de.Result
+	}
+	return ErrUnknown
+}
+
+// ErrNoGPU is wrapped by drivers that cannot reach a GPU (no libcuda, cuInit
+// failed, no device). "vgpu serve --device auto" falls back to sim on it.
+var ErrNoGPU = errors.New("no GPU")
+
+// Launch bookkeeping shared by implementations' stats.
+
+// Stats is a snapshot of a context's counters.
+type Stats struct {
+	Kind            string
+	Ordinal         int
+	MemUsed         uint64
+	Allocations     int
+	Launches        uint64 // launches accepted
+	LaunchesSkipped uint64 // sim: validated and recorded but not executed
+	LastLaunch      time.Time
+}
+
+// StatsReporter is implemented by contexts that keep counters.
+type StatsReporter interface {
+	Stats() Stats
+}

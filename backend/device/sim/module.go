@@ -1,0 +1,254 @@
+package sim
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/device/image"
+)
+
+type module struct {
+	img     *image.Module
+	globals map[string]device.Ptr
+	funcs   map[string]device.Function
+}
+
+type function struct {
+	mod    device.Module
+	kernel *image.Kernel
+	params []device.Param
+	mu     sync.Mutex
+	attrs  map[int]int32
+	logged bool
+}
+
+// CUfunction_attribute numbers (cuda.h).
+const (
+	funcMaxThreadsPerBlock  = 0
+	funcNumRegs             = 4
+	funcPTXVersion          = 5
+	funcBinaryVersion       = 6
+	funcMaxDynamicSharedMem = 8
+	funcPreferredCarveout   = 9
+)
+
+func defaultFuncAttrs() map[int]int32 {
+	return map[int]int32{
+		funcMaxThreadsPerBlock: 1024, 1: 0, 2: 0, 3: 0, funcNumRegs: 32,
+		funcPTXVersion: 90, funcBinaryVersion: 90, 7: 0,
+		funcMaxDynamicSharedMem: 48 << 10, funcPreferredCarveout: -1,
+	}
+}
+
+// ModuleLoad parses a fatbin, cubin or PTX image; its globals get device
+// memory (initialised from the image where it has the bytes).
+func (c *Context) ModuleLoad(b []byte) (device.Module, error) {
+	img, err := image.Parse(b, image.KindAuto)
+	if err != nil {
+		r := device.ErrInvalidImage
+		if errors.Is(err, image.ErrInvalid) && image.Detect(b) == image.KindPTX {
+			r = device.ErrInvalidPTX
+		}
+		return 0, &device.Error{Op: "cuModuleLoadData", Result: r, Detail: err.Error()}
+	}
+	m := &module{img: img, globals: map[string]device.Ptr{}, funcs: map[string]device.Function{}}
+	for name, g := range img.Globals {
+		p, err := c.MemAlloc(max(g.Size, 1))
+		if err != nil {
+			c.freeGlobals(m)
+			return 0, err
+		}
+		m.globals[name] = p
+		if g.Init != nil {
+			if d, err := c.span("cuModuleLoadData", p, uint64(len(g.Init))); err == nil {
+				copy(d, g.Init)
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := device.Module(c.newHandle())
+	c.modules[h] = m
+	c.log.Debug("module loaded", "module", uintptr(h), "kernels", len(img.Kernels), "globals", len(img.Globals), "from", img.Sources)
+	return h, nil
+}
+
+func (c *Context) freeGlobals(m *module) {
+	for _, p := range m.globals {
+		_ = c.MemFree(p)
+	}
+}
+
+// ModuleUnload unloads a module, its functions and globals.
+func (c *Context) ModuleUnload(h device.Module) error {
+	c.mu.Lock()
+	m, ok := c.modules[h]
+	if !ok {
+		c.mu.Unlock()
+		return device.Errorf("cuModuleUnload", device.ErrInvalidHandle, "module %#x", uintptr(h))
+	}
+	delete(c.modules, h)
+	for _, f := range m.funcs {
+		delete(c.funcs, f)
+	}
+	c.mu.Unlock()
+	c.freeGlobals(m)
+	return nil
+}
+
+// ModuleGetFunction looks a kernel up by (mangled) name.
+func (c *Context) ModuleGetFunction(h device.Module, name string) (device.Function, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.modules[h]
+	if !ok {
+		return 0, device.Errorf("cuModuleGetFunction", device.ErrInvalidHandle, "module %#x", uintptr(h))
+	}
+	if f, ok := m.funcs[name]; ok {
+		return f, nil
+	}
+	k, ok := m.img.Kernels[name]
+	if !ok {
+		return 0, device.Errorf("cuModuleGetFunction", device.ErrNotFound, "no kernel %q in the module", name)
+	}
+	fn := &function{mod: h, kernel: k, attrs: defaultFuncAttrs()}
+	for _, p := range k.Params {
+		fn.params = append(fn.params, device.Param{Offset: p.Offset, Size: p.Size})
+	}
+	f := device.Function(c.newHandle())
+	c.funcs[f] = fn
+	m.funcs[name] = f
+	return f, nil
+}
+
+// ModuleGetGlobal returns a global variable's address and size.
+func (c *Context) ModuleGetGlobal(h device.Module, name string) (device.Ptr, uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.modules[h]
+	if !ok {
+		return 0, 0, device.Errorf("cuModuleGetGlobal", device.ErrInvalidHandle, "module %#x", uintptr(h))
+	}
+	p, ok := m.globals[name]
+	if !ok {
+		return 0, 0, device.Errorf("cuModuleGetGlobal", device.ErrNotFound, "no global %q in the module", name)
+	}
+	return p, m.img.Globals[name].Size, nil
+}
+
+func (c *Context) function(op string, f device.Function) (*function, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fn, ok := c.funcs[f]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidHandle, "function %#x", uintptr(f))
+	}
+	return fn, nil
+}
+
+// FuncParams returns the layout found in the image.
+func (c *Context) FuncParams(f device.Function) ([]device.Param, error) {
+	fn, err := c.function("cuFuncGetParamInfo", f)
+	if err != nil {
+		return nil, err
+	}
+	return fn.params, nil
+}
+
+// FuncGetAttribute returns a CUfunction_attribute (H100-like values).
+func (c *Context) FuncGetAttribute(f device.Function, attr int) (int32, error) {
+	fn, err := c.function("cuFuncGetAttribute", f)
+	if err != nil {
+		return 0, err
+	}
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	v, ok := fn.attrs[attr]
+	if !ok {
+		return 0, device.Errorf("cuFuncGetAttribute", device.ErrInvalidValue, "attribute %d", attr)
+	}
+	return v, nil
+}
+
+// FuncSetAttribute sets the settable attributes (dynamic shared memory, carveout).
+func (c *Context) FuncSetAttribute(f device.Function, attr int, v int32) error {
+	fn, err := c.function("cuFuncSetAttribute", f)
+	if err != nil {
+		return err
+	}
+	switch attr {
+	case funcMaxDynamicSharedMem:
+		if v < 0 || v > c.props.Attrs[attrMaxSmemOptin] {
+			return device.Errorf("cuFuncSetAttribute", device.ErrInvalidValue, "dynamic shared memory %d > %d", v, c.props.Attrs[attrMaxSmemOptin])
+		}
+	case funcPreferredCarveout:
+		if v < -1 || v > 100 {
+			return device.Errorf("cuFuncSetAttribute", device.ErrInvalidValue, "carveout %d", v)
+		}
+	default:
+		return device.Errorf("cuFuncSetAttribute", device.ErrInvalidValue, "attribute %d is not settable", attr)
+	}
+	fn.mu.Lock()
+	fn.attrs[attr] = v
+	fn.mu.Unlock()
+	return nil
+}
+
+// OccupancyMaxBlocks computes blocks per SM from the H100's limits
+// (threads, blocks and shared memory per SM; registers at 32 per thread).
+func (c *Context) OccupancyMaxBlocks(f device.Function, blockSize int, dynSmem uint64, flags uint32) (int32, error) {
+	if _, err := c.function("cuOccupancyMaxActiveBlocksPerMultiprocessor", f); err != nil {
+		return 0, err
+	}
+	if blockSize <= 0 || blockSize > int(c.props.Attrs[attrMaxThreadsPerBlock]) {
+		return 0, nil
+	}
+	a := &c.props.Attrs
+	warps := (blockSize + 31) / 32
+	n := int(a[attrMaxThreadsPerSM]) / (warps * 32)
+	n = min(n, int(a[attrMaxBlocksPerSM]), 65536/(warps*32*32))
+	if dynSmem > 0 {
+		n = min(n, int(uint64(a[attrMaxSmemPerSM])/(dynSmem+1024)))
+	}
+	return int32(n), nil
+}
+
+// Launch validates a launch and records it. The kernel is NOT executed.
+func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []byte) error {
+	fn, err := c.function("cuLaunchKernel", f)
+	if err != nil {
+		return err
+	}
+	a := &c.props.Attrs
+	threads := uint64(1)
+	for i := 0; i < 3; i++ {
+		if cfg.Grid[i] == 0 || cfg.Block[i] == 0 {
+			return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "zero grid or block dimension %v/%v", cfg.Grid, cfg.Block)
+		}
+		if cfg.Grid[i] > uint32(a[attrMaxGridDimX+i]) || cfg.Block[i] > uint32(a[attrMaxBlockDimX+i]) {
+			return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "grid %v or block %v exceeds the device's limits", cfg.Grid, cfg.Block)
+		}
+		threads *= uint64(cfg.Block[i])
+	}
+	if threads > uint64(a[attrMaxThreadsPerBlock]) {
+		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "%d threads per block > %d", threads, a[attrMaxThreadsPerBlock])
+	}
+	fn.mu.Lock()
+	maxDyn := fn.attrs[funcMaxDynamicSharedMem]
+	first := !fn.logged
+	fn.logged = true
+	fn.mu.Unlock()
+	if cfg.SharedMem > uint32(maxDyn) {
+		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "%d bytes of dynamic shared memory > %d (raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)", cfg.SharedMem, maxDyn)
+	}
+	if want := device.ParamBytes(fn.params); uint32(len(params)) != want {
+		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "parameter block of %d bytes, kernel %s takes %d", len(params), fn.kernel.Name, want)
+	}
+	if first {
+		c.log.Info("kernel launch validated and recorded, NOT executed (sim device)", "kernel", fn.kernel.Name, "grid", cfg.Grid, "block", cfg.Block)
+	}
+	c.launches.Add(1)
+	_, _, err = c.submit("cuLaunchKernel", cfg.Stream, func() { c.skipped.Add(1) })
+	return err
+}

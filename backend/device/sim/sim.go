@@ -1,0 +1,445 @@
+// Package sim is a GPU that exists only in host memory, for machines without
+// one (CI, laptops, the guest-library engineer's tests). Its name says what
+// it is: "vgpu-sim ... (kernels not executed)".
+//
+// What is real: device memory (host memory behind realistic fake addresses,
+// 0x7f0000000000 upwards, one terabyte window per device, with real
+// allocation tracking and capacity), every copy and memset (bytes really
+// move), streams (one goroutine each, work runs in stream order), events
+// (timestamps taken when the stream reaches them; elapsed times are real),
+// host functions (run in stream order), module loading (PTX, cubin and
+// fatbin images are parsed for kernels, parameter layouts and globals).
+//
+// What is not: kernels. A launch is validated (the function exists, the
+// geometry is legal, the parameter block has the layout's size) and counted,
+// but never executed; its log line and Stats say so.
+//
+// Trust: like every device.Context, sim trusts its caller (the session) to
+// have validated handles; it still checks every pointer range against its
+// own allocations, so a bad range is an error, never an out-of-bounds access.
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+)
+
+// Config says how many devices to simulate and how big they are.
+type Config struct {
+	Devices  int    // number of devices (default 1)
+	MemBytes uint64 // device memory per device (default 80 GiB, at most 512 GiB)
+	Logger   hclog.Logger
+}
+
+// Version is the CUDA version the sim driver reports (13.0).
+const Version = 13000
+
+const (
+	baseAddr     = 0x7f0000000000
+	window       = 1 << 40 // address window per device
+	hostWindow   = 1 << 39 // upper half of a window: registered host memory
+	allocAlign   = 512
+	defaultMem   = 80 << 30
+	maxSimMemory = 512 << 30
+)
+
+// Driver is the simulated driver.
+type Driver struct {
+	cfg  Config
+	log  hclog.Logger
+	ctxs []*Context
+}
+
+// New returns a driver with cfg.Devices simulated H100s.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Devices == 0 {
+		cfg.Devices = 1
+	}
+	if cfg.Devices < 0 || cfg.Devices > 64 {
+		return nil, fmt.Errorf("sim: %d devices: want 1..64", cfg.Devices)
+	}
+	if cfg.MemBytes == 0 {
+		cfg.MemBytes = defaultMem
+	}
+	if cfg.MemBytes > maxSimMemory {
+		return nil, fmt.Errorf("sim: %d bytes of device memory: at most %d", cfg.MemBytes, uint64(maxSimMemory))
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	d := &Driver{cfg: cfg, log: cfg.Logger.Named("sim")}
+	for i := 0; i < cfg.Devices; i++ {
+		d.ctxs = append(d.ctxs, newContext(i, cfg.MemBytes, d.log))
+	}
+	d.log.Warn("simulated GPU: device memory and copies are real, kernels are NOT executed", "devices", cfg.Devices, "mem_bytes", cfg.MemBytes)
+	return d, nil
+}
+
+func (d *Driver) Kind() string   { return "sim" }
+func (d *Driver) Version() int32 { return Version }
+func (d *Driver) Count() int     { return len(d.ctxs) }
+
+func (d *Driver) Context(ordinal int) (device.Context, error) {
+	if ordinal < 0 || ordinal >= len(d.ctxs) {
+		return nil, device.Errorf("sim.Context", device.ErrInvalidDevice, "device %d of %d", ordinal, len(d.ctxs))
+	}
+	return d.ctxs[ordinal], nil
+}
+
+func (d *Driver) Close() error {
+	for _, c := range d.ctxs {
+		c.closeStreams()
+	}
+	return nil
+}
+
+// alloc is one range of the device's address space.
+type alloc struct {
+	base device.Ptr
+	mem  []byte // device memory, or the registered host memory itself
+	host bool   // registered host memory
+}
+
+func (a *alloc) end() uint64 { return uint64(a.base) + uint64(len(a.mem)) }
+
+// Context is one simulated device.
+type Context struct {
+	ord   int
+	props device.Properties
+	log   hclog.Logger
+
+	mu       sync.Mutex
+	allocs   []*alloc // sorted by base, non-overlapping
+	used     uint64
+	total    uint64
+	handles  uintptr
+	streams  map[device.Stream]*stream
+	events   map[device.Event]*event
+	modules  map[device.Module]*module
+	funcs    map[device.Function]*function
+	limits   map[int]uint64
+	nullStrm *stream
+
+	launches atomic.Uint64
+	skipped  atomic.Uint64
+}
+
+func newContext(ord int, mem uint64, log hclog.Logger) *Context {
+	c := &Context{
+		ord: ord, props: h100Properties(ord, mem), total: mem,
+		log:     log.With("device", ord),
+		streams: map[device.Stream]*stream{},
+		events:  map[device.Event]*event{},
+		modules: map[device.Module]*module{},
+		funcs:   map[device.Function]*function{},
+		limits:  defaultLimits(),
+		handles: 0x1000,
+	}
+	c.nullStrm = newStream(c, 0)
+	return c
+}
+
+// CUlimit values (cuda.h) and the H100's defaults.
+func defaultLimits() map[int]uint64 {
+	return map[int]uint64{
+		0: 1024,    // CU_LIMIT_STACK_SIZE
+		1: 1 << 20, // CU_LIMIT_PRINTF_FIFO_SIZE
+		2: 8 << 20, // CU_LIMIT_MALLOC_HEAP_SIZE
+		3: 2,       // CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH
+		4: 2048,    // CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT
+		5: 32,      // CU_LIMIT_MAX_L2_FETCH_GRANULARITY
+		6: 0,       // CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+		7: 0,       // CU_LIMIT_SHMEM_SIZE (read-only)
+		8: 0,       // CU_LIMIT_CIG_ENABLED
+		9: 0,       // CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED
+	}
+}
+
+func (c *Context) newHandle() uintptr {
+	c.handles += 0x10
+	return c.handles
+}
+
+// Ordinal returns the device ordinal.
+func (c *Context) Ordinal() int { return c.ord }
+
+// Properties returns the simulated H100's properties.
+func (c *Context) Properties() (*device.Properties, error) {
+	p := c.props
+	return &p, nil
+}
+
+// ExecutesKernels reports false: sim never runs kernels.
+func (c *Context) ExecutesKernels() bool { return false }
+
+// Stats reports memory in use and launch counts.
+func (c *Context) Stats() device.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return device.Stats{Kind: "sim", Ordinal: c.ord, MemUsed: c.used, Allocations: len(c.allocs),
+		Launches: c.launches.Load(), LaunchesSkipped: c.skipped.Load()}
+}
+
+// place finds the first gap of n bytes in [lo, hi) and inserts a.
+func (c *Context) place(a *alloc, lo, hi uint64) error {
+	n := (uint64(len(a.mem)) + allocAlign - 1) &^ (allocAlign - 1)
+	if n == 0 {
+		n = allocAlign
+	}
+	at := lo
+	i := sort.Search(len(c.allocs), func(i int) bool { return uint64(c.allocs[i].base) >= lo })
+	for ; i < len(c.allocs) && uint64(c.allocs[i].base) < hi; i++ {
+		if uint64(c.allocs[i].base) >= at+n {
+			break
+		}
+		end := (c.allocs[i].end() + allocAlign - 1) &^ (allocAlign - 1)
+		if end > at {
+			at = end
+		}
+	}
+	if at+n > hi {
+		return device.Errorf("sim.alloc", device.ErrOutOfMemory, "address window of device %d is full", c.ord)
+	}
+	a.base = device.Ptr(at)
+	c.allocs = append(c.allocs, nil)
+	copy(c.allocs[i+1:], c.allocs[i:])
+	c.allocs[i] = a
+	return nil
+}
+
+func (c *Context) findLocked(p device.Ptr) (int, *alloc) {
+	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].end() > uint64(p) })
+	if i < len(c.allocs) && c.allocs[i].base <= p {
+		return i, c.allocs[i]
+	}
+	return -1, nil
+}
+
+// span returns the bytes behind [p, p+n).
+func (c *Context) span(op string, p device.Ptr, n uint64) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, a := c.findLocked(p)
+	if a == nil {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "%#x is not device memory of device %d", uint64(p), c.ord)
+	}
+	off := uint64(p - a.base)
+	if n > uint64(len(a.mem))-off {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "[%#x, +%d) runs past its allocation", uint64(p), n)
+	}
+	return a.mem[off : off+n : off+n], nil
+}
+
+// MemAlloc allocates n bytes of (host-backed) device memory.
+func (c *Context) MemAlloc(n uint64) (device.Ptr, error) {
+	if n == 0 {
+		return 0, device.Errorf("cuMemAlloc", device.ErrInvalidValue, "size 0")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n > c.total-c.used {
+		return 0, device.Errorf("cuMemAlloc", device.ErrOutOfMemory, "%d bytes requested, %d of %d free", n, c.total-c.used, c.total)
+	}
+	a := &alloc{mem: make([]byte, n)}
+	lo := uint64(baseAddr) + uint64(c.ord)*window
+	if err := c.place(a, lo, lo+hostWindow); err != nil {
+		return 0, err
+	}
+	c.used += n
+	return a.base, nil
+}
+
+// MemFree frees an allocation by its base address.
+func (c *Context) MemFree(p device.Ptr) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, a := c.findLocked(p)
+	if a == nil || a.base != p || a.host {
+		return device.Errorf("cuMemFree", device.ErrInvalidValue, "%#x is not the start of an allocation", uint64(p))
+	}
+	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
+	c.used -= uint64(len(a.mem))
+	return nil
+}
+
+// MemGetInfo reports free and total device memory.
+func (c *Context) MemGetInfo() (uint64, uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total - c.used, c.total, nil
+}
+
+// HostRegister gives host memory a device address in the device's host window.
+func (c *Context) HostRegister(b []byte, readOnly bool) (device.Ptr, error) {
+	if len(b) == 0 {
+		return 0, device.Errorf("cuMemHostRegister", device.ErrInvalidValue, "empty range")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for _, a := range c.allocs {
+		if a.host && uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))) == start {
+			return 0, device.Errorf("cuMemHostRegister", device.ErrHostMemAlreadyReg, "host range at %#x", start)
+		}
+	}
+	a := &alloc{mem: b, host: true}
+	lo := uint64(baseAddr) + uint64(c.ord)*window + hostWindow
+	if err := c.place(a, lo, lo+hostWindow); err != nil {
+		return 0, err
+	}
+	return a.base, nil
+}
+
+// HostUnregister forgets registered host memory.
+func (c *Context) HostUnregister(b []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for i, a := range c.allocs {
+		if a.host && uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))) == start {
+			c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
+			return nil
+		}
+	}
+	return device.Errorf("cuMemHostUnregister", device.ErrHostMemNotReg, "host range at %#x", start)
+}
+
+// MemcpyHtoD copies src to the device. An async copy snapshots src first
+// (the caller may reuse it as soon as the call returns).
+func (c *Context) MemcpyHtoD(dst device.Ptr, src []byte, s device.Stream, async bool) error {
+	d, err := c.span("cuMemcpyHtoD", dst, uint64(len(src)))
+	if err != nil {
+		return err
+	}
+	if async {
+		src = append([]byte(nil), src...)
+	}
+	return c.run(s, async, func() { copy(d, src) })
+}
+
+// MemcpyDtoH copies device memory to dst.
+func (c *Context) MemcpyDtoH(dst []byte, src device.Ptr, s device.Stream, async bool) error {
+	d, err := c.span("cuMemcpyDtoH", src, uint64(len(dst)))
+	if err != nil {
+		return err
+	}
+	return c.run(s, async, func() { copy(dst, d) })
+}
+
+// MemcpyDtoD copies between device ranges (overlap allowed, like memmove).
+func (c *Context) MemcpyDtoD(dst, src device.Ptr, n uint64, s device.Stream, async bool) error {
+	d, err := c.span("cuMemcpyDtoD", dst, n)
+	if err != nil {
+		return err
+	}
+	sp, err := c.span("cuMemcpyDtoD", src, n)
+	if err != nil {
+		return err
+	}
+	return c.run(s, async, func() { copy(d, sp) })
+}
+
+// Memset fills height rows of width elements.
+func (c *Context) Memset(dst device.Ptr, value uint32, elemSize int, width, height, pitch uint64, s device.Stream, async bool) error {
+	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
+		return device.Errorf("cuMemset", device.ErrInvalidValue, "element size %d (want 1, 2 or 4)", elemSize)
+	}
+	if height == 0 {
+		height = 1
+	}
+	rowBytes := width * uint64(elemSize)
+	if width != 0 && rowBytes/width != uint64(elemSize) {
+		return device.Errorf("cuMemset", device.ErrInvalidValue, "row size overflows")
+	}
+	if height > 1 && pitch < rowBytes {
+		return device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d < row of %d bytes", pitch, rowBytes)
+	}
+	var rows [][]byte
+	for r := uint64(0); r < height; r++ {
+		if r > 0 && pitch > (1<<48)/r {
+			return device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d × %d rows overflows", pitch, height)
+		}
+		if rowBytes == 0 {
+			break
+		}
+		b, err := c.span("cuMemset", dst+device.Ptr(r*pitch), rowBytes)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, b)
+	}
+	return c.run(s, async, func() {
+		for _, b := range rows {
+			fill(b, value, elemSize)
+		}
+	})
+}
+
+func fill(b []byte, v uint32, size int) {
+	var pat [4]byte
+	for i := 0; i < size; i++ {
+		pat[i] = byte(v >> (8 * i))
+	}
+	if len(b) == 0 {
+		return
+	}
+	n := copy(b, pat[:size])
+	for n < len(b) { // doubling copy
+		n += copy(b[n:], b[:n])
+	}
+}
+
+// SetLimit sets a CUlimit.
+func (c *Context) SetLimit(limit int, v uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.limits[limit]; !ok || limit == 7 {
+		return device.Errorf("cuCtxSetLimit", device.ErrNotSupported, "limit %d", limit)
+	}
+	c.limits[limit] = v
+	return nil
+}
+
+// GetLimit returns a CUlimit.
+func (c *Context) GetLimit(limit int) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.limits[limit]
+	if !ok {
+		return 0, device.Errorf("cuCtxGetLimit", device.ErrNotSupported, "limit %d", limit)
+	}
+	return v, nil
+}
+
+// Reset destroys everything the context holds.
+func (c *Context) Reset() error {
+	if err := c.Synchronize(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.allocs = nil
+	c.used = 0
+	for h, s := range c.streams {
+		s.close()
+		delete(c.streams, h)
+	}
+	clear(c.events)
+	clear(c.modules)
+	clear(c.funcs)
+	c.limits = defaultLimits()
+	return nil
+}
+
+var (
+	_ device.Driver        = (*Driver)(nil)
+	_ device.Context       = (*Context)(nil)
+	_ device.StatsReporter = (*Context)(nil)
+)

@@ -1,0 +1,278 @@
+// Package server accepts guest connections from any transport.Listener and
+// runs one session per connection. It owns what sessions share: the device
+// contexts (mapped to guest ordinals by --gpus), per-VM state (device memory
+// cap, guest RAM registration), the module image cache and the counters; and
+// it reports them (Status) for "vgpu status" and the metrics endpoint.
+//
+// Trust: connections are untrusted; sessions validate everything. The server
+// trusts its configuration.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/session"
+	"github.com/vgpu-project/vgpu/backend/transport"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// Config configures a server.
+type Config struct {
+	Driver device.Driver
+	// GPUs maps guest ordinals to host ordinals: GPUs[i] is the host device
+	// guest device i runs on. Empty: every host device, in order.
+	GPUs []int
+	// MemLimit caps each VM's device memory, all devices together (0: none).
+	MemLimit uint64
+	// Engine picks the memcpy engine for guest-memory copies.
+	Engine engine.Kind
+	Limits protocol.Limits
+	// AllowUnprivilegedSegments: tests only (see session.Config).
+	AllowUnprivilegedSegments bool
+	// ExclusiveContext: this process serves one session (a worker).
+	ExclusiveContext bool
+	Version          string
+	Logger           hclog.Logger
+}
+
+// Server runs sessions.
+type Server struct {
+	cfg     Config
+	log     hclog.Logger
+	devices []device.Context
+	stats   *session.Stats
+	mods    *session.ModuleCache
+	started time.Time
+	nextID  atomic.Uint64
+
+	mu       sync.Mutex
+	vms      map[string]*vmState
+	sessions map[uint64]*sessionInfo
+	wg       sync.WaitGroup
+}
+
+type vmState struct {
+	name     string
+	quota    *session.Quota
+	reg      *engine.Registry
+	sessions int
+}
+
+type sessionInfo struct {
+	id      uint64
+	vm      string
+	peer    string
+	started time.Time
+	cancel  context.CancelFunc
+}
+
+// New opens the configured devices.
+func New(cfg Config) (*Server, error) {
+	if cfg.Driver == nil {
+		return nil, errors.New("server: no device driver")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	gpus := cfg.GPUs
+	if len(gpus) == 0 {
+		for i := 0; i < cfg.Driver.Count(); i++ {
+			gpus = append(gpus, i)
+		}
+	}
+	s := &Server{
+		cfg: cfg, log: cfg.Logger.Named("server"),
+		stats: &session.Stats{}, mods: session.NewModuleCache(0), started: time.Now(),
+		vms: map[string]*vmState{}, sessions: map[uint64]*sessionInfo{},
+	}
+	for gi, hi := range gpus {
+		if hi < 0 || hi >= cfg.Driver.Count() {
+			return nil, fmt.Errorf("server: --gpus maps guest device %d to host device %d, but the host has %d", gi, hi, cfg.Driver.Count())
+		}
+		ctx, err := cfg.Driver.Context(hi)
+		if err != nil {
+			return nil, fmt.Errorf("server: opening host device %d: %w", hi, err)
+		}
+		s.devices = append(s.devices, ctx)
+	}
+	return s, nil
+}
+
+// Stats returns the shared session counters.
+func (s *Server) Stats() *session.Stats { return s.stats }
+
+// Serve accepts connections until ctx is done or the listener fails; it
+// then waits for its sessions to end.
+func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	s.log.Info("listening", "addr", ln.Addr().String())
+	var err error
+	for {
+		var conn transport.Conn
+		conn, err = ln.Accept()
+		if err != nil {
+			break
+		}
+		s.start(ctx, conn)
+	}
+	s.wg.Wait()
+	if errors.Is(err, net.ErrClosed) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// ServeConn runs one session on conn and returns when it ends.
+func (s *Server) ServeConn(ctx context.Context, conn transport.Conn) error {
+	s.wg.Add(1)
+	return s.run(ctx, conn)
+}
+
+func (s *Server) start(ctx context.Context, conn transport.Conn) {
+	s.wg.Add(1)
+	go func() { _ = s.run(ctx, conn) }()
+}
+
+func (s *Server) run(ctx context.Context, conn transport.Conn) error {
+	defer s.wg.Done()
+	id := s.nextID.Add(1)
+	vm := s.attach(conn.VM())
+	defer s.detach(vm)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	info := &sessionInfo{id: id, vm: conn.VM(), peer: fmt.Sprintf("cid %d port %d", conn.PeerCID(), conn.PeerPort()), started: time.Now(), cancel: cancel}
+	s.mu.Lock()
+	s.sessions[id] = info
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.sessions, id)
+		s.mu.Unlock()
+	}()
+	sess := session.New(conn, session.Config{
+		Devices:                   s.devices,
+		DeviceKind:                s.cfg.Driver.Kind(),
+		DriverVersion:             s.cfg.Driver.Version(),
+		BackendVersion:            s.cfg.Version,
+		Limits:                    s.cfg.Limits,
+		AllowUnprivilegedSegments: s.cfg.AllowUnprivilegedSegments,
+		ExclusiveContext:          s.cfg.ExclusiveContext,
+		Quota:                     vm.quota,
+		Modules:                   s.mods,
+		Engine:                    engine.New(s.cfg.Engine, vm.reg),
+		Stats:                     s.stats,
+		Logger:                    s.cfg.Logger,
+		ID:                        id,
+	})
+	err := sess.Serve(ctx)
+	if err != nil {
+		s.log.Warn("session ended with an error", "session", id, "vm", conn.VM(), "err", err)
+	}
+	return err
+}
+
+func (s *Server) attach(name string) *vmState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vms[name]
+	if !ok {
+		v = &vmState{name: name, quota: &session.Quota{Limit: s.cfg.MemLimit}, reg: engine.NewRegistry()}
+		s.vms[name] = v
+	}
+	v.sessions++
+	return v
+}
+
+// detach drops a session's hold on its VM; the last one unregisters the
+// VM's guest RAM.
+func (s *Server) detach(v *vmState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v.sessions--
+	if v.sessions == 0 {
+		v.reg.Close()
+		delete(s.vms, v.name)
+	}
+}
+
+// Status is a snapshot for "vgpu status" and metrics.
+type Status struct {
+	DeviceKind    string           `json:"device_kind"`
+	DriverVersion int32            `json:"driver_version"`
+	Uptime        string           `json:"uptime"`
+	Devices       []DeviceStatus   `json:"devices"`
+	VMs           []VMStatus       `json:"vms"`
+	Sessions      []SessionStatus  `json:"sessions"`
+	Stats         session.Snapshot `json:"stats"`
+}
+
+// DeviceStatus describes one guest-visible device.
+type DeviceStatus struct {
+	GuestOrdinal    int    `json:"guest_ordinal"`
+	HostOrdinal     int    `json:"host_ordinal"`
+	Name            string `json:"name"`
+	MemTotal        uint64 `json:"mem_total"`
+	MemFree         uint64 `json:"mem_free"`
+	MemUsedByVGPU   uint64 `json:"mem_used_by_vgpu"`
+	Allocations     int    `json:"allocations"`
+	Launches        uint64 `json:"launches"`
+	LaunchesSkipped uint64 `json:"launches_not_executed,omitempty"`
+}
+
+// VMStatus describes one VM's use.
+type VMStatus struct {
+	VM       string `json:"vm"`
+	Sessions int    `json:"sessions"`
+	MemUsed  uint64 `json:"mem_used"`
+	MemLimit uint64 `json:"mem_limit"`
+}
+
+// SessionStatus describes one session.
+type SessionStatus struct {
+	ID      uint64 `json:"id"`
+	VM      string `json:"vm"`
+	Peer    string `json:"peer"`
+	Started string `json:"started"`
+}
+
+// Status returns a snapshot.
+func (s *Server) Status() Status {
+	st := Status{DeviceKind: s.cfg.Driver.Kind(), DriverVersion: s.cfg.Driver.Version(), Uptime: time.Since(s.started).Round(time.Second).String(), Stats: s.stats.Snapshot()}
+	for gi, ctx := range s.devices {
+		ds := DeviceStatus{GuestOrdinal: gi, HostOrdinal: ctx.Ordinal()}
+		if p, err := ctx.Properties(); err == nil {
+			ds.Name = p.Name
+		}
+		if free, total, err := ctx.MemGetInfo(); err == nil {
+			ds.MemFree, ds.MemTotal = free, total
+		}
+		if r, ok := ctx.(device.StatsReporter); ok {
+			d := r.Stats()
+			ds.MemUsedByVGPU, ds.Allocations, ds.Launches, ds.LaunchesSkipped = d.MemUsed, d.Allocations, d.Launches, d.LaunchesSkipped
+		}
+		st.Devices = append(st.Devices, ds)
+	}
+	s.mu.Lock()
+	for _, v := range s.vms {
+		st.VMs = append(st.VMs, VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used(), MemLimit: v.quota.Limit})
+	}
+	for _, si := range s.sessions {
+		st.Sessions = append(st.Sessions, SessionStatus{ID: si.id, VM: si.vm, Peer: si.peer, Started: si.started.UTC().Format(time.RFC3339)})
+	}
+	s.mu.Unlock()
+	sort.Slice(st.VMs, func(i, j int) bool { return st.VMs[i].VM < st.VMs[j].VM })
+	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].ID < st.Sessions[j].ID })
+	return st
+}

@@ -1,0 +1,190 @@
+package session
+
+import (
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// region is guest memory registered with OpGuestRegister: long-term pinned
+// by the guest driver until OpGuestUnregister.
+type region struct {
+	size     uint64
+	dev      int
+	table    *guestmem.Table // reference held while the region lives
+	pieces   []engine.Piece
+	mapping  []byte     // RegisterMapped: the pieces side by side in one VA range
+	devPtr   device.Ptr // RegisterMapped: device address of mapping[0]
+	readOnly bool
+}
+
+// acquire takes the guest memory table for the rest of the call.
+func (s *Session) acquire(c *call, op string) (*guestmem.Table, error) {
+	if c.table != nil {
+		return c.table, nil
+	}
+	if s.mem == nil {
+		return nil, s.segsWhy
+	}
+	t, err := s.mem.Acquire()
+	if err != nil {
+		return nil, device.Errorf(op, device.ErrNotReady, "guest memory table: %v", err)
+	}
+	c.table = t
+	return t, nil
+}
+
+// segmentPieces translates the frame's segment list, which must describe
+// one buffer of n bytes, into host pieces.
+func (s *Session) segmentPieces(c *call, op string, index uint32, n uint64) ([]engine.Piece, error) {
+	if !s.segsOK {
+		return nil, s.segsWhy
+	}
+	if index != 0 {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "segment buffer %d: this call takes one buffer (index 0)", index)
+	}
+	if _, err := protocol.SplitSegments(c.f.Segs, []uint64{n}); err != nil {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "%v", err)
+	}
+	t, err := s.acquire(c, op)
+	if err != nil {
+		return nil, err
+	}
+	for i, sg := range c.f.Segs {
+		r, off, err := t.Locate(guestmem.GPA(sg.GPA), sg.Len)
+		if err != nil {
+			return nil, device.Errorf(op, device.ErrInvalidValue, "segment %d (gpa %#x, %d bytes): %v", i, sg.GPA, sg.Len, err)
+		}
+		c.pieces = append(c.pieces, engine.Piece{Host: r.Host[off : off+sg.Len : off+sg.Len], Region: r, Off: off})
+	}
+	return c.pieces, nil
+}
+
+// guestPieces resolves a segment or region BufRef. pinned reports memory
+// that stays valid after the reply (a registered region), so an async copy
+// need not finish before the reply.
+func (s *Session) guestPieces(c *call, op string, ref protocol.BufRef) ([]engine.Piece, bool, error) {
+	switch ref.Kind {
+	case protocol.BufSegments:
+		ps, err := s.segmentPieces(c, op, ref.Index, ref.Len)
+		return ps, false, err
+	case protocol.BufRegion:
+		rg, ok := s.st.regions[ref.Region]
+		if !ok {
+			return nil, false, device.Errorf(op, device.ErrInvalidHandle, "region %#x is not this session's", ref.Region)
+		}
+		if ref.Offset > rg.size || ref.Len > rg.size-ref.Offset {
+			return nil, false, device.Errorf(op, device.ErrInvalidValue, "[%d, +%d) outside region %#x of %d bytes", ref.Offset, ref.Len, ref.Region, rg.size)
+		}
+		if rg.mapping != nil {
+			c.pieces = append(c.pieces, engine.Piece{Host: rg.mapping[ref.Offset : ref.Offset+ref.Len], Dev: rg.devPtr + device.Ptr(ref.Offset)})
+			return c.pieces, true, nil
+		}
+		off, end := ref.Offset, ref.Offset+ref.Len
+		var at uint64
+		for _, p := range rg.pieces {
+			pl := uint64(len(p.Host))
+			if at+pl > off && at < end {
+				lo := max(off, at) - at
+				hi := min(end, at+pl) - at
+				c.pieces = append(c.pieces, engine.Piece{Host: p.Host[lo:hi:hi], Region: p.Region, Off: p.Off + lo})
+			}
+			at += pl
+		}
+		return c.pieces, false, nil
+	}
+	return nil, false, device.Errorf(op, device.ErrInvalidValue, "buffer kind %d here (want segments or a region)", ref.Kind)
+}
+
+// gatherImage copies a guest buffer into one Go slice (module images).
+func (s *Session) gatherImage(c *call, op string, ref protocol.BufRef) ([]byte, error) {
+	switch ref.Kind {
+	case protocol.BufInline:
+		b, err := protocol.InlineBytes(c.tail, ref)
+		if err != nil {
+			return nil, device.Errorf(op, device.ErrInvalidValue, "%v", err)
+		}
+		return append([]byte(nil), b...), nil
+	case protocol.BufSegments, protocol.BufRegion:
+		ps, _, err := s.guestPieces(c, op, ref)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]byte, 0, ref.Len)
+		for _, p := range ps {
+			out = append(out, p.Host...)
+		}
+		return out, nil
+	}
+	return nil, device.Errorf(op, device.ErrInvalidValue, "buffer kind %d", ref.Kind)
+}
+
+func guestRegister(s *Session, c *call, r *protocol.GuestRegisterReq) (protocol.GuestRegisterReply, error) {
+	const op = "OpGuestRegister"
+	if r.Size == 0 || c.f.NumSegs == 0 {
+		return protocol.GuestRegisterReply{}, device.Errorf(op, device.ErrInvalidValue, "registration without segments")
+	}
+	if r.Flags&^(protocol.RegisterMapped|protocol.RegisterReadOnly) != 0 {
+		return protocol.GuestRegisterReply{}, device.Errorf(op, device.ErrInvalidValue, "flags %#x", r.Flags)
+	}
+	ps, err := s.segmentPieces(c, op, 0, r.Size)
+	if err != nil {
+		return protocol.GuestRegisterReply{}, err
+	}
+	if err := c.table.Retain(); err != nil {
+		return protocol.GuestRegisterReply{}, device.Errorf(op, device.ErrNotReady, "guest memory table: %v", err)
+	}
+	rg := &region{size: r.Size, table: c.table, pieces: append([]engine.Piece(nil), ps...), readOnly: r.Flags&protocol.RegisterReadOnly != 0}
+	id := s.st.handle()
+	if r.Flags&protocol.RegisterMapped != 0 {
+		if len(s.cfg.Devices) == 0 {
+			rg.table.Release()
+			return protocol.GuestRegisterReply{}, device.Errorf(op, device.ErrNoDevice, "no devices")
+		}
+		m, err := mapPieces(rg.pieces)
+		if err != nil {
+			rg.table.Release()
+			return protocol.GuestRegisterReply{}, err
+		}
+		p, err := s.cfg.Devices[0].HostRegister(m, rg.readOnly)
+		if err != nil {
+			unmap(m)
+			rg.table.Release()
+			return protocol.GuestRegisterReply{}, err
+		}
+		rg.mapping, rg.devPtr = m, p
+		if err := s.st.add(memRange{base: uint64(p), size: r.Size, dev: 0, kind: kindMapped, owner: id}); err != nil {
+			_ = s.cfg.Devices[0].HostUnregister(m)
+			unmap(m)
+			rg.table.Release()
+			return protocol.GuestRegisterReply{}, err
+		}
+	}
+	s.st.regions[id] = rg
+	return protocol.GuestRegisterReply{Region: id, DevPtr: uint64(rg.devPtr)}, nil
+}
+
+func guestUnregister(s *Session, c *call, r *protocol.HandleReq) error {
+	rg, ok := s.st.regions[r.Handle]
+	if !ok {
+		return device.Errorf("OpGuestUnregister", device.ErrInvalidHandle, "region %#x is not this session's", r.Handle)
+	}
+	s.dropRegion(r.Handle, rg)
+	return nil
+}
+
+// dropRegion waits for the device, then unregisters and unmaps a region.
+func (s *Session) dropRegion(id uint64, rg *region) {
+	if rg.mapping != nil {
+		ctx := s.cfg.Devices[rg.dev]
+		_ = ctx.Synchronize()
+		if err := ctx.HostUnregister(rg.mapping); err != nil {
+			s.log.Warn("unregistering a guest region failed", "region", id, "err", err)
+		}
+		s.st.remove(uint64(rg.devPtr))
+		unmap(rg.mapping)
+	}
+	rg.table.Release()
+	delete(s.st.regions, id)
+}

@@ -1,0 +1,204 @@
+package session
+
+import (
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+func memAlloc(s *Session, c *call, r *protocol.MemAllocReq) (protocol.PtrReply, error) {
+	ctx, err := s.device(r.Device)
+	if err != nil {
+		return protocol.PtrReply{}, err
+	}
+	if r.Size == 0 {
+		return protocol.PtrReply{}, device.Errorf("OpMemAlloc", device.ErrInvalidValue, "size 0")
+	}
+	if !s.cfg.Quota.Reserve(r.Size) {
+		return protocol.PtrReply{}, device.Errorf("OpMemAlloc", device.ErrOutOfMemory, "%d bytes would exceed this VM's device memory cap of %d bytes (%d in use)", r.Size, s.cfg.Quota.Limit, s.cfg.Quota.Used())
+	}
+	p, err := ctx.MemAlloc(r.Size)
+	if err != nil {
+		s.cfg.Quota.Release(r.Size)
+		return protocol.PtrReply{}, err
+	}
+	if err := s.st.add(memRange{base: uint64(p), size: r.Size, dev: int(r.Device), kind: kindAlloc}); err != nil {
+		_ = ctx.MemFree(p)
+		s.cfg.Quota.Release(r.Size)
+		return protocol.PtrReply{}, err
+	}
+	return protocol.PtrReply{Ptr: uint64(p)}, nil
+}
+
+func memFree(s *Session, c *call, r *protocol.PtrReq) error {
+	if r.Ptr == 0 {
+		return nil // cudaFree(NULL)
+	}
+	m, err := s.st.find("OpMemFree", r.Ptr, 1)
+	if err != nil {
+		return err
+	}
+	if m.kind != kindAlloc || m.base != r.Ptr {
+		return device.Errorf("OpMemFree", device.ErrInvalidValue, "%#x is not the start of an allocation", r.Ptr)
+	}
+	mr := *m
+	if err := s.cfg.Devices[mr.dev].MemFree(device.Ptr(mr.base)); err != nil {
+		return err
+	}
+	s.st.remove(mr.base)
+	s.cfg.Quota.Release(mr.size)
+	return nil
+}
+
+func memGetAddressRange(s *Session, c *call, r *protocol.PtrReq) (protocol.AddressRangeReply, error) {
+	m, err := s.st.find("OpMemGetAddressRange", r.Ptr, 1)
+	if err != nil {
+		return protocol.AddressRangeReply{}, err
+	}
+	return protocol.AddressRangeReply{Base: m.base, Size: m.size, Device: uint32(m.dev)}, nil
+}
+
+// target validates [p, p+n) and returns its device and the stream to use.
+func (s *Session) target(op string, p, n, stream uint64) (device.Context, int, device.Stream, error) {
+	m, err := s.st.find(op, p, n)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	st, err := s.stream(stream, m.dev)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return s.cfg.Devices[m.dev], m.dev, st, nil
+}
+
+func memcpyHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
+	if r.Src.Len == 0 {
+		return nil
+	}
+	ctx, _, st, err := s.target("OpMemcpyHtoD", r.Dst, r.Src.Len, r.Stream)
+	if err != nil {
+		return err
+	}
+	async := r.Flags&protocol.CopyAsync != 0
+	s.stats.bytesHtoD.Add(r.Src.Len)
+	if r.Src.Kind == protocol.BufInline {
+		data, err := protocol.InlineBytes(c.tail, r.Src)
+		if err != nil {
+			return device.Errorf("OpMemcpyHtoD", device.ErrInvalidValue, "%v", err)
+		}
+		return ctx.MemcpyHtoD(device.Ptr(r.Dst), data, st, async)
+	}
+	return s.guestCopy(c, ctx, engine.HtoD, r.Dst, r.Src, st, async)
+}
+
+func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
+	if r.Dst.Len == 0 {
+		return nil
+	}
+	ctx, _, st, err := s.target("OpMemcpyDtoH", r.Src, r.Dst.Len, r.Stream)
+	if err != nil {
+		return err
+	}
+	async := r.Flags&protocol.CopyAsync != 0
+	s.stats.bytesDtoH.Add(r.Dst.Len)
+	if r.Dst.Kind == protocol.BufInline {
+		if c.batch {
+			return device.Errorf("OpMemcpyDtoH", device.ErrInvalidValue, "an inline device-to-host copy returns its bytes in the reply and cannot be batched")
+		}
+		if r.Dst.Len > uint64(s.lim.MaxPayload) {
+			return device.Errorf("OpMemcpyDtoH", device.ErrInvalidValue, "%d bytes inline > the %d-byte payload limit: split the copy", r.Dst.Len, s.lim.MaxPayload)
+		}
+		n := int(r.Dst.Len)
+		if cap(c.out) < n {
+			c.out = make([]byte, n)
+		}
+		c.out = c.out[:n]
+		if async { // ordered on the stream, and complete before the reply
+			if err := ctx.MemcpyDtoH(c.out, device.Ptr(r.Src), st, true); err != nil {
+				return err
+			}
+			return ctx.StreamSynchronize(st)
+		}
+		return ctx.MemcpyDtoH(c.out, device.Ptr(r.Src), st, false)
+	}
+	return s.guestCopy(c, ctx, engine.DtoH, r.Src, r.Dst, st, async)
+}
+
+// guestCopy copies between device memory and guest memory named by a
+// segment list or a registered region.
+func (s *Session) guestCopy(c *call, ctx device.Context, dir engine.Dir, dev uint64, ref protocol.BufRef, st device.Stream, async bool) error {
+	op := "OpMemcpyHtoD"
+	if dir == engine.DtoH {
+		op = "OpMemcpyDtoH"
+	}
+	if c.batch && ref.Kind == protocol.BufSegments {
+		return device.Errorf(op, device.ErrInvalidValue, "segments cannot be batched")
+	}
+	if dir == engine.DtoH && ref.Kind == protocol.BufRegion {
+		if rg, ok := s.st.regions[ref.Region]; ok && rg.readOnly {
+			return device.Errorf(op, device.ErrInvalidValue, "region %d was registered read-only", ref.Region)
+		}
+	}
+	pieces, pinned, err := s.guestPieces(c, op, ref)
+	if err != nil {
+		return err
+	}
+	k, err := s.eng.Copy(ctx, dir, device.Ptr(dev), pieces, st)
+	s.stats.engines[k].Add(1)
+	if err != nil {
+		return err
+	}
+	if !pinned || !async {
+		// The guest unpins its pages when it has the reply: finish first.
+		c.syncs = append(c.syncs, syncPoint{ctx, st})
+	}
+	return nil
+}
+
+func memcpyDtoD(s *Session, c *call, r *protocol.MemcpyDtoDReq) error {
+	if r.Size == 0 {
+		return nil
+	}
+	ctx, dev, st, err := s.target("OpMemcpyDtoD", r.Dst, r.Size, r.Stream)
+	if err != nil {
+		return err
+	}
+	m, err := s.st.find("OpMemcpyDtoD", r.Src, r.Size)
+	if err != nil {
+		return err
+	}
+	if m.dev != dev {
+		return device.Errorf("OpMemcpyDtoD", device.ErrNotSupported, "copies between devices (%d to %d) are not supported yet", m.dev, dev)
+	}
+	return ctx.MemcpyDtoD(device.Ptr(r.Dst), device.Ptr(r.Src), r.Size, st, r.Flags&protocol.CopyAsync != 0)
+}
+
+func memset(s *Session, c *call, r *protocol.MemsetReq) error {
+	if r.ElemSize != 1 && r.ElemSize != 2 && r.ElemSize != 4 {
+		return device.Errorf("OpMemset", device.ErrInvalidValue, "element size %d (want 1, 2 or 4)", r.ElemSize)
+	}
+	if r.Count == 0 {
+		return nil
+	}
+	row := r.Count * uint64(r.ElemSize)
+	if row/uint64(r.ElemSize) != r.Count {
+		return device.Errorf("OpMemset", device.ErrInvalidValue, "%d elements overflow", r.Count)
+	}
+	height := max(r.Height, 1)
+	span := row
+	if r.Height > 0 {
+		if r.Pitch < row {
+			return device.Errorf("OpMemset", device.ErrInvalidValue, "pitch %d < row of %d bytes", r.Pitch, row)
+		}
+		hi := (height - 1) * r.Pitch
+		if r.Pitch != 0 && hi/r.Pitch != height-1 || hi+row < hi {
+			return device.Errorf("OpMemset", device.ErrInvalidValue, "%d rows of pitch %d overflow", height, r.Pitch)
+		}
+		span = hi + row
+	}
+	ctx, _, st, err := s.target("OpMemset", r.Dst, span, r.Stream)
+	if err != nil {
+		return err
+	}
+	return ctx.Memset(device.Ptr(r.Dst), r.Value, int(r.ElemSize), r.Count, height, r.Pitch, st, r.Flags&protocol.CopyAsync != 0)
+}

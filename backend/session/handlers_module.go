@@ -1,0 +1,200 @@
+package session
+
+import (
+	"crypto/sha256"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// MaxModuleBytes bounds one module image.
+const MaxModuleBytes = 512 << 20
+
+// MaxNameLen bounds kernel and global names.
+const MaxNameLen = 4096
+
+func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.ModuleLoadReply, error) {
+	const op = "OpModuleLoad"
+	ctx, err := s.device(r.Device)
+	if err != nil {
+		return protocol.ModuleLoadReply{}, err
+	}
+	var img []byte
+	cached := uint32(0)
+	if r.Image.Kind == protocol.BufNone {
+		b, ok := s.mods.Get(r.Hash)
+		if !ok {
+			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrNotFound, "no image with this SHA-256 in the cache: send the image bytes")
+		}
+		img, cached = b, 1
+	} else {
+		if r.Image.Len == 0 || r.Image.Len > MaxModuleBytes {
+			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrInvalidValue, "image of %d bytes (want 1..%d)", r.Image.Len, MaxModuleBytes)
+		}
+		b, err := s.gatherImage(c, op, r.Image)
+		if err != nil {
+			return protocol.ModuleLoadReply{}, err
+		}
+		if r.Hash != ([32]byte{}) && sha256.Sum256(b) != r.Hash {
+			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrInvalidValue, "the image's SHA-256 differs from the hash sent with it")
+		}
+		if old, ok := s.mods.Get(sha256.Sum256(b)); ok {
+			b, cached = old, 1
+		} else {
+			s.mods.Put(b)
+		}
+		img = b
+	}
+	h, err := ctx.ModuleLoad(img)
+	if err != nil {
+		return protocol.ModuleLoadReply{}, err
+	}
+	id := s.st.handle()
+	s.st.modules[id] = &moduleObj{dev: int(r.Device), h: h, funcs: map[string]uint64{}}
+	return protocol.ModuleLoadReply{Module: id, Cached: cached}, nil
+}
+
+func moduleUnload(s *Session, c *call, r *protocol.HandleReq) error {
+	m, ok := s.st.modules[r.Handle]
+	if !ok {
+		return device.Errorf("OpModuleUnload", device.ErrInvalidHandle, "module %#x is not this session's", r.Handle)
+	}
+	s.unloadModule(r.Handle, m)
+	return nil
+}
+
+// name returns a NameReq's module and name.
+func (s *Session) name(c *call, op string, r *protocol.NameReq) (*moduleObj, string, error) {
+	m, ok := s.st.modules[r.Module]
+	if !ok {
+		return nil, "", device.Errorf(op, device.ErrInvalidHandle, "module %#x is not this session's", r.Module)
+	}
+	if r.NameLen == 0 || r.NameLen > MaxNameLen || uint64(r.NameLen) > uint64(len(c.tail)) {
+		return nil, "", device.Errorf(op, device.ErrInvalidValue, "name of %d bytes (tail has %d, limit %d)", r.NameLen, len(c.tail), MaxNameLen)
+	}
+	return m, string(c.tail[:r.NameLen]), nil
+}
+
+func moduleGetFunction(s *Session, c *call, r *protocol.NameReq) error {
+	const op = "OpModuleGetFunction"
+	m, name, err := s.name(c, op, r)
+	if err != nil {
+		return err
+	}
+	id, ok := m.funcs[name]
+	if !ok {
+		ctx := s.cfg.Devices[m.dev]
+		fh, err := ctx.ModuleGetFunction(m.h, name)
+		if err != nil {
+			return err
+		}
+		params, err := ctx.FuncParams(fh)
+		if err != nil {
+			return err
+		}
+		id = s.st.handle()
+		s.st.funcs[id] = &funcObj{dev: m.dev, module: r.Module, h: fh, params: params, bytes: device.ParamBytes(params)}
+		m.funcs[name] = id
+	}
+	fo := s.st.funcs[id]
+	rep := protocol.FunctionReply{Func: id, NumParams: uint32(len(fo.params)), ParamBytes: fo.bytes}
+	c.out = protocol.Append(c.out, &rep)
+	for _, p := range fo.params {
+		pi := protocol.ParamInfo{Offset: p.Offset, Size: p.Size}
+		c.out = protocol.Append(c.out, &pi)
+	}
+	return nil
+}
+
+func moduleGetGlobal(s *Session, c *call, r *protocol.NameReq) (protocol.GlobalReply, error) {
+	const op = "OpModuleGetGlobal"
+	m, name, err := s.name(c, op, r)
+	if err != nil {
+		return protocol.GlobalReply{}, err
+	}
+	p, size, err := s.cfg.Devices[m.dev].ModuleGetGlobal(m.h, name)
+	if err != nil {
+		return protocol.GlobalReply{}, err
+	}
+	if size > 0 {
+		if _, err := s.st.find(op, uint64(p), size); err != nil { // first lookup: track it
+			if err := s.st.add(memRange{base: uint64(p), size: size, dev: m.dev, kind: kindGlobal, owner: r.Module}); err != nil {
+				return protocol.GlobalReply{}, err
+			}
+		}
+	}
+	return protocol.GlobalReply{Ptr: uint64(p), Size: size}, nil
+}
+
+func (s *Session) function(op string, h uint64) (*funcObj, error) {
+	f, ok := s.st.funcs[h]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidHandle, "function %#x is not this session's", h)
+	}
+	return f, nil
+}
+
+func funcGetAttributes(s *Session, c *call, r *protocol.HandleReq) (protocol.FuncAttributesReply, error) {
+	var rep protocol.FuncAttributesReply
+	f, err := s.function("OpFuncGetAttributes", r.Handle)
+	if err != nil {
+		return rep, err
+	}
+	ctx := s.cfg.Devices[f.dev]
+	for a := range rep.Attrs {
+		v, err := ctx.FuncGetAttribute(f.h, a)
+		if err != nil {
+			if a < 10 { // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK..PREFERRED_SHARED_MEMORY_CARVEOUT exist everywhere
+				return rep, err
+			}
+			continue // newer attributes the driver may not know stay 0
+		}
+		rep.Attrs[a] = v
+	}
+	return rep, nil
+}
+
+func funcSetAttribute(s *Session, c *call, r *protocol.FuncSetAttributeReq) error {
+	f, err := s.function("OpFuncSetAttribute", r.Func)
+	if err != nil {
+		return err
+	}
+	return s.cfg.Devices[f.dev].FuncSetAttribute(f.h, int(r.Attr), r.Value)
+}
+
+func occupancyMaxBlocks(s *Session, c *call, r *protocol.OccupancyReq) (protocol.OccupancyReply, error) {
+	f, err := s.function("OpOccupancyMaxBlocks", r.Func)
+	if err != nil {
+		return protocol.OccupancyReply{}, err
+	}
+	if r.BlockSize == 0 || r.BlockSize > 1<<16 {
+		return protocol.OccupancyReply{}, device.Errorf("OpOccupancyMaxBlocks", device.ErrInvalidValue, "block size %d", r.BlockSize)
+	}
+	n, err := s.cfg.Devices[f.dev].OccupancyMaxBlocks(f.h, int(r.BlockSize), r.DynSmem, r.Flags)
+	return protocol.OccupancyReply{NumBlocks: n}, err
+}
+
+func launchKernel(s *Session, c *call, r *protocol.LaunchReq) error {
+	const op = "OpLaunchKernel"
+	f, err := s.function(op, r.Func)
+	if err != nil {
+		return err
+	}
+	if uint64(r.ParamSize) > uint64(len(c.tail)) {
+		return device.Errorf(op, device.ErrInvalidValue, "parameter block of %d bytes declared, %d sent", r.ParamSize, len(c.tail))
+	}
+	if r.ParamSize != f.bytes {
+		return device.Errorf(op, device.ErrInvalidValue, "parameter block of %d bytes, the kernel's layout takes %d", r.ParamSize, f.bytes)
+	}
+	st, err := s.stream(r.Stream, f.dev)
+	if err != nil {
+		return err
+	}
+	cfg := device.LaunchConfig{
+		Grid:      [3]uint32{r.GridX, r.GridY, r.GridZ},
+		Block:     [3]uint32{r.BlockX, r.BlockY, r.BlockZ},
+		SharedMem: r.SharedMem,
+		Stream:    st,
+	}
+	return s.cfg.Devices[f.dev].Launch(f.h, cfg, c.tail[:r.ParamSize])
+}

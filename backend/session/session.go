@@ -1,0 +1,390 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/backend/transport"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// Session serves one guest connection. Create it with New and run Serve.
+type Session struct {
+	conn  transport.Conn
+	cfg   Config
+	log   hclog.Logger
+	lim   protocol.Limits
+	stats *Stats
+	mods  *ModuleCache
+	eng   *engine.Engine
+	mem   guestmem.Source // nil: no guest memory (host mode)
+	// segsOK: frames may carry guest-physical segments.
+	segsOK    bool
+	segsWhy   error
+	guestLogs *rateLimiter
+
+	execq   chan *inFrame
+	outq    chan *[]byte  // encoded frames; nil: hang up
+	closing chan struct{} // closed when the connection ends: releases host functions
+	done    chan struct{} // closed when cleanup is over: the writer drains and exits
+
+	// Executor-only state.
+	st      state
+	c       call // the executor's reusable call
+	sub     call // the batch's reusable sub-call
+	pending map[uint64]*pendingSegs
+
+	hfMu      sync.Mutex
+	hostFuncs map[uint64]chan int32
+}
+
+type inFrame struct {
+	buf *[]byte
+	f   protocol.Frame
+}
+
+type pendingSegs struct {
+	h       protocol.Header
+	payload []byte
+	segs    []protocol.Segment
+}
+
+// New returns a session for conn.
+func New(conn transport.Conn, cfg Config) *Session {
+	if cfg.Limits == (protocol.Limits{}) {
+		cfg.Limits = protocol.DefaultLimits
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = protocol.DefaultMaxBatch
+	}
+	if cfg.MaxCallSegments == 0 {
+		cfg.MaxCallSegments = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
+	if cfg.Modules == nil {
+		cfg.Modules = NewModuleCache(0)
+	}
+	if cfg.Engine == nil {
+		cfg.Engine = engine.New(engine.Auto, nil)
+	}
+	if cfg.DeviceKind == "" {
+		cfg.DeviceKind = "unknown"
+	}
+	s := &Session{
+		conn: conn, cfg: cfg, lim: cfg.Limits, stats: cfg.Stats, mods: cfg.Modules, eng: cfg.Engine,
+		log:       cfg.Logger.With("vm", conn.VM(), "session", cfg.ID, "cid", conn.PeerCID(), "port", conn.PeerPort()),
+		guestLogs: newRateLimiter(10, 20),
+		execq:     make(chan *inFrame, 64),
+		outq:      make(chan *[]byte, 256),
+		closing:   make(chan struct{}),
+		done:      make(chan struct{}),
+		pending:   map[uint64]*pendingSegs{},
+		hostFuncs: map[uint64]chan int32{},
+	}
+	s.st.init()
+	s.mem = conn.Memory()
+	switch {
+	case s.mem == nil:
+		s.segsWhy = device.Errorf("segments", device.ErrNotSupported, "this connection has no guest memory (host mode): send data inline")
+	case !cfg.AllowUnprivilegedSegments && !transport.PrivilegedPort(conn.PeerPort()):
+		s.segsWhy = device.Errorf("segments", device.ErrNotPermitted, "guest-physical segments from unprivileged source port %d: only the guest kernel driver may send them", conn.PeerPort())
+	default:
+		s.segsOK = true
+	}
+	return s
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func getBuf(n int) *[]byte {
+	bp := bufPool.Get().(*[]byte)
+	if cap(*bp) < n {
+		*bp = make([]byte, n, max(n, 4096))
+	}
+	*bp = (*bp)[:n]
+	return bp
+}
+
+func putBuf(bp *[]byte) {
+	if cap(*bp) <= 1<<20 {
+		bufPool.Put(bp)
+	}
+}
+
+// Serve runs the session until the connection ends or ctx is done, then
+// releases everything the session created. It returns why the connection
+// ended (nil for a clean end: EOF or GOODBYE).
+func (s *Session) Serve(ctx context.Context) error {
+	s.stats.sessions.Add(1)
+	s.stats.total.Add(1)
+	defer s.stats.sessions.Add(-1)
+	s.log.Info("session started", "device_kind", s.cfg.DeviceKind, "devices", len(s.cfg.Devices), "segments", s.segsOK)
+
+	writerDone := make(chan struct{})
+	go s.writer(writerDone)
+	execDone := make(chan struct{})
+	go s.executor(execDone)
+	stop := context.AfterFunc(ctx, func() { _ = s.conn.Close() })
+	defer stop()
+
+	err := s.readLoop()
+	close(s.closing) // host functions waiting for the guest give up
+	close(s.execq)
+	<-execDone
+	s.releaseAll(-1)
+	close(s.done)
+	<-writerDone
+	_ = s.conn.Close()
+	if errors.Is(err, io.EOF) || errors.Is(err, errGoodbye) || errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	s.log.Info("session ended", "err", err)
+	return err
+}
+
+var errGoodbye = errors.New("session: guest said goodbye")
+
+func (s *Session) writer(done chan struct{}) {
+	defer close(done)
+	var failed error
+	write := func(bp *[]byte) {
+		if bp == nil { // GOODBYE: everything before is written; hang up
+			_ = s.conn.Close()
+			return
+		}
+		if failed == nil {
+			if _, err := s.conn.Write(*bp); err != nil {
+				failed = err
+				s.log.Debug("write failed; closing", "err", err)
+				_ = s.conn.Close()
+			}
+		}
+		putBuf(bp)
+	}
+	for {
+		select {
+		case b := <-s.outq:
+			write(b)
+		case <-s.done:
+			for {
+				select {
+				case b := <-s.outq:
+					write(b)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// send queues an encoded frame for the writer. It drops the frame if the
+// session is over.
+func (s *Session) send(b *[]byte) {
+	select {
+	case s.outq <- b:
+	case <-s.done:
+	}
+}
+
+// hangUp asks the writer to close the connection after what is queued.
+func (s *Session) hangUp() { s.send(nil) }
+
+// readLoop reads frames and hands them to the executor; it answers
+// OpHostFuncDone itself.
+func (s *Session) readLoop() error {
+	var hb [protocol.HeaderSize]byte
+	for {
+		if _, err := io.ReadFull(s.conn, hb[:]); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("session: connection ended inside a frame header: %w", err)
+			}
+			return err
+		}
+		h, err := protocol.DecodeHeader(hb[:], s.lim)
+		if err != nil {
+			s.stats.badFrames.Add(1)
+			s.guestWarn("bad frame header", "op", h.Opcode, "req", h.RequestID, "err", err)
+			s.replyStatus(&h, device.ErrInvalidValue)
+			if errors.Is(err, protocol.ErrMagic) || errors.Is(err, protocol.ErrVersion) || errors.Is(err, protocol.ErrShort) {
+				// The length fields cannot be trusted: the stream is lost.
+				return fmt.Errorf("session: %w", err)
+			}
+			// Sizes are known: skip the body and keep serving.
+			if _, err := io.CopyN(io.Discard, s.conn, int64(h.FrameLen()-protocol.HeaderSize)); err != nil {
+				return err
+			}
+			continue
+		}
+		n := int(h.FrameLen())
+		bp := getBuf(n)
+		copy(*bp, hb[:])
+		if _, err := io.ReadFull(s.conn, (*bp)[protocol.HeaderSize:]); err != nil {
+			putBuf(bp)
+			return fmt.Errorf("session: frame %v (request %d) truncated: %w", h.Opcode, h.RequestID, err)
+		}
+		f, _, err := protocol.ParseFrame(*bp, s.lim)
+		if err != nil { // cannot happen after DecodeHeader and a full read
+			putBuf(bp)
+			return fmt.Errorf("session: %w", err)
+		}
+		if f.Opcode == protocol.OpHostFuncDone && f.NumSegs == 0 {
+			var c call
+			s.execute(&c, &f)
+			putBuf(bp)
+			continue
+		}
+		s.execq <- &inFrame{buf: bp, f: f}
+	}
+}
+
+func (s *Session) executor(done chan struct{}) {
+	defer close(done)
+	for in := range s.execq {
+		s.handleFrame(&in.f)
+		putBuf(in.buf)
+	}
+}
+
+// handleFrame runs one frame, assembling continued segment lists first.
+func (s *Session) handleFrame(f *protocol.Frame) {
+	switch {
+	case f.Opcode == protocol.OpSegments:
+		s.continueSegments(f)
+	case f.Flags&protocol.FlagMoreSegments != 0:
+		s.startSegments(f)
+	default:
+		s.execute(&s.c, f)
+	}
+}
+
+func (s *Session) startSegments(f *protocol.Frame) {
+	fail := func(err error) {
+		s.finish(&s.c, f, err)
+	}
+	if !s.segsOK {
+		fail(s.segsWhy)
+		return
+	}
+	if _, dup := s.pending[f.RequestID]; dup || len(s.pending) >= 4 {
+		fail(device.Errorf("segments", device.ErrInvalidValue, "request %d: a continued segment list is already open for it, or too many are open", f.RequestID))
+		return
+	}
+	s.pending[f.RequestID] = &pendingSegs{
+		h:       f.Header,
+		payload: append([]byte(nil), f.Payload...),
+		segs:    append(make([]protocol.Segment, 0, len(f.Segs)*2), f.Segs...),
+	}
+}
+
+func (s *Session) continueSegments(f *protocol.Frame) {
+	p, ok := s.pending[f.RequestID]
+	if !ok {
+		s.finish(&s.c, f, device.Errorf("OpSegments", device.ErrInvalidValue, "request %d has no open segment list", f.RequestID))
+		return
+	}
+	if len(p.segs)+len(f.Segs) > s.cfg.MaxCallSegments {
+		delete(s.pending, f.RequestID)
+		ff := protocol.Frame{Header: p.h}
+		s.finish(&s.c, &ff, device.Errorf("OpSegments", device.ErrInvalidValue, "call has more than %d segments", s.cfg.MaxCallSegments))
+		return
+	}
+	p.segs = append(p.segs, f.Segs...)
+	if f.Flags&protocol.FlagMoreSegments != 0 {
+		return
+	}
+	delete(s.pending, f.RequestID)
+	full := protocol.Frame{Header: p.h, Payload: p.payload, Segs: p.segs}
+	full.Flags &^= protocol.FlagMoreSegments
+	full.NumSegs = uint32(len(p.segs))
+	s.execute(&s.c, &full)
+}
+
+// execute runs one request and answers it.
+func (s *Session) execute(c *call, f *protocol.Frame) {
+	start := time.Now()
+	c.reset(f)
+	err := s.run(c)
+	c.release()
+	s.stats.count(f.Opcode, err != nil || c.status != 0, time.Since(start).Nanoseconds())
+	s.finish(c, f, err)
+	if f.Opcode == protocol.OpGoodbye && err == nil {
+		s.hangUp()
+	}
+}
+
+// finish sends the reply (or, for FlagNoReply, a deferred-error notification).
+func (s *Session) finish(c *call, f *protocol.Frame, err error) {
+	status := c.status
+	if err != nil {
+		status = device.ResultOf(err)
+		if status == device.Success {
+			status = device.ErrUnknown
+		}
+		s.guestWarn("call failed", "op", f.Opcode, "req", f.RequestID, "status", status, "err", err)
+	}
+	if f.Flags&protocol.FlagNoReply != 0 {
+		if status != device.Success {
+			s.notifyError(f.RequestID, f.Opcode, status)
+		}
+		return
+	}
+	var payload []byte
+	if err == nil {
+		payload = c.out
+	}
+	s.reply(&f.Header, status, payload)
+}
+
+func (s *Session) reply(req *protocol.Header, status device.Result, payload []byte) {
+	h := protocol.Reply(req, int32(status))
+	s.sendFrame(h, payload)
+}
+
+// sendFrame encodes a frame into a pooled buffer and queues it.
+func (s *Session) sendFrame(h protocol.Header, payload []byte) {
+	bp := getBuf(protocol.HeaderSize + len(payload) + protocol.Align)
+	*bp = protocol.AppendFrame((*bp)[:0], h, payload, nil)
+	s.send(bp)
+}
+
+func (s *Session) replyStatus(req *protocol.Header, status device.Result) {
+	s.reply(req, status, nil)
+}
+
+func (s *Session) notify(op protocol.Opcode, payload []byte) {
+	h := protocol.NewHeader(op, 0)
+	h.Flags = protocol.FlagNotify
+	s.sendFrame(h, payload)
+}
+
+func (s *Session) notifyError(reqID uint64, op protocol.Opcode, r device.Result) {
+	s.stats.deferred.Add(1)
+	n := protocol.ErrorNotify{RequestID: reqID, Error: int32(r), Opcode: uint16(op)}
+	s.notify(protocol.OpNotifyError, protocol.Bytes(&n))
+}
+
+// guestWarn logs a line a guest can trigger, rate-limited.
+func (s *Session) guestWarn(msg string, args ...any) {
+	if ok, dropped := s.guestLogs.allow(); ok {
+		if dropped > 0 {
+			args = append(args, "suppressed", dropped)
+		}
+		s.log.Warn(msg, args...)
+	}
+}

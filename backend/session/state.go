@@ -1,0 +1,218 @@
+package session
+
+import (
+	"sort"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// call is one request being executed.
+type call struct {
+	f      *protocol.Frame
+	tail   []byte // the payload after the fixed part
+	out    []byte // reply payload
+	status device.Result
+	batch  bool // inside OpBatch: no reply payload, no segments
+	table  *guestmem.Table
+	pieces []engine.Piece
+	// syncs lists streams to synchronize before guest memory is released.
+	syncs []syncPoint
+}
+
+type syncPoint struct {
+	ctx device.Context
+	s   device.Stream
+}
+
+func (c *call) reset(f *protocol.Frame) {
+	c.f = f
+	c.tail = nil
+	c.out = c.out[:0]
+	c.status = device.Success
+	c.batch = false
+	c.table = nil
+	c.pieces = c.pieces[:0]
+	c.syncs = c.syncs[:0]
+}
+
+// release ends the call's use of guest memory: it waits for copies touching
+// it, then drops the table reference.
+func (c *call) release() {
+	for _, p := range c.syncs {
+		_ = p.ctx.StreamSynchronize(p.s)
+	}
+	c.syncs = c.syncs[:0]
+	if c.table != nil {
+		c.table.Release()
+		c.table = nil
+	}
+	clear(c.pieces)
+	c.pieces = c.pieces[:0]
+	if cap(c.out) > 1<<20 {
+		c.out = nil
+	}
+}
+
+type memKind uint8
+
+const (
+	kindAlloc  memKind = iota // OpMemAlloc
+	kindMapped                // registered guest memory with a device address
+	kindGlobal                // a module's global variable
+)
+
+// memRange is device memory the session may touch.
+type memRange struct {
+	base, size uint64
+	dev        int
+	kind       memKind
+	owner      uint64 // module handle (globals) or region id (mapped)
+}
+
+type streamObj struct {
+	dev int
+	h   device.Stream
+}
+
+type eventObj struct {
+	dev int
+	h   device.Event
+}
+
+type moduleObj struct {
+	dev   int
+	h     device.Module
+	funcs map[string]uint64
+}
+
+type funcObj struct {
+	dev    int
+	module uint64
+	h      device.Function
+	params []device.Param
+	bytes  uint32
+}
+
+// state is everything a session created; only the executor touches it.
+type state struct {
+	ranges  []memRange // sorted by base, non-overlapping
+	next    uint64
+	streams map[uint64]*streamObj
+	events  map[uint64]*eventObj
+	modules map[uint64]*moduleObj
+	funcs   map[uint64]*funcObj
+	regions map[uint64]*region
+}
+
+func (st *state) init() {
+	st.next = 0x1000
+	st.streams = map[uint64]*streamObj{}
+	st.events = map[uint64]*eventObj{}
+	st.modules = map[uint64]*moduleObj{}
+	st.funcs = map[uint64]*funcObj{}
+	st.regions = map[uint64]*region{}
+}
+
+func (st *state) handle() uint64 {
+	st.next++
+	return st.next
+}
+
+// find returns the range holding [p, p+n) (n > 0).
+func (st *state) find(op string, p, n uint64) (*memRange, error) {
+	i := sort.Search(len(st.ranges), func(i int) bool { return st.ranges[i].base+st.ranges[i].size > p })
+	if i == len(st.ranges) || st.ranges[i].base > p {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "device address %#x is not memory this session allocated (freed, foreign or never allocated)", p)
+	}
+	r := &st.ranges[i]
+	if n > r.size-(p-r.base) {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "[%#x, +%d) runs past the end of its allocation [%#x, +%d)", p, n, r.base, r.size)
+	}
+	return r, nil
+}
+
+func (st *state) add(r memRange) error {
+	i := sort.Search(len(st.ranges), func(i int) bool { return st.ranges[i].base >= r.base })
+	if (i < len(st.ranges) && st.ranges[i].base < r.base+r.size) || (i > 0 && st.ranges[i-1].base+st.ranges[i-1].size > r.base) {
+		return device.Errorf("track", device.ErrUnknown, "device returned [%#x, +%d), which overlaps memory the session already holds", r.base, r.size)
+	}
+	st.ranges = append(st.ranges, memRange{})
+	copy(st.ranges[i+1:], st.ranges[i:])
+	st.ranges[i] = r
+	return nil
+}
+
+func (st *state) remove(base uint64) {
+	i := sort.Search(len(st.ranges), func(i int) bool { return st.ranges[i].base >= base })
+	if i < len(st.ranges) && st.ranges[i].base == base {
+		st.ranges = append(st.ranges[:i], st.ranges[i+1:]...)
+	}
+}
+
+// releaseAll frees what the session holds on device dev (-1: everything):
+// streams are drained first, then events, streams, modules, memory and
+// registered regions go.
+func (s *Session) releaseAll(dev int) {
+	st := &s.st
+	match := func(d int) bool { return dev < 0 || d == dev }
+	for _, o := range st.streams {
+		if match(o.dev) {
+			_ = s.cfg.Devices[o.dev].StreamSynchronize(o.h)
+		}
+	}
+	for id, o := range st.events {
+		if match(o.dev) {
+			_ = s.cfg.Devices[o.dev].EventDestroy(o.h)
+			delete(st.events, id)
+		}
+	}
+	for id, o := range st.streams {
+		if match(o.dev) {
+			_ = s.cfg.Devices[o.dev].StreamDestroy(o.h)
+			delete(st.streams, id)
+		}
+	}
+	for id, m := range st.modules {
+		if match(m.dev) {
+			s.unloadModule(id, m)
+		}
+	}
+	kept := st.ranges[:0]
+	for _, r := range st.ranges {
+		if r.kind == kindAlloc && match(r.dev) {
+			if err := s.cfg.Devices[r.dev].MemFree(device.Ptr(r.base)); err != nil {
+				s.log.Warn("freeing device memory at session end failed", "ptr", r.base, "err", err)
+			}
+			s.cfg.Quota.Release(r.size)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	st.ranges = kept
+	for id, r := range st.regions {
+		if match(r.dev) {
+			s.dropRegion(id, r)
+		}
+	}
+}
+
+func (s *Session) unloadModule(id uint64, m *moduleObj) {
+	st := &s.st
+	for _, f := range m.funcs {
+		delete(st.funcs, f)
+	}
+	kept := st.ranges[:0]
+	for _, r := range st.ranges {
+		if !(r.kind == kindGlobal && r.owner == id) {
+			kept = append(kept, r)
+		}
+	}
+	st.ranges = kept
+	if err := s.cfg.Devices[m.dev].ModuleUnload(m.h); err != nil {
+		s.log.Warn("unloading module failed", "module", id, "err", err)
+	}
+	delete(st.modules, id)
+}

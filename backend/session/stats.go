@@ -1,0 +1,82 @@
+package session
+
+import (
+	"sync/atomic"
+
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// opSlots covers every opcode area (high byte 0x00..0x0f) and number.
+const opSlots = 16 * 256
+
+// Stats are counters shared by the sessions of a server; all methods are
+// safe for concurrent use.
+type Stats struct {
+	calls      [opSlots]atomic.Uint64
+	errs       [opSlots]atomic.Uint64
+	nanos      [opSlots]atomic.Uint64
+	unknownOps atomic.Uint64
+	badFrames  atomic.Uint64
+	sessions   atomic.Int64
+	total      atomic.Uint64
+	deferred   atomic.Uint64
+	bytesHtoD  atomic.Uint64
+	bytesDtoH  atomic.Uint64
+	engines    [3]atomic.Uint64
+}
+
+func slot(op protocol.Opcode) int { return int(op) & (opSlots - 1) }
+
+func (s *Stats) count(op protocol.Opcode, failed bool, nanos int64) {
+	i := slot(op)
+	s.calls[i].Add(1)
+	s.nanos[i].Add(uint64(nanos))
+	if failed {
+		s.errs[i].Add(1)
+	}
+}
+
+// OpStats are one opcode's counters.
+type OpStats struct {
+	Calls  uint64 `json:"calls"`
+	Errors uint64 `json:"errors"`
+	// Nanos is the backend's own time in the handler, summed.
+	Nanos uint64 `json:"nanos"`
+}
+
+// Snapshot is a copy of the counters.
+type Snapshot struct {
+	Ops            map[string]OpStats `json:"ops"`
+	UnknownOps     uint64             `json:"unknown_ops"`
+	BadFrames      uint64             `json:"bad_frames"`
+	ActiveSessions int64              `json:"active_sessions"`
+	TotalSessions  uint64             `json:"total_sessions"`
+	DeferredErrors uint64             `json:"deferred_errors"`
+	BytesHtoD      uint64             `json:"bytes_htod"`
+	BytesDtoH      uint64             `json:"bytes_dtoh"`
+	EngineCopies   map[string]uint64  `json:"engine_copies"`
+}
+
+// Snapshot copies the counters.
+func (s *Stats) Snapshot() Snapshot {
+	out := Snapshot{Ops: map[string]OpStats{}, EngineCopies: map[string]uint64{}}
+	for _, info := range protocol.Ops {
+		i := slot(info.Op)
+		if c := s.calls[i].Load(); c > 0 {
+			out.Ops[info.Name] = OpStats{Calls: c, Errors: s.errs[i].Load(), Nanos: s.nanos[i].Load()}
+		}
+	}
+	out.UnknownOps = s.unknownOps.Load()
+	out.BadFrames = s.badFrames.Load()
+	out.ActiveSessions = s.sessions.Load()
+	out.TotalSessions = s.total.Load()
+	out.DeferredErrors = s.deferred.Load()
+	out.BytesHtoD = s.bytesHtoD.Load()
+	out.BytesDtoH = s.bytesDtoH.Load()
+	for i, n := range []string{"auto", "direct", "gather"} {
+		if c := s.engines[i].Load(); c > 0 {
+			out.EngineCopies[n] = c
+		}
+	}
+	return out
+}
