@@ -25,13 +25,13 @@ static int t_failures = 0;
 static char t_first_reason[512];
 static int t_sim = -1;  // -1: not yet asked
 
-static void t_begin(const char *name) {
+static inline void t_begin(const char *name) {
   t_name = name;
   setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
 // t_die ends the program at once: a fatal check failed.
-static void t_die(const char *fmt, ...) {
+static inline void t_die(const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -43,7 +43,7 @@ static void t_die(const char *fmt, ...) {
 }
 
 // t_fail records a failed check and carries on; the first reason goes on the final line.
-static void t_fail(const char *fmt, ...) {
+static inline void t_fail(const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -58,7 +58,7 @@ static void t_fail(const char *fmt, ...) {
     if (!(cond)) t_fail(__VA_ARGS__); \
   } while (0)
 
-static void t_check_rt(cudaError_t e, const char *call, const char *file, int line) {
+static inline void t_check_rt(cudaError_t e, const char *call, const char *file, int line) {
   if (e == cudaSuccess) return;
   printf("CUDA error: %s at %s:%d: %s (%d): %s\n", call, file, line, cudaGetErrorName(e), (int)e,
          cudaGetErrorString(e));
@@ -68,7 +68,7 @@ static void t_check_rt(cudaError_t e, const char *call, const char *file, int li
 #define CHECK(call) t_check_rt((call), #call, __FILE__, __LINE__)
 
 // t_is_sim_device reports whether device 0 is vgpu's sim device (kernels are not executed there).
-static bool t_is_sim_device(void) {
+static inline bool t_is_sim_device(void) {
   if (t_sim < 0) {
     cudaDeviceProp p;
     memset(&p, 0, sizeof p);
@@ -81,19 +81,19 @@ static bool t_is_sim_device(void) {
 }
 
 // t_kernels_run says whether results computed by kernels can be checked; when not, it says so.
-static bool t_kernels_run(const char *what) {
+static inline bool t_kernels_run(const char *what) {
   if (!t_is_sim_device()) return true;
   printf("SKIP-KERNEL-CHECK (sim device: kernels not executed): %s\n", what);
   return false;
 }
 
-static void t_skip(const char *reason) {
+static inline void t_skip(const char *reason) {
   printf("SKIP %s (%s)\n", t_name, reason);
   fflush(stdout);
   exit(0);
 }
 
-static int t_end(void) {
+static inline int t_end(void) {
   if (t_failures) {
     printf("FAIL %s: %s%s\n", t_name, t_first_reason, t_failures > 1 ? " (and more)" : "");
     return 1;

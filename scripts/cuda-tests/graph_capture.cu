@@ -67,8 +67,7 @@ int main() {
   CHECK(cudaGraphAddMemcpyNode1D(&up, eg, NULL, 0, d2, h, bytes, cudaMemcpyHostToDevice));
   int nn = n, k = 100;
   void *args[] = {&d2, &nn, &k};
-  cudaKernelNodeParams kp;
-  memset(&kp, 0, sizeof kp);
+  cudaKernelNodeParams kp = {};
   kp.func = (void *)add_k;
   kp.gridDim = dim3((n + 127) / 128);
   kp.blockDim = dim3(128);
