@@ -47,6 +47,7 @@ struct vgpu_event {
 	uint64_t handle;
 	int dev;
 	unsigned flags;
+	void *capture; /* runtime: recorded into this graph during capture */
 };
 
 /* Special stream handles (cuda.h). */
@@ -72,6 +73,10 @@ typedef struct {
 
 #define VGPU_ALIAS(name, target) \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
+
+/* Exported driver API calls the runtime uses. */
+VGPU_EXPORT CUresult cuDriverGetVersion(int *v);
+VGPU_EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice d);
 
 /* Private: the current context's device of the calling thread (driver API
  * state), used by the runtime to keep both APIs in step. */

@@ -1,0 +1,668 @@
+/*
+ * rt_graph.c - CUDA graphs, kept in the library: a graph is a recorded
+ * list of calls (kernel, memcpy, memset, host function, empty) in an order
+ * that respects their dependencies (a node can only depend on nodes added
+ * before it), and launching an instantiated graph replays the list on a
+ * stream; the asynchronous calls go out as one batch. Stream capture
+ * records into a graph instead of executing; streams join a capture by
+ * waiting on an event recorded in it. (Protocol area 0x07 is reserved for
+ * host-side graphs later.)
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_MEMSET = 2, NODE_HOST = 3, NODE_GRAPH = 4, NODE_EMPTY = 5 };
+
+struct rt_node {
+	int type;
+	struct rt_graph *graph;
+	/* kernel */
+	struct vgpu_func *func;
+	dim3 grid, block;
+	unsigned smem;
+	uint32_t psize;
+	uint8_t *params;
+	/* memcpy */
+	struct rt_3d copy;
+	/* memset */
+	void *dst;
+	size_t pitch, width, height;
+	unsigned value, elem;
+	/* host */
+	void (*fn)(void *);
+	void *user;
+};
+
+struct rt_graph {
+	struct rt_node **nodes;
+	size_t n, cap;
+};
+
+struct rt_exec {
+	struct rt_graph g;
+};
+
+typedef struct rt_graph *cudaGraph_t;
+typedef struct rt_node *cudaGraphNode_t;
+typedef struct rt_exec *cudaGraphExec_t;
+
+static unsigned long long capture_ids;
+
+static cudaError_t add(struct rt_graph *g, struct rt_node *n, cudaGraphNode_t *out)
+{
+	if (g->n == g->cap) {
+		size_t nc = g->cap ? g->cap * 2 : 16;
+		struct rt_node **a = realloc(g->nodes, nc * sizeof *a);
+		if (!a)
+			return cudaErrorMemoryAllocation;
+		g->nodes = a;
+		g->cap = nc;
+	}
+	n->graph = g;
+	g->nodes[g->n++] = n;
+	if (out)
+		*out = n;
+	return 0;
+}
+
+static struct rt_node *node_new(int type)
+{
+	struct rt_node *n = calloc(1, sizeof *n);
+	if (n)
+		n->type = type;
+	return n;
+}
+
+static void node_free(struct rt_node *n)
+{
+	if (n) {
+		free(n->params);
+		free(n);
+	}
+}
+
+static struct rt_node *node_clone(const struct rt_node *o)
+{
+	struct rt_node *n = malloc(sizeof *n);
+	if (!n)
+		return NULL;
+	*n = *o;
+	if (o->params) {
+		n->params = malloc(o->psize ? o->psize : 1);
+		if (!n->params) {
+			free(n);
+			return NULL;
+		}
+		memcpy(n->params, o->params, o->psize);
+	}
+	return n;
+}
+
+static void graph_clear(struct rt_graph *g)
+{
+	for (size_t i = 0; i < g->n; i++)
+		node_free(g->nodes[i]);
+	free(g->nodes);
+	memset(g, 0, sizeof *g);
+}
+
+static cudaError_t graph_copy(struct rt_graph *dst, const struct rt_graph *src)
+{
+	memset(dst, 0, sizeof *dst);
+	for (size_t i = 0; i < src->n; i++) {
+		struct rt_node *n = node_clone(src->nodes[i]);
+		if (!n || add(dst, n, NULL)) {
+			node_free(n);
+			graph_clear(dst);
+			return cudaErrorMemoryAllocation;
+		}
+	}
+	return 0;
+}
+
+/* Packs a kernel's arguments now: the pointers in args are only valid
+ * during the call that adds the node. */
+static cudaError_t kernel_node(struct vgpu_func *f, dim3 grid, dim3 block, size_t smem, void **args,
+			       struct rt_node **out)
+{
+	struct rt_node *n = node_new(NODE_KERNEL);
+	if (!n)
+		return cudaErrorMemoryAllocation;
+	n->func = f;
+	n->grid = grid;
+	n->block = block;
+	n->smem = (unsigned)smem;
+	n->psize = f->param_bytes;
+	n->params = calloc(1, n->psize ? n->psize : 1);
+	if (!n->params) {
+		free(n);
+		return cudaErrorMemoryAllocation;
+	}
+	for (uint32_t i = 0; i < f->nparams; i++) {
+		if (!args || !args[i]) {
+			node_free(n);
+			return cudaErrorInvalidValue;
+		}
+		memcpy(n->params + f->params[i].offset, args[i], f->params[i].size);
+	}
+	*out = n;
+	return 0;
+}
+
+static void memcpy_1d(struct rt_3d *c, void *dst, const void *src, size_t n, int kind)
+{
+	memset(c, 0, sizeof *c);
+	c->srcPtr.ptr = (void *)src;
+	c->srcPtr.pitch = n;
+	c->srcPtr.xsize = n;
+	c->srcPtr.ysize = 1;
+	c->dstPtr.ptr = dst;
+	c->dstPtr.pitch = n;
+	c->dstPtr.xsize = n;
+	c->dstPtr.ysize = 1;
+	c->extent.width = n;
+	c->extent.height = 1;
+	c->extent.depth = 1;
+	c->kind = kind;
+}
+
+/* ---------------- capture ---------------- */
+
+int rt_capturing(cudaStream_t s)
+{
+	return s && s != VGPU_STREAM_LEGACY && s != VGPU_STREAM_PER_THREAD && s->capture;
+}
+
+cudaError_t rt_capture_kernel(cudaStream_t s, struct vgpu_func *f, dim3 grid, dim3 block, size_t smem, void **args)
+{
+	struct rt_node *n;
+	cudaError_t e = kernel_node(f, grid, block, smem, args, &n);
+	if (!e && (e = add((struct rt_graph *)s->capture, n, NULL)) != 0)
+		node_free(n);
+	return e;
+}
+
+cudaError_t rt_capture_memcpy(cudaStream_t s, void *dst, const void *src, size_t n, int kind)
+{
+	struct rt_node *nd = node_new(NODE_MEMCPY);
+	if (!nd)
+		return cudaErrorMemoryAllocation;
+	memcpy_1d(&nd->copy, dst, src, n, kind);
+	cudaError_t e = add(s->capture, nd, NULL);
+	if (e)
+		node_free(nd);
+	return e;
+}
+
+cudaError_t rt_capture_memset(cudaStream_t s, void *dst, int value, size_t n)
+{
+	struct rt_node *nd = node_new(NODE_MEMSET);
+	if (!nd)
+		return cudaErrorMemoryAllocation;
+	nd->dst = dst;
+	nd->value = (uint8_t)value;
+	nd->elem = 1;
+	nd->width = n;
+	nd->height = 1;
+	cudaError_t e = add(s->capture, nd, NULL);
+	if (e)
+		node_free(nd);
+	return e;
+}
+
+cudaError_t rt_capture_host(cudaStream_t s, void (*fn)(void *), void *user)
+{
+	struct rt_node *nd = node_new(NODE_HOST);
+	if (!nd)
+		return cudaErrorMemoryAllocation;
+	nd->fn = fn;
+	nd->user = user;
+	cudaError_t e = add(s->capture, nd, NULL);
+	if (e)
+		node_free(nd);
+	return e;
+}
+
+RT_API cudaStreamBeginCapture(cudaStream_t s, int mode)
+{
+	VGPU_API();
+	cudaError_t e = rt_init();
+	if (e)
+		RT_RETURN(e);
+	if (!s || s == VGPU_STREAM_LEGACY)
+		RT_RETURN(cudaErrorStreamCaptureUnsupported);
+	if (s == VGPU_STREAM_PER_THREAD)
+		RT_RETURN(cudaErrorNotSupported);
+	if (s->capture)
+		RT_RETURN(cudaErrorIllegalState);
+	struct rt_graph *g = calloc(1, sizeof *g);
+	if (!g)
+		RT_RETURN(cudaErrorMemoryAllocation);
+	s->capture = g;
+	s->capture_mode = mode;
+	s->capture_id = __atomic_add_fetch(&capture_ids, 1, __ATOMIC_RELAXED);
+	return cudaSuccess;
+}
+VGPU_ALIAS(cudaStreamBeginCapture_ptsz, cudaStreamBeginCapture);
+
+RT_API cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+	VGPU_API();
+	if (!g)
+		RT_RETURN(cudaErrorInvalidValue);
+	if (!rt_capturing(s))
+		RT_RETURN(cudaErrorIllegalState);
+	*g = s->capture;
+	s->capture = NULL;
+	rt_capture_end(*g);
+	return cudaSuccess;
+}
+VGPU_ALIAS(cudaStreamEndCapture_ptsz, cudaStreamEndCapture);
+
+RT_API cudaStreamIsCapturing(cudaStream_t s, int *status)
+{
+	VGPU_API();
+	if (!status)
+		RT_RETURN(cudaErrorInvalidValue);
+	*status = rt_capturing(s) ? 1 : 0; /* cudaStreamCaptureStatusActive : None */
+	return cudaSuccess;
+}
+VGPU_ALIAS(cudaStreamIsCapturing_ptsz, cudaStreamIsCapturing);
+
+static void capture_info(cudaStream_t s, int *status, unsigned long long *id, cudaGraph_t *graph,
+			 const cudaGraphNode_t **deps, size_t *ndeps)
+{
+	int c = rt_capturing(s);
+	struct rt_graph *g = c ? s->capture : NULL;
+	if (status)
+		*status = c ? 1 : 0;
+	if (id)
+		*id = c ? s->capture_id : 0;
+	if (graph)
+		*graph = c ? s->capture : NULL;
+	if (deps)
+		*deps = g && g->n ? (const cudaGraphNode_t *)&g->nodes[g->n - 1] : NULL;
+	if (ndeps)
+		*ndeps = g && g->n ? 1 : 0;
+}
+
+#if VGPU_CUDART_ABI == 11
+RT_API cudaStreamGetCaptureInfo(cudaStream_t s, int *status, unsigned long long *id)
+{
+	VGPU_API();
+	capture_info(s, status, id, NULL, NULL, NULL);
+	return cudaSuccess;
+}
+#elif VGPU_CUDART_ABI == 12
+RT_API cudaStreamGetCaptureInfo(cudaStream_t s, int *status, unsigned long long *id, cudaGraph_t *graph,
+				const cudaGraphNode_t **deps, size_t *ndeps)
+{
+	VGPU_API();
+	capture_info(s, status, id, graph, deps, ndeps);
+	return cudaSuccess;
+}
+#else
+RT_API cudaStreamGetCaptureInfo(cudaStream_t s, int *status, unsigned long long *id, cudaGraph_t *graph,
+				const cudaGraphNode_t **deps, const void **edges, size_t *ndeps)
+{
+	VGPU_API();
+	capture_info(s, status, id, graph, deps, ndeps);
+	if (edges)
+		*edges = NULL;
+	return cudaSuccess;
+}
+#endif
+VGPU_ALIAS(cudaStreamGetCaptureInfo_ptsz, cudaStreamGetCaptureInfo);
+
+#if VGPU_CUDART_ABI != 13
+RT_API cudaStreamGetCaptureInfo_v2(cudaStream_t s, int *status, unsigned long long *id, cudaGraph_t *graph,
+				   const cudaGraphNode_t **deps, size_t *ndeps)
+{
+	VGPU_API();
+	capture_info(s, status, id, graph, deps, ndeps);
+	return cudaSuccess;
+}
+VGPU_ALIAS(cudaStreamGetCaptureInfo_v2_ptsz, cudaStreamGetCaptureInfo_v2);
+#endif
+
+RT_API cudaThreadExchangeStreamCaptureMode(int *mode)
+{
+	VGPU_API();
+	static __thread int cur;
+	if (!mode)
+		RT_RETURN(cudaErrorInvalidValue);
+	int old = cur;
+	cur = *mode;
+	*mode = old;
+	return cudaSuccess;
+}
+
+/* ---------------- explicit graphs ---------------- */
+
+RT_API cudaGraphCreate(cudaGraph_t *g, unsigned flags)
+{
+	VGPU_API();
+	(void)flags;
+	if (!g)
+		RT_RETURN(cudaErrorInvalidValue);
+	*g = calloc(1, sizeof **g);
+	RT_RETURN(*g ? cudaSuccess : cudaErrorMemoryAllocation);
+}
+
+RT_API cudaGraphDestroy(cudaGraph_t g)
+{
+	VGPU_API();
+	if (!g)
+		RT_RETURN(cudaErrorInvalidValue);
+	graph_clear(g);
+	free(g);
+	return cudaSuccess;
+}
+
+RT_API cudaGraphClone(cudaGraph_t *out, cudaGraph_t g)
+{
+	VGPU_API();
+	if (!out || !g)
+		RT_RETURN(cudaErrorInvalidValue);
+	struct rt_graph *c = calloc(1, sizeof *c);
+	if (!c)
+		RT_RETURN(cudaErrorMemoryAllocation);
+	cudaError_t e = graph_copy(c, g);
+	if (e) {
+		free(c);
+		RT_RETURN(e);
+	}
+	*out = c;
+	return cudaSuccess;
+}
+
+RT_API cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+	VGPU_API();
+	if (!g || !n)
+		RT_RETURN(cudaErrorInvalidValue);
+	if (nodes) {
+		size_t k = *n < g->n ? *n : g->n;
+		memcpy(nodes, g->nodes, k * sizeof *nodes);
+		*n = k;
+	} else {
+		*n = g->n;
+	}
+	return cudaSuccess;
+}
+
+RT_API cudaGraphGetRootNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+	VGPU_API();
+	if (!g || !n)
+		RT_RETURN(cudaErrorInvalidValue);
+	if (nodes && *n && g->n)
+		nodes[0] = g->nodes[0];
+	*n = g->n ? 1 : 0;
+	return cudaSuccess;
+}
+
+RT_API cudaGraphNodeGetType(cudaGraphNode_t n, int *type)
+{
+	VGPU_API();
+	if (!n || !type)
+		RT_RETURN(cudaErrorInvalidValue);
+	*type = n->type;
+	return cudaSuccess;
+}
+
+/* struct cudaKernelNodeParams (driver_types.h) */
+struct rt_kernel_params {
+	void *func;
+	dim3 gridDim, blockDim;
+	unsigned sharedMemBytes;
+	void **kernelParams;
+	void **extra;
+};
+
+RT_API cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
+			      const struct rt_kernel_params *p)
+{
+	VGPU_API();
+	(void)deps;
+	(void)ndeps;
+	if (!g || !p || !out)
+		RT_RETURN(cudaErrorInvalidValue);
+	if (p->extra)
+		RT_RETURN(cudaErrorNotSupported);
+	struct vgpu_func *f;
+	struct rt_node *n;
+	cudaError_t e = rt_kernel_func(p->func, &f);
+	if (!e)
+		e = kernel_node(f, p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams, &n);
+	if (!e && (e = add(g, n, out)) != 0)
+		node_free(n);
+	RT_RETURN(e);
+}
+
+RT_API cudaGraphAddMemcpyNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
+			      const struct rt_3d *p)
+{
+	VGPU_API();
+	(void)deps;
+	(void)ndeps;
+	if (!g || !p || !out)
+		RT_RETURN(cudaErrorInvalidValue);
+	if (p->srcArray || p->dstArray)
+		RT_RETURN(cudaErrorNotSupported);
+	struct rt_node *n = node_new(NODE_MEMCPY);
+	if (!n)
+		RT_RETURN(cudaErrorMemoryAllocation);
+	n->copy = *p;
+	cudaError_t e = add(g, n, out);
+	if (e)
+		node_free(n);
+	RT_RETURN(e);
+}
+
+RT_API cudaGraphAddMemcpyNode1D(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
+				void *dst, const void *src, size_t count, int kind)
+{
+	VGPU_API();
+	(void)deps;
+	(void)ndeps;
+	if (!g || !out)
+		RT_RETURN(cudaErrorInvalidValue);
+	struct rt_node *n = node_new(NODE_MEMCPY);
+	if (!n)
+		RT_RETURN(cudaErrorMemoryAllocation);
+	memcpy_1d(&n->copy, dst, src, count, kind);
+	cudaError_t e = add(g, n, out);
+	if (e)
+		node_free(n);
+	RT_RETURN(e);
+}
+
+/* struct cudaMemsetParams (driver_types.h) */
+struct rt_memset_params {
+	void *dst;
+	size_t pitch;
+	unsigned value, elementSize;
+	size_t width, height;
+};
+
+RT_API cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
+			      const struct rt_memset_params *p)
+{
+	VGPU_API();
+	(void)deps;
+	(void)ndeps;
+	if (!g || !p || !out || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4))
+		RT_RETURN(cudaErrorInvalidValue);
+	struct rt_node *n = node_new(NODE_MEMSET);
+	if (!n)
+		RT_RETURN(cudaErrorMemoryAllocation);
+	n->dst = p->dst;
+	n->pitch = p->pitch;
+	n->value = p->value;
+	n->elem = p->elementSize;
+	n->width = p->width;
+	n->height = p->height ? p->height : 1;
+	cudaError_t e = add(g, n, out);
+	if (e)
+		node_free(n);
+	RT_RETURN(e);
+}
+
+/* struct cudaHostNodeParams */
+struct rt_host_params {
+	void (*fn)(void *);
+	void *userData;
+};
+
+RT_API cudaGraphAddHostNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
+			    const struct rt_host_params *p)
+{
+	VGPU_API();
+	(void)deps;
+	(void)ndeps;
+	if (!g || !p || !out || !p->fn)
+		RT_RETURN(cudaErrorInvalidValue);
+	struct rt_node *n = node_new(NODE_HOST);
+	if (!n)
+		RT_RETURN(cudaErrorMemoryAllocation);
+	n->fn = p->fn;
+	n->user = p->userData;
+	cudaError_t e = add(g, n, out);
+	if (e)
+		node_free(n);
+	RT_RETURN(e);
+}
+
+RT_API cudaGraphAddEmptyNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps)
+{
+	VGPU_API();
+	(void)deps;
+	(void)ndeps;
+	if (!g || !out)
+		RT_RETURN(cudaErrorInvalidValue);
+	struct rt_node *n = node_new(NODE_EMPTY);
+	if (!n)
+		RT_RETURN(cudaErrorMemoryAllocation);
+	cudaError_t e = add(g, n, out);
+	if (e)
+		node_free(n);
+	RT_RETURN(e);
+}
+
+RT_API cudaGraphAddDependencies(cudaGraph_t g, const cudaGraphNode_t *from, const cudaGraphNode_t *to, size_t n)
+{
+	VGPU_API();
+	(void)from;
+	(void)to;
+	(void)n;
+	/* Nodes run in the order they were added, which already satisfies
+	 * every dependency that can be expressed on existing nodes. */
+	RT_RETURN(g ? cudaSuccess : cudaErrorInvalidValue);
+}
+
+/* ---------------- instantiate and launch ---------------- */
+
+static cudaError_t instantiate(cudaGraphExec_t *out, cudaGraph_t g)
+{
+	if (!out || !g)
+		return cudaErrorInvalidValue;
+	struct rt_exec *x = calloc(1, sizeof *x);
+	if (!x)
+		return cudaErrorMemoryAllocation;
+	cudaError_t e = graph_copy(&x->g, g);
+	if (e) {
+		free(x);
+		return e;
+	}
+	*out = x;
+	return 0;
+}
+
+#if VGPU_CUDART_ABI == 11
+RT_API cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t g, cudaGraphNode_t *err_node, char *log, size_t logsz)
+{
+	VGPU_API();
+	if (err_node)
+		*err_node = NULL;
+	if (log && logsz)
+		log[0] = 0;
+	RT_RETURN(instantiate(out, g));
+}
+#else
+RT_API cudaGraphInstantiate(cudaGraphExec_t *out, cudaGraph_t g, unsigned long long flags)
+{
+	VGPU_API();
+	(void)flags;
+	RT_RETURN(instantiate(out, g));
+}
+#endif
+
+RT_API cudaGraphInstantiateWithFlags(cudaGraphExec_t *out, cudaGraph_t g, unsigned long long flags)
+{
+	VGPU_API();
+	(void)flags;
+	RT_RETURN(instantiate(out, g));
+}
+
+RT_API cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+	VGPU_API();
+	if (!x)
+		RT_RETURN(cudaErrorInvalidValue);
+	graph_clear(&x->g);
+	free(x);
+	return cudaSuccess;
+}
+
+RT_API cudaGraphUpload(cudaGraphExec_t x, cudaStream_t s)
+{
+	VGPU_API();
+	(void)s;
+	RT_RETURN(x ? cudaSuccess : cudaErrorInvalidValue);
+}
+VGPU_ALIAS(cudaGraphUpload_ptsz, cudaGraphUpload);
+
+/* Launch-parameter keys for a packed block (cuda.h CU_LAUNCH_PARAM_*). */
+#define PARAM_END ((void *)0)
+#define PARAM_BUFFER_POINTER ((void *)1)
+#define PARAM_BUFFER_SIZE ((void *)2)
+
+RT_API cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
+{
+	VGPU_API();
+	if (!x)
+		RT_RETURN(cudaErrorInvalidValue);
+	cudaError_t e = rt_init();
+	if (e)
+		RT_RETURN(e);
+	uint64_t h = vgpu_stream_handle(s);
+	for (size_t i = 0; i < x->g.n && !e; i++) {
+		struct rt_node *n = x->g.nodes[i];
+		switch (n->type) {
+		case NODE_KERNEL: {
+			size_t sz = n->psize;
+			void *extra[] = {PARAM_BUFFER_POINTER, n->params, PARAM_BUFFER_SIZE, &sz, PARAM_END};
+			uint32_t g[3] = {n->grid.x, n->grid.y, n->grid.z}, b[3] = {n->block.x, n->block.y, n->block.z};
+			e = vgpu_launch(n->func, h, g, b, n->smem, NULL, extra);
+			break;
+		}
+		case NODE_MEMCPY:
+			e = rt_copy3d(&n->copy, s, 1);
+			break;
+		case NODE_MEMSET:
+			e = vgpu_memset((uint64_t)(uintptr_t)n->dst, n->value, n->elem, n->width,
+					n->height > 1 ? n->pitch : 0, n->height > 1 ? n->height : 0, h, 1);
+			break;
+		case NODE_HOST:
+			e = rt_host_func(s, n->fn, n->user);
+			break;
+		default:
+			break;
+		}
+	}
+	RT_RETURN(e);
+}
+VGPU_ALIAS(cudaGraphLaunch_ptsz, cudaGraphLaunch);
