@@ -23,14 +23,17 @@ int main() {
   printf("lib_saxpy: regs %d, static shared %zu, const %zu, local %zu, maxThreads %d, ptx %d, binary %d\n",
          at.numRegs, at.sharedSizeBytes, at.constSizeBytes, at.localSizeBytes, at.maxThreadsPerBlock,
          at.ptxVersion, at.binaryVersion);
-  EXPECT(at.sharedSizeBytes == 256 * sizeof(float), "lib_saxpy sharedSizeBytes = %zu, want %zu",
-         at.sharedSizeBytes, 256 * sizeof(float));
+  // The static shared size comes from the compiled kernel; the sim device reports defaults.
+  bool exact_attrs = t_kernels_run("static shared sizes from cudaFuncGetAttributes (sim reports defaults)");
+  if (exact_attrs)
+    EXPECT(at.sharedSizeBytes == 256 * sizeof(float), "lib_saxpy sharedSizeBytes = %zu, want %zu",
+           at.sharedSizeBytes, 256 * sizeof(float));
   EXPECT(at.maxThreadsPerBlock >= 256, "lib_saxpy maxThreadsPerBlock = %d", at.maxThreadsPerBlock);
   EXPECT(at.binaryVersion >= 30, "lib_saxpy binaryVersion = %d", at.binaryVersion);
   cudaFuncAttributes at2;
   memset(&at2, 0, sizeof at2);
   CHECK(cudaFuncGetAttributes(&at2, iota));
-  EXPECT(at2.sharedSizeBytes == 0, "lib_iota sharedSizeBytes = %zu, want 0", at2.sharedSizeBytes);
+  if (exact_attrs) EXPECT(at2.sharedSizeBytes == 0, "lib_iota sharedSizeBytes = %zu, want 0", at2.sharedSizeBytes);
 
   const int n = 100003;
   std::vector<float> x(n), y(n), out(n);
