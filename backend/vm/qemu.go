@@ -76,6 +76,15 @@ func HotplugPortArgs() []string {
 	return []string{"-device", "pcie-root-port,id=" + HotplugPort + ",bus=pcie.0,chassis=200,slot=200"}
 }
 
+// QMPArgs returns the options for a QMP server on the unix socket path (the
+// -chardev form, which takes any path, unlike -qmp unix:PATH).
+func QMPArgs(path string) []string {
+	return []string{
+		"-chardev", "socket,id=qmp0,path=" + qemuEscape(path) + ",server=on,wait=off",
+		"-mon", "chardev=qmp0,mode=control",
+	}
+}
+
 // qemuEscape doubles commas, QEMU's escape inside option values.
 func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
@@ -87,7 +96,7 @@ func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 func QemuArgs(mem uint64, socket, qmpSocket string) []string {
 	a := MemoryArgs(mem)
 	if qmpSocket != "" {
-		a = append(a, "-qmp", "unix:"+qemuEscape(qmpSocket)+",server=on,wait=off")
+		a = append(a, QMPArgs(qmpSocket)...)
 	}
 	if socket != "" {
 		a = append(a, VGPUArgs(socket)...)

@@ -195,7 +195,7 @@ func Start(ctx context.Context, cfg Config) (_ *Machine, err error) {
 	if qmpPath == "" {
 		qmpPath = filepath.Join(tmp, "qmp.sock")
 	}
-	args = append(args, "-qmp", "unix:"+qemuEscape(qmpPath)+",server=on,wait=off")
+	args = append(args, QMPArgs(qmpPath)...)
 	args = append(args, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con")
 	args = append(args, "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
 	for i, s := range cfg.Shares {
