@@ -62,7 +62,7 @@ func benchMemcpy(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	max, err := parseSize(*maxSize)
+	max, err := parseByteSize(*maxSize)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vgpu bench memcpy: --max-size: %v\n", err)
 		return 2
@@ -181,8 +181,8 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-// parseSize parses 4096, 4K, 16M, 1G (powers of 1024).
-func parseSize(s string) (uint64, error) {
+// parseByteSize parses 4096, 4K, 16M, 1G (powers of 1024).
+func parseByteSize(s string) (uint64, error) {
 	mult := uint64(1)
 	switch {
 	case strings.HasSuffix(s, "K"):
