@@ -260,7 +260,7 @@ type connResult struct {
 // serveBulk runs the host side of the guest program's protocol on c.
 // killAfter > 0 calls kill once that many bytes arrived (and then expects
 // the connection to fail rather than hang).
-func serveBulk(c transport.Conn, killAfter uint64, kill func()) connResult {
+func serveBulk(c transport.Conn, killAfter uint64, kill func(), progress func(uint64)) connResult {
 	var r connResult
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(150 * time.Second))
@@ -284,6 +284,9 @@ func serveBulk(c transport.Conn, killAfter uint64, kill func()) connResult {
 			return r
 		}
 		off += n
+		if progress != nil {
+			progress(off)
+		}
 		if killAfter > 0 && off >= killAfter {
 			kill()
 			killAfter = 0
@@ -315,13 +318,13 @@ func serveBulk(c transport.Conn, killAfter uint64, kill func()) connResult {
 }
 
 // acceptAll serves connections until the listener closes.
-func acceptAll(l transport.Listener, killAfter uint64, kill func(), results chan<- connResult) {
+func acceptAll(l transport.Listener, killAfter uint64, kill func(), progress func(uint64), results chan<- connResult) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
-		go func() { results <- serveBulk(c, killAfter, kill) }()
+		go func() { results <- serveBulk(c, killAfter, kill, progress) }()
 	}
 }
 
@@ -382,7 +385,14 @@ func TestQEMUVsock(t *testing.T) {
 	defer vmB.Close()
 
 	resA := make(chan connResult, conns)
-	go acceptAll(vmA.Listener, 0, nil, resA)
+	// B is killed only once A streams, so the kill lands mid-stream on both.
+	aStreaming := make(chan struct{})
+	var aOnce sync.Once
+	go acceptAll(vmA.Listener, 0, nil, func(off uint64) {
+		if off >= 8<<20 {
+			aOnce.Do(func() { close(aStreaming) })
+		}
+	}, resA)
 	qa := startQEMU(t, ctx, kit, "A", sockA, 2, fmt.Sprintf("vgt.conns=%d vgt.bytes=%d", conns, each))
 
 	var qb *vmProc
@@ -390,11 +400,15 @@ func TestQEMUVsock(t *testing.T) {
 	killed := make(chan struct{})
 	resB := make(chan connResult, 4)
 	go acceptAll(vmB.Listener, 4<<20, func() {
+		select {
+		case <-aStreaming:
+		case <-ctx.Done():
+		}
 		killOnce.Do(func() {
 			_ = qb.cmd.Process.Kill()
 			close(killed)
 		})
-	}, resB)
+	}, nil, resB)
 	qb = startQEMU(t, ctx, kit, "B", sockB, 1, "vgt.conns=2 vgt.bytes=1073741824")
 
 	// B: killed mid-stream; both its connections must fail, not hang.
@@ -493,7 +507,7 @@ func TestQEMUSmoke(t *testing.T) {
 	}
 	defer vm.Close()
 	res := make(chan connResult, 1)
-	go acceptAll(vm.Listener, 0, nil, res)
+	go acceptAll(vm.Listener, 0, nil, nil, res)
 	q := startQEMU(t, ctx, kit, "smoke", sock, 1, "vgt.conns=1 vgt.bytes=1048576")
 	select {
 	case r := <-res:
