@@ -1,0 +1,442 @@
+/*
+ * hostmode_test.c - the runtime and driver APIs end to end in host mode
+ * (VGPU_TRANSPORT=unix:PATH) against `vgpu serve --device sim`. The sim
+ * device keeps real device memory and copies but does not run kernels, so
+ * every API group except kernel arithmetic is checked here.
+ *
+ * Built against libcudart.so.13 and libcuda.so.1 with the library's own
+ * declarations (no CUDA headers needed). Each test is a named function in
+ * the table at the bottom; the exit status is the number of failures.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt.h" /* compiled with -DVGPU_CUDART_ABI=13: the library's own types */
+
+/* runtime API (libcudart.so.13) */
+cudaError_t cudaGetDeviceCount(int *);
+cudaError_t cudaSetDevice(int);
+cudaError_t cudaGetDevice(int *);
+cudaError_t cudaGetDeviceProperties(void *, int);
+cudaError_t cudaDeviceGetAttribute(int *, int, int);
+cudaError_t cudaMalloc(void **, size_t);
+cudaError_t cudaFree(void *);
+cudaError_t cudaMemcpy(void *, const void *, size_t, int);
+cudaError_t cudaMemcpyAsync(void *, const void *, size_t, int, cudaStream_t);
+cudaError_t cudaMemset(void *, int, size_t);
+cudaError_t cudaMemsetAsync(void *, int, size_t, cudaStream_t);
+cudaError_t cudaMemcpy2D(void *, size_t, const void *, size_t, size_t, size_t, int);
+cudaError_t cudaMemGetInfo(size_t *, size_t *);
+cudaError_t cudaMallocHost(void **, size_t);
+cudaError_t cudaHostAlloc(void **, size_t, unsigned);
+cudaError_t cudaFreeHost(void *);
+cudaError_t cudaHostRegister(void *, size_t, unsigned);
+cudaError_t cudaHostUnregister(void *);
+cudaError_t cudaStreamCreate(cudaStream_t *);
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *, unsigned, int);
+cudaError_t cudaStreamGetPriority(cudaStream_t, int *);
+cudaError_t cudaStreamSynchronize(cudaStream_t);
+cudaError_t cudaStreamQuery(cudaStream_t);
+cudaError_t cudaStreamDestroy(cudaStream_t);
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned);
+cudaError_t cudaEventCreate(cudaEvent_t *);
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t);
+cudaError_t cudaEventSynchronize(cudaEvent_t);
+cudaError_t cudaEventQuery(cudaEvent_t);
+cudaError_t cudaEventElapsedTime(float *, cudaEvent_t, cudaEvent_t);
+cudaError_t cudaEventDestroy(cudaEvent_t);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorName(cudaError_t);
+const char *cudaGetErrorString(cudaError_t);
+cudaError_t cudaLaunchHostFunc(cudaStream_t, void (*)(void *), void *);
+cudaError_t cudaStreamBeginCapture(cudaStream_t, int);
+cudaError_t cudaStreamEndCapture(cudaStream_t, void **);
+cudaError_t cudaGraphInstantiate(void **, void *, unsigned long long);
+cudaError_t cudaGraphLaunch(void *, cudaStream_t);
+cudaError_t cudaGraphExecDestroy(void *);
+cudaError_t cudaGraphDestroy(void *);
+cudaError_t cudaDriverGetVersion(int *);
+cudaError_t cudaRuntimeGetVersion(int *);
+cudaError_t cudaPointerGetAttributes(void *, const void *);
+cudaError_t cudaGetDriverEntryPoint(const char *, void **, unsigned long long, int *);
+cudaError_t cudaProfilerStart(void);
+cudaError_t cudaMallocManaged(void **, size_t, unsigned);
+
+/* driver API (libcuda.so.1) */
+int cuInit(unsigned);
+int cuDeviceGet(int *, int);
+int cuDeviceGetName(char *, int, int);
+int cuDeviceTotalMem_v2(size_t *, int);
+int cuCtxCreate_v2(void **, unsigned, int);
+int cuCtxDestroy_v2(void *);
+int cuMemAlloc_v2(unsigned long long *, size_t);
+int cuMemFree_v2(unsigned long long);
+int cuMemcpyHtoD_v2(unsigned long long, const void *, size_t);
+int cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+int cuModuleLoadData(void **, const void *);
+int cuModuleGetFunction(void **, void *, const char *);
+int cuModuleUnload(void *);
+int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+		   void **);
+int cuCtxSynchronize(void);
+int cuFuncGetParamInfo(void *, size_t, size_t *, size_t *);
+int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
+int cuGetExportTable(const void **, const void *);
+int cuGetErrorName(int, const char **);
+
+static int failures;
+#define CHECK(cond)                                                                     \
+	do {                                                                            \
+		if (!(cond)) {                                                          \
+			fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			failures++;                                                     \
+			return;                                                         \
+		}                                                                       \
+	} while (0)
+#define OK(call) CHECK((call) == 0)
+
+static void test_devices(void)
+{
+	int n = -1, d = -1, v;
+	OK(cudaGetDeviceCount(&n));
+	CHECK(n >= 1);
+	OK(cudaSetDevice(0));
+	OK(cudaGetDevice(&d));
+	CHECK(d == 0);
+	CHECK(cudaSetDevice(n) == cudaErrorInvalidDevice);
+	CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+	CHECK(cudaGetLastError() == cudaSuccess);
+	OK(cudaDriverGetVersion(&v));
+	CHECK(v >= 12000);
+	OK(cudaRuntimeGetVersion(&v));
+	CHECK(v == 13000);
+}
+
+static void test_properties(void)
+{
+	struct rt_prop13 p13;
+	int major, sms, warp;
+	memset(&p13, 0xab, sizeof p13);
+	OK(cudaGetDeviceProperties(&p13, 0));
+	OK(cudaDeviceGetAttribute(&major, 75, 0));
+	OK(cudaDeviceGetAttribute(&sms, 16, 0));
+	OK(cudaDeviceGetAttribute(&warp, 10, 0));
+	CHECK(p13.name[0] != 0);
+	CHECK(p13.major == major && major > 0);
+	CHECK(p13.multiProcessorCount == sms);
+	CHECK(p13.warpSize == 32 && warp == 32);
+	CHECK(p13.totalGlobalMem > 0);
+	CHECK(p13.maxThreadsPerBlock > 0);
+	/* the same call through each library's own version node */
+	static const struct {
+		const char *lib, *node;
+		int abi;
+	} libs[] = {{"libcudart.so.11.0", "libcudart.so.11.0", 11},
+		    {"libcudart.so.12", "libcudart.so.12", 12},
+		    {"libcudart.so.13", "libcudart.so.13", 13}};
+	for (size_t i = 0; i < 3; i++) {
+		void *h = dlopen(libs[i].lib, RTLD_NOW | RTLD_LOCAL);
+		CHECK(h != NULL);
+		cudaError_t (*get)(void *, int) = (cudaError_t (*)(void *, int))dlvsym(h, "cudaGetDeviceProperties", libs[i].node);
+		CHECK(get != NULL);
+		static uint8_t buf[4096];
+		memset(buf, 0xcd, sizeof buf);
+		OK(get(buf, 0));
+		int m = 0, mp = 0;
+		size_t mem = 0, end;
+		if (libs[i].abi == 11) {
+			memcpy(&m, buf + offsetof(struct rt_prop11, major), 4);
+			memcpy(&mp, buf + offsetof(struct rt_prop11, multiProcessorCount), 4);
+			memcpy(&mem, buf + offsetof(struct rt_prop11, totalGlobalMem), 8);
+			end = RT_PROP11_BYTES;
+		} else if (libs[i].abi == 12) {
+			memcpy(&m, buf + offsetof(struct rt_prop11, major), 4);
+			memcpy(&mp, buf + offsetof(struct rt_prop11, multiProcessorCount), 4);
+			memcpy(&mem, buf + offsetof(struct rt_prop11, totalGlobalMem), 8);
+			end = RT_PROP12_BYTES;
+		} else {
+			memcpy(&m, buf + offsetof(struct rt_prop13, major), 4);
+			memcpy(&mp, buf + offsetof(struct rt_prop13, multiProcessorCount), 4);
+			memcpy(&mem, buf + offsetof(struct rt_prop13, totalGlobalMem), 8);
+			end = RT_PROP13_BYTES;
+		}
+		CHECK(m == major);
+		CHECK(mp == sms);
+		CHECK(mem == p13.totalGlobalMem);
+		CHECK(buf[end] == 0xcd); /* nothing written past the known fields */
+	}
+}
+
+static void test_memory(void)
+{
+	enum { N = 1 << 20 };
+	uint8_t *h = malloc(N), *back = malloc(N);
+	void *d1, *d2;
+	CHECK(h && back);
+	for (int i = 0; i < N; i++)
+		h[i] = (uint8_t)(i * 7);
+	OK(cudaMalloc(&d1, N));
+	OK(cudaMalloc(&d2, N));
+	OK(cudaMemcpy(d1, h, N, cudaMemcpyHostToDevice));
+	OK(cudaMemcpy(d2, d1, N, cudaMemcpyDeviceToDevice));
+	OK(cudaMemcpy(back, d2, N, cudaMemcpyDeviceToHost));
+	CHECK(!memcmp(h, back, N));
+	OK(cudaMemset(d1, 0x5a, N / 2));
+	OK(cudaMemcpy(back, d1, N, cudaMemcpyDefault)); /* D2H by the library's map */
+	CHECK(back[0] == 0x5a && back[N / 2 - 1] == 0x5a && back[N / 2] == h[N / 2]);
+	/* 2D: 16 rows of 100 bytes, device pitch 128 */
+	uint8_t rows[16 * 100], out[16 * 100];
+	for (int i = 0; i < 16 * 100; i++)
+		rows[i] = (uint8_t)i;
+	OK(cudaMemcpy2D(d1, 128, rows, 100, 100, 16, cudaMemcpyHostToDevice));
+	OK(cudaMemcpy2D(out, 100, d1, 128, 100, 16, cudaMemcpyDeviceToHost));
+	CHECK(!memcmp(rows, out, sizeof rows));
+	struct {
+		int type, device;
+		void *dp, *hp;
+	} attr;
+	OK(cudaPointerGetAttributes(&attr, (uint8_t *)d1 + 10));
+	CHECK(attr.type == 2);
+	size_t fr, tot;
+	OK(cudaMemGetInfo(&fr, &tot));
+	CHECK(tot > 0 && fr <= tot);
+	OK(cudaFree(d1));
+	OK(cudaFree(d2));
+	CHECK(cudaFree(h) == cudaErrorInvalidDevicePointer);
+	cudaGetLastError();
+	free(h);
+	free(back);
+}
+
+static void test_big_copy(void)
+{
+	/* larger than one frame: the library splits it */
+	size_t n = 40u << 20;
+	uint8_t *h = malloc(n), *b = malloc(n);
+	void *d;
+	CHECK(h && b);
+	for (size_t i = 0; i < n; i += 4096)
+		h[i] = (uint8_t)(i >> 12);
+	OK(cudaMalloc(&d, n));
+	OK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+	memset(b, 0, n);
+	OK(cudaMemcpy(b, d, n, cudaMemcpyDeviceToHost));
+	CHECK(!memcmp(h, b, n));
+	OK(cudaFree(d));
+	free(h);
+	free(b);
+}
+
+static void test_pinned_streams_events(void)
+{
+	enum { N = 256 << 10 };
+	uint8_t *p, *q;
+	void *d;
+	cudaStream_t s;
+	cudaEvent_t e0, e1;
+	float ms = -1;
+	int prio = 1;
+	OK(cudaMallocHost((void **)&p, N));
+	OK(cudaHostAlloc((void **)&q, N, 0));
+	for (int i = 0; i < N; i++)
+		p[i] = (uint8_t)(i ^ 0x33);
+	OK(cudaMalloc(&d, N));
+	OK(cudaStreamCreateWithPriority(&s, 1, -1));
+	OK(cudaStreamGetPriority(s, &prio));
+	CHECK(prio == -1);
+	OK(cudaEventCreate(&e0));
+	OK(cudaEventCreate(&e1));
+	OK(cudaEventRecord(e0, s));
+	OK(cudaMemcpyAsync(d, p, N, cudaMemcpyHostToDevice, s));
+	OK(cudaMemsetAsync(d, 7, 16, s));
+	OK(cudaMemcpyAsync(q, d, N, cudaMemcpyDeviceToHost, s));
+	OK(cudaEventRecord(e1, s));
+	OK(cudaStreamSynchronize(s));
+	OK(cudaEventSynchronize(e1));
+	OK(cudaEventQuery(e1));
+	OK(cudaStreamQuery(s));
+	OK(cudaEventElapsedTime(&ms, e0, e1));
+	CHECK(ms >= 0);
+	CHECK(q[0] == 7 && q[15] == 7 && q[16] == p[16] && q[N - 1] == p[N - 1]);
+	/* a second stream waits for an event of the first */
+	cudaStream_t s2;
+	OK(cudaStreamCreate(&s2));
+	OK(cudaStreamWaitEvent(s2, e1, 0));
+	OK(cudaStreamSynchronize(s2));
+	OK(cudaStreamDestroy(s2));
+	/* registered pageable memory */
+	uint8_t *r = aligned_alloc(4096, N);
+	CHECK(r != NULL);
+	OK(cudaHostRegister(r, N, 0));
+	CHECK(cudaHostRegister(r, N, 0) == cudaErrorHostMemoryAlreadyRegistered);
+	cudaGetLastError();
+	OK(cudaMemcpyAsync(r, d, N, cudaMemcpyDeviceToHost, s));
+	OK(cudaStreamSynchronize(s));
+	CHECK(r[20] == p[20]);
+	OK(cudaHostUnregister(r));
+	free(r);
+	OK(cudaEventDestroy(e0));
+	OK(cudaEventDestroy(e1));
+	OK(cudaStreamDestroy(s));
+	OK(cudaFree(d));
+	OK(cudaFreeHost(p));
+	OK(cudaFreeHost(q));
+}
+
+static volatile int host_ran;
+static void host_fn(void *arg) { host_ran = *(int *)arg; }
+
+static void test_host_func(void)
+{
+	cudaStream_t s;
+	static int val = 42;
+	OK(cudaStreamCreate(&s));
+	host_ran = 0;
+	OK(cudaLaunchHostFunc(s, host_fn, &val));
+	OK(cudaStreamSynchronize(s));
+	CHECK(host_ran == 42);
+	OK(cudaStreamDestroy(s));
+}
+
+static void test_graph(void)
+{
+	enum { N = 4096 };
+	cudaStream_t s;
+	void *d, *g, *x;
+	uint8_t *h;
+	OK(cudaMallocHost((void **)&h, N));
+	OK(cudaMalloc(&d, N));
+	OK(cudaStreamCreate(&s));
+	OK(cudaStreamBeginCapture(s, 0));
+	OK(cudaMemsetAsync(d, 0x11, N, s));
+	OK(cudaMemcpyAsync(h, d, N, cudaMemcpyDeviceToHost, s));
+	OK(cudaStreamEndCapture(s, &g));
+	memset(h, 0, N);
+	OK(cudaGraphInstantiate(&x, g, 0));
+	OK(cudaGraphLaunch(x, s));
+	OK(cudaStreamSynchronize(s));
+	CHECK(h[0] == 0x11 && h[N - 1] == 0x11);
+	OK(cudaGraphExecDestroy(x));
+	OK(cudaGraphDestroy(g));
+	OK(cudaStreamDestroy(s));
+	OK(cudaFree(d));
+	OK(cudaFreeHost(h));
+}
+
+static void test_errors_and_stubs(void)
+{
+	void *p;
+	CHECK(!strcmp(cudaGetErrorName(1), "cudaErrorInvalidValue"));
+	CHECK(!strcmp(cudaGetErrorString(1), "invalid value"));
+	CHECK(!strcmp(cudaGetErrorString(0), "no error"));
+	CHECK(cudaMalloc(NULL, 16) == cudaErrorInvalidValue);
+	CHECK(cudaPeekAtLastError() == cudaErrorInvalidValue);
+	CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+	CHECK(cudaGetLastError() == cudaSuccess);
+	CHECK(cudaMallocManaged(&p, 16, 1) == 801); /* a generated stub */
+	OK(cudaProfilerStart());
+	const void *tbl = (const void *)1;
+	static const uint8_t id[16] = {1};
+	CHECK(cuGetExportTable(&tbl, id) != 0);
+	CHECK(tbl == NULL);
+	const char *nm = NULL;
+	OK(cuGetErrorName(801, &nm));
+	CHECK(nm && !strcmp(nm, "CUDA_ERROR_NOT_SUPPORTED"));
+}
+
+static void test_proc_address(void)
+{
+	void *fn = NULL, *want;
+	int st = -1;
+	OK(cuGetProcAddress_v2("cuMemAlloc", &fn, 12000, 0, &st));
+	CHECK(st == 0);
+	want = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+	CHECK(fn && fn == want);
+	OK(cuGetProcAddress_v2("cuLaunchKernel", &fn, 12000, 2 /* per-thread stream */, &st));
+	CHECK(fn == dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"));
+	OK(cuGetProcAddress_v2("cuCtxCreate", &fn, 11000, 0, &st));
+	CHECK(fn == dlsym(RTLD_DEFAULT, "cuCtxCreate_v2"));
+	CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &fn, 12000, 0, &st) != 0 && fn == NULL && st == 1);
+	/* an unsupported driver function still resolves, to its stub */
+	OK(cuGetProcAddress_v2("cuMemCreate", &fn, 12000, 0, &st));
+	CHECK(fn != NULL);
+	CHECK(((int (*)(void))fn)() == 801);
+	OK(cudaGetDriverEntryPoint("cuMemFree", &fn, 0, &st));
+	CHECK(fn == dlsym(RTLD_DEFAULT, "cuMemFree_v2"));
+}
+
+/* A PTX module for the driver API: sim parses the .entry for parameter
+ * layout, validates and records the launch. */
+static const char ptx[] = ".version 7.0\n.target sm_52\n.address_size 64\n"
+			  ".visible .entry scale(.param .u64 scale_param_0, .param .f32 scale_param_1, "
+			  ".param .u32 scale_param_2)\n{\n ret;\n}\n";
+
+static void test_driver_api(void)
+{
+	int dev;
+	void *ctx, *mod, *fn;
+	char name[256];
+	size_t mem, off, sz;
+	unsigned long long dp;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuDeviceGetName(name, sizeof name, dev));
+	CHECK(name[0]);
+	OK(cuDeviceTotalMem_v2(&mem, dev));
+	CHECK(mem > 0);
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuMemAlloc_v2(&dp, 4096));
+	uint32_t a[1024], b[1024];
+	for (int i = 0; i < 1024; i++)
+		a[i] = (uint32_t)i * 3u;
+	OK(cuMemcpyHtoD_v2(dp, a, sizeof a));
+	OK(cuMemcpyDtoH_v2(b, dp, sizeof b));
+	CHECK(!memcmp(a, b, sizeof a));
+	OK(cuModuleLoadData(&mod, ptx));
+	OK(cuModuleGetFunction(&fn, mod, "scale"));
+	OK(cuFuncGetParamInfo(fn, 1, &off, &sz));
+	CHECK(off == 8 && sz == 4);
+	float f = 2.0f;
+	unsigned n = 1024;
+	void *args[] = {&dp, &f, &n};
+	OK(cuLaunchKernel(fn, 4, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	OK(cuCtxSynchronize());
+	CHECK(cuModuleGetFunction(&fn, mod, "nosuch") != 0);
+	OK(cuModuleUnload(mod));
+	OK(cuMemFree_v2(dp));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} tests[] = {
+	{"devices", test_devices},
+	{"properties", test_properties},
+	{"memory", test_memory},
+	{"big_copy", test_big_copy},
+	{"pinned_streams_events", test_pinned_streams_events},
+	{"host_func", test_host_func},
+	{"graph", test_graph},
+	{"errors_and_stubs", test_errors_and_stubs},
+	{"proc_address", test_proc_address},
+	{"driver_api", test_driver_api},
+};
+
+int main(int argc, char **argv)
+{
+	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+		if (argc > 1 && !strstr(argv[1], tests[i].name))
+			continue;
+		int before = failures;
+		tests[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL", tests[i].name);
+	}
+	return failures;
+}

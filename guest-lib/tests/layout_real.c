@@ -1,0 +1,15 @@
+/* layout_real.c - offsets of the real CUDA 11.8 structs (see layout_test.c). */
+#include <stddef.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#define PROP struct cudaDeviceProp
+#define FATTR struct cudaFuncAttributes
+#define P3D struct cudaMemcpy3DParms
+#define LCFG struct CUlaunchConfig_st
+#define ROW(t, f) offsetof(t, f),
+#define SIZE(t) sizeof(t),
+const size_t layout_real[] = {
+#include "layout_fields.h"
+};

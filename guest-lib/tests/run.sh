@@ -1,0 +1,148 @@
+#!/bin/sh
+# tests/run.sh - the guest library's tests; `make -C guest-lib test` runs it.
+#
+#   1. generated files up to date, tables cover the ABI lists (go test ./guest-lib/gen)
+#   2. exported symbols and version nodes of every built library against
+#      ../shared/abi/*.exports.txt (nm -D --with-symbol-versions)
+#   3. every unsupported symbol returns its error (generated list)
+#   4. struct layouts against the real CUDA 11.8 headers (if installed)
+#   5. host mode against the sim device: C tests of every API group
+#   6. nvcc-built programs (if /usr/bin/nvcc exists) against sim
+#
+# Environment: BUILD (library dir, default guest-lib/build), CC, GO,
+# VGPU_SHARED (default: ../shared beside the repository), VGPU_BIN (a vgpu
+# binary with `serve`; default: bin/vgpu if it has it, else the test server
+# in tests/simserve, which runs the same server code).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+GL=$(dirname "$HERE")
+ROOT=$(dirname "$GL")
+BUILD=${BUILD:-$GL/build}
+CC=${CC:-cc}
+GO=${GO:-go}
+SHARED=${VGPU_SHARED:-$ROOT/../shared}
+T=$BUILD/tests
+mkdir -p "$T"
+fails=0
+pass() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter"
+INC="-I$GL/src/common -I$GL/src/cuda -I$GL/src/cudart -I$ROOT/protocol -I$GL/generated"
+
+# 1. generator
+if (cd "$ROOT" && $GO run ./guest-lib/gen -check && $GO test ./guest-lib/gen >/dev/null); then
+	pass "generated files are up to date; tables cover the ABI lists"
+else
+	fail "go run ./guest-lib/gen -check / go test ./guest-lib/gen"
+fi
+
+# 2. symbols
+exports() { # lib -> "name@@node" or "name" per defined dynamic symbol
+	nm -D --with-symbol-versions --defined-only "$BUILD/$1" | awk '$2 ~ /^[TWi]$/ {print $3}' |
+		sort -u
+}
+if [ -d "$SHARED/abi" ]; then
+	for lib in libcudart.so.13 libcudart.so.11.0 libcuda.so.1 libnvidia-ml.so.1; do
+		want=$SHARED/abi/$lib.exports.txt
+		exports "$lib" >"$T/$lib.have"
+		# unversioned libraries: compare bare names
+		case $lib in libcudart*) ;; *) sed -i 's/@@.*//' "$T/$lib.have" ;; esac
+		missing=$(grep -v "^$lib\$" "$want" | sort -u | comm -23 - "$T/$lib.have")
+		if [ -z "$missing" ]; then
+			pass "$lib exports all $(grep -vc "^$lib\$" "$want") symbols of $(basename "$want")"
+		else
+			fail "$lib is missing: $(echo "$missing" | head -5 | tr '\n' ' ')"
+		fi
+	done
+	# libcudart.so.12 has no reference list: check it against its table
+	exports libcudart.so.12 | grep -v '^vgpu_' >"$T/12.have"
+	awk '!/^#/ && NF==4 {print $1 "@@" $2}' "$GL/tables/libcudart.so.12.tbl" | sort -u >"$T/12.want"
+	if cmp -s "$T/12.have" "$T/12.want"; then pass "libcudart.so.12 exports exactly its table"; else fail "libcudart.so.12 exports differ from its table"; fi
+	# nothing else leaks out (besides the core's private vgpu_* interface in libcuda)
+	extra=$(exports libcudart.so.13 | grep -v '@@libcudart.so.13$' | head -3)
+	[ -z "$extra" ] && pass "libcudart.so.13 exports only node libcudart.so.13" || fail "libcudart.so.13 leaks: $extra"
+else
+	echo "skip symbol checks: no $SHARED/abi (clone shared/ beside the repository)"
+fi
+
+# 3. unsupported stubs
+if $CC $CFLAGS $INC -o "$T/unsupported_test" "$HERE/unsupported_test.c" -ldl &&
+	LD_LIBRARY_PATH=$BUILD VGPU_LOG=error "$T/unsupported_test"; then
+	pass "unsupported stubs"
+else
+	fail "unsupported stubs"
+fi
+
+# 4. layouts against the real 11.8 headers
+if [ -f /usr/include/driver_types.h ] && [ -f /usr/include/cuda.h ]; then
+	if $CC $CFLAGS -DVGPU_CUDART_ABI=11 $INC -o "$T/layout_test" "$HERE/layout_test.c" "$HERE/layout_real.c" &&
+		"$T/layout_test"; then
+		pass "layouts"
+	else
+		fail "layouts"
+	fi
+else
+	echo "skip layout test: CUDA 11.8 headers not installed"
+fi
+
+# 5. host mode against sim
+SOCK=$T/vgpu.sock
+rm -f "$SOCK"
+SERVER_PID=
+start_server() {
+	bin=${VGPU_BIN:-$ROOT/bin/vgpu}
+	if [ -x "$bin" ] && "$bin" serve --help 2>&1 | grep -q -- '--unix'; then
+		"$bin" serve --device sim --unix "$SOCK" >"$T/server.log" 2>&1 &
+	else
+		(cd "$ROOT" && $GO build -o "$T/simserve" ./guest-lib/tests/simserve) || return 1
+		"$T/simserve" -unix "$SOCK" >"$T/server.log" 2>&1 &
+	fi
+	SERVER_PID=$!
+	i=0
+	while [ ! -S "$SOCK" ] && [ $i -lt 300 ]; do
+		kill -0 "$SERVER_PID" 2>/dev/null || return 1
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ -S "$SOCK" ]
+}
+stop_server() { [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; SERVER_PID=; }
+trap stop_server EXIT
+
+if start_server; then
+	export VGPU_TRANSPORT=unix:$SOCK
+	if $CC $CFLAGS -DVGPU_CUDART_ABI=13 $INC -o "$T/hostmode_test" "$HERE/hostmode_test.c" \
+		-L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 -ldl -Wl,-rpath,"$BUILD"; then
+		if LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test"; then pass "host mode (sim)"; else fail "host mode (sim): see $T/server.log"; fi
+	else
+		fail "building hostmode_test"
+	fi
+
+	# 6. real nvcc output
+	NVCC=${NVCC:-$(command -v nvcc || true)}
+	if [ -n "$NVCC" ]; then
+		if "$NVCC" -cudart shared -o "$T/nvcc_prog" "$HERE/nvcc_prog.cu" 2>"$T/nvcc.log"; then
+			# ours must come first: the toolkit installs NVIDIA's libcuda.so.1 in the default path
+			if LD_LIBRARY_PATH=$BUILD timeout 60 "$T/nvcc_prog" >"$T/nvcc_prog.out" 2>&1; then
+				pass "nvcc -cudart shared program (registration + launch) against sim"
+			else
+				fail "nvcc program: $(tail -3 "$T/nvcc_prog.out" | tr '\n' ' ')"
+			fi
+		else
+			fail "nvcc could not build tests/nvcc_prog.cu (see $T/nvcc.log)"
+		fi
+	else
+		echo "skip nvcc test: no nvcc"
+	fi
+	unset VGPU_TRANSPORT
+	stop_server
+else
+	fail "could not start a sim backend (see $T/server.log)"
+fi
+
+# informational: ABI coverage of common programs
+[ -d "$SHARED/abi" ] && "$ROOT/scripts/abi-coverage.sh" --summary 2>/dev/null
+
+echo "guest-lib tests: $fails failure(s)"
+[ $fails -eq 0 ]
