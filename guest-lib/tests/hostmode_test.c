@@ -9,6 +9,7 @@
  * the table at the bottom; the exit status is the number of failures.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,6 +414,40 @@ static void test_driver_api(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* Many threads at once: one connection, per-thread device and last error. */
+static void *worker(void *arg)
+{
+	uintptr_t id = (uintptr_t)arg;
+	uint8_t in[4096], out[4096];
+	cudaStream_t s;
+	if (cudaSetDevice(0) || cudaStreamCreate(&s))
+		return (void *)1;
+	for (int it = 0; it < 50; it++) {
+		void *d;
+		memset(in, (int)(id * 16 + (uintptr_t)it), sizeof in);
+		if (cudaMalloc(&d, sizeof in) || cudaMemcpyAsync(d, in, sizeof in, cudaMemcpyHostToDevice, s) ||
+		    cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost) || memcmp(in, out, sizeof in) || cudaFree(d))
+			return (void *)1;
+		if (cudaMalloc(NULL, 1) != cudaErrorInvalidValue || cudaGetLastError() != cudaErrorInvalidValue)
+			return (void *)1;
+	}
+	return cudaStreamDestroy(s) ? (void *)1 : NULL;
+}
+
+static void test_threads(void)
+{
+	pthread_t t[8];
+	for (uintptr_t i = 0; i < 8; i++)
+		CHECK(pthread_create(&t[i], NULL, worker, (void *)i) == 0);
+	int bad = 0;
+	for (int i = 0; i < 8; i++) {
+		void *r;
+		pthread_join(t[i], &r);
+		bad += r != NULL;
+	}
+	CHECK(bad == 0);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -427,6 +462,7 @@ static const struct {
 	{"errors_and_stubs", test_errors_and_stubs},
 	{"proc_address", test_proc_address},
 	{"driver_api", test_driver_api},
+	{"threads", test_threads},
 };
 
 int main(int argc, char **argv)

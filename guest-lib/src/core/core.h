@@ -17,6 +17,10 @@ void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_
 void vgpu_notify(const struct vgpu_header *h, const void *payload);
 /* Starts the guest-mode notification thread (idempotent). */
 void vgpu_start_notify_thread(void);
+/* Records the error of an asynchronous call, returned at the next sync point. */
+void vgpu_defer_error(int err);
+/* Sends a request without waiting for (or getting) a reply. */
+int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len);
 /* The guest-mode /dev/vgpu file descriptor, -1 in host mode. */
 int vgpu_dev_fd(void);
 

@@ -567,8 +567,6 @@ static struct hostfn *hf_list;
 static uint64_t hf_next = 1;
 static int hf_thread_started;
 
-int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len);
-
 static void *hf_main(void *arg)
 {
 	(void)arg;
@@ -615,8 +613,9 @@ void vgpu_notify(const struct vgpu_header *h, const void *payload)
 	} else if (h->opcode == VGPU_OP_NOTIFY_ERROR && h->payload_len >= sizeof(struct vgpu_error_notify)) {
 		struct vgpu_error_notify n;
 		memcpy(&n, payload, sizeof n);
-		VWARN("deferred error %d from %s (request %llu)", n.error, vgpu_op_name(n.opcode),
+		VINFO("deferred error %d from %s (request %llu)", n.error, vgpu_op_name(n.opcode),
 		      (unsigned long long)n.request_id);
+		vgpu_defer_error(n.error);
 	} else {
 		VDEBUG("notification %s ignored", vgpu_op_name(h->opcode));
 	}

@@ -77,7 +77,6 @@ static uint8_t *batch_buf; /* BatchReq + sub-frames */
 static size_t batch_len, batch_cap;
 static uint32_t batch_count;
 static int deferred_err;
-static __thread int no_flush; /* host-function completions must not wait for the batch */
 
 int vgpu_host_mode(void) { return host_mode; }
 const struct vgpu_hello_reply *vgpu_hello(void) { return &hello; }
@@ -340,6 +339,44 @@ static int dev_open(const char *path)
 
 /* ---------------- common ---------------- */
 
+/* Sends a request that gets no reply (FlagNoReply): host mode writes it,
+ * guest mode submits it (VGPU_IOC_SUBMIT). Its errors come back as
+ * NOTIFY_ERROR notifications (vgpu_notify -> vgpu_defer_error). */
+static int send_only(uint16_t op, uint64_t id, const void *payload, uint32_t len)
+{
+	if (broken)
+		return E_UNAVAILABLE;
+	uint64_t t0 = vgpu_now_ns();
+	size_t n = vgpu_frame_len(len, 0);
+	uint8_t *f = calloc(1, n);
+	if (!f)
+		return VGPU_E_OUT_OF_MEMORY;
+	put_header((struct vgpu_header *)f, op, id, len, VGPU_FLAG_NO_REPLY);
+	memcpy(f + VGPU_HEADER_SIZE, payload, len);
+	int rc = 0;
+	if (host_mode) {
+		pthread_mutex_lock(&write_mu);
+		if (write_all(fd, f, n) != 0)
+			rc = E_UNAVAILABLE;
+		pthread_mutex_unlock(&write_mu);
+	} else {
+		struct vgpu_call c;
+		memset(&c, 0, sizeof c);
+		c.frame = (uintptr_t)f;
+		c.frame_len = (uint32_t)n;
+		while (ioctl(fd, VGPU_IOC_SUBMIT, &c) != 0) {
+			if (errno == EINTR)
+				continue;
+			VERR("VGPU_IOC_SUBMIT failed: %s", strerror(errno));
+			rc = errno == ENOMEM ? VGPU_E_OUT_OF_MEMORY : errno == EINVAL ? VGPU_E_INVALID_VALUE : E_UNAVAILABLE;
+			break;
+		}
+	}
+	free(f);
+	vgpu_opstat_add(op, n, 0, vgpu_now_ns() - t0, 0);
+	return rc;
+}
+
 /* One raw round trip: frame = header + payload (no segments). */
 static int roundtrip(uint16_t op, uint64_t id, const void *payload_a, uint32_t alen, const void *payload_b,
 		     uint32_t blen, struct vgpu_buf *bufs, uint32_t nbufs, uint32_t reply_cap,
@@ -442,6 +479,8 @@ int vgpu_init(void)
 		if (!rc)
 			rc = say_hello();
 		__atomic_store_n(&init_state, rc ? rc : 1, __ATOMIC_RELEASE);
+		if (!rc && !host_mode)
+			vgpu_start_notify_thread(); /* deferred errors and host functions */
 	}
 	st = init_state;
 	pthread_mutex_unlock(&init_mu);
@@ -479,29 +518,26 @@ static int flush_locked(void)
 	br->count = batch_count;
 	br->pad0 = 0;
 	uint32_t n = batch_count;
-	uint8_t *r = NULL;
-	uint32_t rl = 0;
-	uint64_t id = new_id();
-	int rc = roundtrip(VGPU_OP_BATCH, id, batch_buf, (uint32_t)batch_len, NULL, 0, NULL, 0, 256, &r, &rl);
 	batch_count = 0;
+	size_t len = batch_len;
 	batch_len = sizeof(struct vgpu_batch_req);
+	/* No reply: the next synchronous call's reply comes after the
+	 * batch's work, and a failure arrives as NOTIFY_ERROR first. */
+	int rc = send_only(VGPU_OP_BATCH, new_id(), batch_buf, (uint32_t)len);
 	if (rc) {
+		VWARN("sending a batch of %u calls failed: %d", n, rc);
 		if (!deferred_err)
 			deferred_err = rc;
-		return rc;
 	}
-	const struct vgpu_header *h = (const void *)r;
-	struct vgpu_batch_reply rep;
-	memset(&rep, 0, sizeof rep);
-	memcpy(&rep, r + VGPU_HEADER_SIZE, h->payload_len < sizeof rep ? h->payload_len : sizeof rep);
-	int err = rep.first_error ? rep.first_error : h->status;
-	if (err) {
-		VWARN("batch of %u calls: call %u failed with error %d", n, rep.failed_index, err);
-		if (!deferred_err)
-			deferred_err = err;
-	}
-	free(r);
-	return err;
+	return rc;
+}
+
+void vgpu_defer_error(int err)
+{
+	pthread_mutex_lock(&batch_mu);
+	if (!deferred_err)
+		deferred_err = err;
+	pthread_mutex_unlock(&batch_mu);
 }
 
 int vgpu_flush(void)
@@ -579,8 +615,7 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 			memcpy(payload + bufs[i].ref_off, &ref, sizeof ref);
 	}
 
-	if (!no_flush)
-		vgpu_flush();
+	vgpu_flush();
 	uint8_t *r = NULL;
 	uint32_t rl = 0;
 	uint64_t id = new_id();
@@ -664,11 +699,8 @@ int vgpu_queue(uint16_t op, const void *req, uint32_t req_len)
 
 /* Sends a frame without waiting for its reply (host-function completions
  * sent from the notification path). */
-int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len);
 int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len)
 {
-	no_flush = 1;
-	int rc = vgpu_call(op, req, req_len, NULL, 0, NULL, 0, NULL, 0, NULL);
-	no_flush = 0;
-	return rc;
+	int rc = vgpu_init();
+	return rc ? rc : send_only(op, new_id(), req, req_len);
 }

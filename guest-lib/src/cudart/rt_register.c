@@ -259,13 +259,18 @@ static cudaError_t fatbin_module(struct rt_fatbin *fb, int dev, struct vgpu_modu
 		return cudaErrorInvalidDevice;
 	pthread_mutex_lock(&fb->mu);
 	cudaError_t e = 0;
-	if (!fb->mod[dev]) {
+	if (!fb->mod[dev] && fb->load_err[dev]) {
+		e = fb->load_err[dev]; /* the host refused this image: do not resend it */
+	} else if (!fb->mod[dev]) {
 		if (!fb->image || !fb->size)
 			e = cudaErrorInvalidDeviceFunction;
 		else
 			e = vgpu_module_load(dev, fb->image, fb->size, VGPU_IMAGE_FATBIN, &fb->mod[dev]);
-		if (e == VGPU_E_NO_BINARY_FOR_GPU || e == VGPU_E_INVALID_IMAGE)
-			VERR("the program's fatbin has no code for this GPU (error %d)", e);
+		if (e == VGPU_E_NO_BINARY_FOR_GPU || e == VGPU_E_INVALID_IMAGE || e == VGPU_E_INVALID_SOURCE) {
+			VERR("the host refused the program's fatbin (%llu bytes) for device %d: error %d",
+			     (unsigned long long)fb->size, dev, e);
+			fb->load_err[dev] = e;
+		}
 	}
 	*out = fb->mod[dev];
 	pthread_mutex_unlock(&fb->mu);
