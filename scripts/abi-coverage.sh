@@ -8,7 +8,7 @@
 # IMPORTS default to ../shared/abi/common-programs.imports.txt (lines
 # "COUNT name@lib" or "COUNT name"); *.imports.txt lists without counts work
 # too (libtorch_cuda.so, libc10_cuda.so). Symbols of libraries we do not
-# replace (cuBLAS, cuDNN, ...) are counted apart as "other library".
+# replace (cuBLAS, cuDNN, NCCL, ...) are counted apart as "other library".
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TABLES=$ROOT/guest-lib/tables
@@ -37,7 +37,7 @@ for f in "$@"; do
 		w = 1; sym = $1
 		if (NF >= 2 && $1 ~ /^[0-9]+$/) { w = $1; sym = $2 }
 		n = split(sym, p, "@"); name = p[1]; lib = (n > 1) ? p[n] : ""
-		if (lib == "") lib = (name ~ /^nvml/) ? "libnvidia-ml.so.1" : "libcuda.so.1"
+		if (lib == "") lib = (name ~ /^nvml/) ? "libnvidia-ml.so.1" : (name ~ /^cu[A-Z]/) ? "libcuda.so.1" : "other"
 		if (lib !~ /^(libcudart\.so\.|libcuda\.so\.1|libnvidia-ml\.so\.1)/) { other++; otherw += w; next }
 		s = kind(lib, name)
 		total++; totalw += w
@@ -46,7 +46,7 @@ for f in "$@"; do
 	}
 	END {
 		printf "%s: implemented %d/%d symbols (%.0f%%), %d/%d weighted by programs using them", file, impl, total, total ? 100 * impl / total : 0, implw, totalw
-		if (other) printf "; %d symbols of other libraries (cuBLAS, cuDNN, ...) not counted", other
+		if (other) printf "; %d symbols of other libraries (cuBLAS, cuDNN, NCCL, ...) not counted", other
 		printf "\n"
 	}' "$f"
 done

@@ -699,6 +699,13 @@ int vgpu_queue(uint16_t op, const void *req, uint32_t req_len)
 
 /* Sends a frame without waiting for its reply (host-function completions
  * sent from the notification path). */
+/* Work queued but never synchronized still reaches the device at exit. */
+__attribute__((destructor)) static void flush_at_exit(void)
+{
+	if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) == 1 && !broken)
+		vgpu_flush();
+}
+
 int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len)
 {
 	int rc = vgpu_init();

@@ -8,6 +8,7 @@
  * waiting on an event recorded in it. (Protocol area 0x07 is reserved for
  * host-side graphs later.)
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -410,6 +411,79 @@ RT_API cudaGraphNodeGetType(cudaGraphNode_t n, int *type)
 	if (!n || !type)
 		RT_RETURN(cudaErrorInvalidValue);
 	*type = n->type;
+	return cudaSuccess;
+}
+
+/* Nodes run in insertion order: each depends on the one before it. */
+static size_t node_index(cudaGraphNode_t n)
+{
+	struct rt_graph *g = n->graph;
+	for (size_t i = 0; i < g->n; i++)
+		if (g->nodes[i] == n)
+			return i;
+	return g->n;
+}
+
+static cudaError_t neighbours(cudaGraphNode_t n, cudaGraphNode_t *out, size_t *num, int before)
+{
+	if (!n || !num)
+		return cudaErrorInvalidValue;
+	size_t i = node_index(n);
+	int has = before ? (i > 0 && i < n->graph->n) : (i + 1 < n->graph->n);
+	if (out && *num && has)
+		out[0] = n->graph->nodes[before ? i - 1 : i + 1];
+	*num = has ? 1 : 0;
+	return 0;
+}
+
+#if VGPU_CUDART_ABI == 13
+RT_API cudaGraphNodeGetDependencies(cudaGraphNode_t n, cudaGraphNode_t *deps, void *edges, size_t *num)
+{
+	VGPU_API();
+	(void)edges;
+	RT_RETURN(neighbours(n, deps, num, 1));
+}
+
+RT_API cudaGraphNodeGetDependentNodes(cudaGraphNode_t n, cudaGraphNode_t *deps, void *edges, size_t *num)
+{
+	VGPU_API();
+	(void)edges;
+	RT_RETURN(neighbours(n, deps, num, 0));
+}
+#else
+RT_API cudaGraphNodeGetDependencies(cudaGraphNode_t n, cudaGraphNode_t *deps, size_t *num)
+{
+	VGPU_API();
+	RT_RETURN(neighbours(n, deps, num, 1));
+}
+
+RT_API cudaGraphNodeGetDependentNodes(cudaGraphNode_t n, cudaGraphNode_t *deps, size_t *num)
+{
+	VGPU_API();
+	RT_RETURN(neighbours(n, deps, num, 0));
+}
+#endif
+
+RT_API cudaGraphDebugDotPrint(cudaGraph_t g, const char *path, unsigned flags)
+{
+	VGPU_API();
+	static const char *names[] = {"kernel", "memcpy", "memset", "host", "graph", "empty"};
+	(void)flags;
+	if (!g || !path)
+		RT_RETURN(cudaErrorInvalidValue);
+	FILE *f = fopen(path, "we");
+	if (!f)
+		RT_RETURN(cudaErrorInvalidValue);
+	fprintf(f, "digraph vgpu_graph {\n");
+	for (size_t i = 0; i < g->n; i++) {
+		struct rt_node *n = g->nodes[i];
+		fprintf(f, "  n%zu [label=\"%zu: %s%s%s\"];\n", i, i, names[n->type < 6 ? n->type : 5],
+			n->type == NODE_KERNEL && n->func ? " " : "", n->type == NODE_KERNEL && n->func ? n->func->name : "");
+		if (i)
+			fprintf(f, "  n%zu -> n%zu;\n", i - 1, i);
+	}
+	fprintf(f, "}\n");
+	fclose(f);
 	return cudaSuccess;
 }
 

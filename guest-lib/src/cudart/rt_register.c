@@ -41,7 +41,8 @@ struct rt_kernel {
 	struct rt_fatbin *fb;
 	char *name;
 	struct vgpu_func *func[MAX_DEV];
-	struct rt_kernel *next;
+	struct rt_kernel *next; /* in kernels[], by host stub */
+	struct rt_kernel *hnext; /* in handles[], by its own address (cudaKernel_t) */
 };
 
 struct rt_var {
@@ -56,6 +57,7 @@ struct rt_var {
 #define NBUCKET 4096
 static pthread_rwlock_t reg_mu = PTHREAD_RWLOCK_INITIALIZER;
 static struct rt_kernel *kernels[NBUCKET];
+static struct rt_kernel *handles[NBUCKET];
 static struct rt_var *vars[NBUCKET];
 
 static unsigned bucket(const void *p)
@@ -136,10 +138,12 @@ VGPU_EXPORT void __cudaRegisterFunction(void **handle, const char *host_fun, cha
 	k->host_fun = host_fun;
 	k->fb = (struct rt_fatbin *)handle;
 	k->name = strdup(device_name);
-	unsigned b = bucket(host_fun);
+	unsigned b = bucket(host_fun), hb = bucket(k);
 	pthread_rwlock_wrlock(&reg_mu);
 	k->next = kernels[b];
 	kernels[b] = k;
+	k->hnext = handles[hb];
+	handles[hb] = k;
 	pthread_rwlock_unlock(&reg_mu);
 }
 
@@ -229,15 +233,10 @@ static struct rt_kernel *find_kernel(const void *host_fun)
 	for (k = kernels[bucket(host_fun)]; k; k = k->next)
 		if (k->host_fun == host_fun)
 			break;
-	if (!k) {
-		/* a cudaKernel_t from __cudaGetKernel / cudaGetKernel? */
-		for (unsigned b = 0; b < NBUCKET && !k; b++)
-			for (struct rt_kernel *c = kernels[b]; c; c = c->next)
-				if ((const void *)c == host_fun) {
-					k = c;
-					break;
-				}
-	}
+	if (!k) /* a cudaKernel_t from __cudaGetKernel / cudaGetKernel? */
+		for (k = handles[bucket(host_fun)]; k; k = k->hnext)
+			if ((const void *)k == host_fun)
+				break;
 	pthread_rwlock_unlock(&reg_mu);
 	return k;
 }
