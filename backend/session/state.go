@@ -30,6 +30,9 @@ type syncPoint struct {
 func (c *call) reset(f *protocol.Frame) {
 	c.f = f
 	c.tail = nil
+	if cap(c.out) > 1<<20 { // do not keep a large reply buffer for ever
+		c.out = nil
+	}
 	c.out = c.out[:0]
 	c.status = device.Success
 	c.batch = false
@@ -51,9 +54,6 @@ func (c *call) release() {
 	}
 	clear(c.pieces)
 	c.pieces = c.pieces[:0]
-	if cap(c.out) > 1<<20 {
-		c.out = nil
-	}
 }
 
 type memKind uint8

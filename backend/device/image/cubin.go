@@ -11,8 +11,8 @@ import (
 // .nv.info attribute encoding: each entry is format u8, attribute u8, then
 // a value whose shape the format gives (cuobjdump -elf prints these).
 const (
-	eifmtNVal = 0x01 // no value
-	eifmtBVal = 0x02 // 1 byte... rounded to a u16 slot
+	eifmtNVal = 0x01 // no value (the u16 slot is still there, zero)
+	eifmtBVal = 0x02 // u8 value in a u16 slot
 	eifmtHVal = 0x03 // u16 value
 	eifmtSVal = 0x04 // u16 size, then size bytes
 
@@ -30,6 +30,12 @@ func (m *Module) addCubin(b []byte) (err error) {
 			err = fmt.Errorf("%w: cubin: ELF parser failed: %v", ErrInvalid, r)
 		}
 	}()
+	// CUDA ELF puts the CUDA ABI version in e_version, which debug/elf
+	// refuses: parse a copy with e_version set to EV_CURRENT.
+	if len(b) >= 24 {
+		b = append([]byte(nil), b...)
+		b[20], b[21], b[22], b[23] = 1, 0, 0, 0
+	}
 	f, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("%w: cubin: %v", ErrInvalid, err)
@@ -93,8 +99,7 @@ func parseNVInfo(d []byte) ([]Param, error) {
 		format, attr := d[0], d[1]
 		d = d[2:]
 		switch format {
-		case eifmtNVal:
-		case eifmtBVal, eifmtHVal:
+		case eifmtNVal, eifmtBVal, eifmtHVal:
 			if len(d) < 2 {
 				return nil, fmt.Errorf("attribute %#x truncated", attr)
 			}

@@ -6,8 +6,10 @@ import "fmt"
 //
 //	header: magic u32 (0xBA55ED50), version u16, headerSize u16, fatSize u64
 //	entries, back to back, fatSize bytes in all:
-//	  kind u16 (1 PTX, 2 ELF), version u16, headerSize u32, payloadSize u64,
-//	  compressedSize u32 @16, ..., flags u64 @48, ..., uncompressedSize u64 @64
+//	  kind u16 (1 PTX, 2 ELF), version u16, headerSize u32 (64), payloadSize u64,
+//	  compressedSize u32 @16, addrSize u32 @20, minor u16 @24, major u16 @26,
+//	  arch u32 @28, nameOffset u32 @32, nameLen u32 @36, flags u64 @40,
+//	  zero u64 @48, uncompressedSize u64 @56
 //	  payload at entry+headerSize, payloadSize bytes (LZ4 block when
 //	  flags&fatbinCompressed).
 //
@@ -17,7 +19,7 @@ const (
 	fatbinEntryELF   = 2
 	fatbinCompressed = 0x2000
 	fatbinHeaderSize = 16
-	entryMinHeader   = 72
+	entryMinHeader   = 64
 	maxFatbinNesting = 2
 )
 
@@ -44,11 +46,12 @@ func (m *Module) addFatbin(b []byte, depth int) error {
 				return fmt.Errorf("%w: fatbin entry header %d / payload %d outside %d bytes", ErrInvalid, ehs, size, len(body))
 			}
 			payload := body[ehs : ehs+size]
-			flags := le64(body[48:])
+			flags := le64(body[40:])
 			if flags&fatbinCompressed != 0 {
 				csize := uint64(le32(body[16:]))
-				usize := le64(body[64:])
-				if csize > size || usize > MaxDecompressed {
+				usize := le64(body[56:])
+				// LZ4 expands at most 255:1: a larger claim is a lie.
+				if csize > size || usize > MaxDecompressed || usize > 255*csize+64 {
 					return fmt.Errorf("%w: compressed fatbin entry sizes %d/%d (payload %d)", ErrInvalid, csize, usize, size)
 				}
 				out, err := lz4Block(payload[:csize], int(usize))

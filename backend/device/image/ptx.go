@@ -148,6 +148,16 @@ func (m *Module) addPTX(b []byte) error {
 			i++
 			continue
 		}
+		// .version, .target, .address_size, .file end at the line's end.
+		if word := s[i:min(len(s), i+14)]; strings.HasPrefix(word, ".version") || strings.HasPrefix(word, ".target") ||
+			strings.HasPrefix(word, ".address_size") || strings.HasPrefix(word, ".file") {
+			nl := strings.IndexByte(s[i:], '\n')
+			if nl < 0 {
+				break
+			}
+			i += nl
+			continue
+		}
 		// A directive at module scope: read up to '{' or ';'.
 		end := strings.IndexAny(s[i:], "{;")
 		if end < 0 {

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/device/cuda"
+	"github.com/vgpu-project/vgpu/backend/device/sim"
+	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/hostmode"
+	"github.com/vgpu-project/vgpu/backend/metrics"
+	"github.com/vgpu-project/vgpu/backend/server"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+func init() {
+	register("serve", command{summary: "run the backend: serve guests (vhost-user-vsock) and host-mode clients (unix socket)", run: cmdServe})
+}
+
+// serveFlags are the options of "vgpu serve".
+type serveFlags struct {
+	device, unix, gpus, memLimit, simMem, logLevel, metricsAddr, statusSocket, engine string
+	vhostUserSocket                                                                   string
+	simDevices                                                                        int
+	guestCID                                                                          uint64
+	logJSON, allowUnprivileged                                                        bool
+}
+
+func cmdServe(args []string) int {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&f.device, "device", "auto", "GPU to use: cuda (libcuda.so.1), sim (simulated, kernels not executed) or auto (cuda if usable, else sim)")
+	fs.IntVar(&f.simDevices, "sim-devices", 1, "number of simulated devices (--device sim)")
+	fs.StringVar(&f.simMem, "sim-mem", "80G", "device memory per simulated device (bytes; K, M, G suffixes)")
+	fs.StringVar(&f.unix, "unix", "", "serve host-mode clients on this unix socket (guest library: VGPU_TRANSPORT=unix:PATH)")
+	fs.StringVar(&f.gpus, "gpus", "", "host GPUs guests see, in guest order, e.g. 1,0 (default: all)")
+	fs.StringVar(&f.memLimit, "mem-limit", "0", "device memory cap per VM (bytes; K, M, G suffixes; 0: none)")
+	fs.StringVar(&f.engine, "engine", "auto", "memcpy engine for guest memory: auto, direct or gather")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9477")
+	fs.StringVar(&f.statusSocket, "status-socket", "", "answer 'vgpu status' on this unix socket")
+	fs.StringVar(&f.vhostUserSocket, "vhost-user-socket", "", "serve a VM's vhost-user-vsock device on this socket")
+	fs.Uint64Var(&f.guestCID, "guest-cid", 3, "the VM's vsock CID (with --vhost-user-socket)")
+	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "vgpu", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: os.Stderr})
+	if err := serve(f, log); err != nil {
+		log.Error("serve failed", "err", err)
+		fmt.Fprintf(os.Stderr, "vgpu serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseBytes parses a byte count with an optional K/M/G/T suffix (powers of 1024).
+func parseBytes(s string) (uint64, error) {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
+	mult := uint64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			s = s[:n-1]
+		}
+	}
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil || (v != 0 && v > ^uint64(0)/mult) {
+		return 0, fmt.Errorf("bad size %q (want bytes with an optional K, M, G or T suffix)", s)
+	}
+	return v * mult, nil
+}
+
+func parseGPUs(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("--gpus %q: want a comma-separated list of host device ordinals", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// openDriver opens the device driver --device names.
+func openDriver(f serveFlags, log hclog.Logger) (device.Driver, error) {
+	simDriver := func() (device.Driver, error) {
+		mem, err := parseBytes(f.simMem)
+		if err != nil {
+			return nil, fmt.Errorf("--sim-mem: %w", err)
+		}
+		return sim.New(sim.Config{Devices: f.simDevices, MemBytes: mem, Logger: log})
+	}
+	switch f.device {
+	case "sim":
+		return simDriver()
+	case "cuda":
+		return cuda.Open(log)
+	case "auto":
+		d, err := cuda.Open(log)
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, device.ErrNoGPU) {
+			return nil, err
+		}
+		banner := strings.Repeat("!", 78)
+		fmt.Fprintf(os.Stderr, "%s\n!! vgpu: %v\n!! vgpu: falling back to the SIMULATED device: memory and copies are real,\n!! vgpu: KERNELS ARE NOT EXECUTED. Use --device cuda to refuse this.\n%s\n", banner, err, banner)
+		log.Warn("no usable GPU; using the simulated device (kernels are not executed)", "reason", err)
+		return simDriver()
+	}
+	return nil, fmt.Errorf("--device %q: want cuda, sim or auto", f.device)
+}
+
+func serve(f serveFlags, log hclog.Logger) error {
+	if f.unix == "" && f.vhostUserSocket == "" {
+		return errors.New("nothing to serve: give --unix PATH and/or --vhost-user-socket PATH")
+	}
+	gpus, err := parseGPUs(f.gpus)
+	if err != nil {
+		return err
+	}
+	memLimit, err := parseBytes(f.memLimit)
+	if err != nil {
+		return fmt.Errorf("--mem-limit: %w", err)
+	}
+	eng, err := engine.ParseKind(f.engine)
+	if err != nil {
+		return err
+	}
+	drv, err := openDriver(f, log)
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	srv, err := server.New(server.Config{
+		Driver: drv, GPUs: gpus, MemLimit: memLimit, Engine: eng,
+		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
+		Version: version, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 4)
+	running := 0
+	if f.metricsAddr != "" {
+		m, err := metrics.Listen(f.metricsAddr, srv, log)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		log.Info("metrics", "addr", m.Addr())
+	}
+	if f.statusSocket != "" {
+		go func() {
+			if err := srv.ServeStatus(ctx, f.statusSocket); err != nil {
+				log.Warn("status socket failed", "err", err)
+			}
+		}()
+	}
+	if f.unix != "" {
+		ln, err := hostmode.Listen(f.unix, hostmode.Options{})
+		if err != nil {
+			return err
+		}
+		running++
+		go func() { errc <- srv.Serve(ctx, ln) }()
+		log.Info("serving host-mode clients", "socket", f.unix, "device", drv.Kind(), "devices", drv.Count())
+	}
+	if f.vhostUserSocket != "" {
+		// VHOST-USER WIRING: start the transport engineer's vhost-user-vsock
+		// device for one VM here: a vhostuser server on f.vhostUserSocket
+		// whose vsock device (guest CID f.guestCID) listens on
+		// transport.DefaultPort with RequirePrivileged, and run
+		// srv.Serve(ctx, thatListener) like the host-mode listener above.
+		n, err := serveVhostUser(ctx, srv, f.vhostUserSocket, f.guestCID, log, errc)
+		if err != nil {
+			return err
+		}
+		running += n
+	}
+	for i := 0; i < running; i++ {
+		if err := <-errc; err != nil {
+			stop()
+			return err
+		}
+	}
+	return nil
+}
+
+// serveVhostUser serves one VM's vhost-user-vsock socket. It returns how
+// many results it will send on errc. Until the vhost-user transport
+// (backend/vhostuser, backend/vsock) is wired here, it refuses clearly.
+func serveVhostUser(ctx context.Context, srv *server.Server, path string, cid uint64, log hclog.Logger, errc chan<- error) (int, error) {
+	return 0, fmt.Errorf("--vhost-user-socket %s: the vhost-user-vsock transport is not wired into this build yet (see serve_vhostuser.go); use --unix for host mode", path)
+}

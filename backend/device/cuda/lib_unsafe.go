@@ -1,0 +1,231 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+)
+
+// lib holds the driver's entry points. A nil field is a symbol the driver
+// does not have.
+type lib struct {
+	handle  uintptr
+	version int32
+
+	cuInit                    func(flags uint32) int32
+	cuDriverGetVersion        func(v *int32) int32
+	cuGetErrorName            func(r int32, s **byte) int32
+	cuGetErrorString          func(r int32, s **byte) int32
+	cuDeviceGetCount          func(n *int32) int32
+	cuDeviceGet               func(d *int32, ordinal int32) int32
+	cuDeviceGetName           func(name *byte, n int32, dev int32) int32
+	cuDeviceGetUuid           func(uuid *[16]byte, dev int32) int32
+	cuDeviceTotalMem          func(bytes *uint64, dev int32) int32
+	cuDeviceGetAttribute      func(v *int32, attr int32, dev int32) int32
+	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
+	cuDevicePrimaryCtxRelease func(dev int32) int32
+	cuDevicePrimaryCtxReset   func(dev int32) int32
+	cuCtxSetCurrent           func(ctx uintptr) int32
+	cuCtxSynchronize          func() int32
+	cuCtxSetLimit             func(limit int32, v uint64) int32
+	cuCtxGetLimit             func(v *uint64, limit int32) int32
+
+	cuMemAlloc                func(p *uint64, n uint64) int32
+	cuMemFree                 func(p uint64) int32
+	cuMemGetInfo              func(free, total *uint64) int32
+	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) int32
+	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) int32
+	cuMemcpyDtoD              func(dst, src, n uint64) int32
+	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, n uint64, s uintptr) int32
+	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uint64, s uintptr) int32
+	cuMemcpyDtoDAsync         func(dst, src, n uint64, s uintptr) int32
+	cuMemsetD8                func(dst uint64, v uint8, n uint64) int32
+	cuMemsetD16               func(dst uint64, v uint16, n uint64) int32
+	cuMemsetD32               func(dst uint64, v uint32, n uint64) int32
+	cuMemsetD8Async           func(dst uint64, v uint8, n uint64, s uintptr) int32
+	cuMemsetD16Async          func(dst uint64, v uint16, n uint64, s uintptr) int32
+	cuMemsetD32Async          func(dst uint64, v uint32, n uint64, s uintptr) int32
+	cuMemsetD2D8              func(dst, pitch uint64, v uint8, w, h uint64) int32
+	cuMemsetD2D16             func(dst, pitch uint64, v uint16, w, h uint64) int32
+	cuMemsetD2D32             func(dst, pitch uint64, v uint32, w, h uint64) int32
+	cuMemsetD2D8Async         func(dst, pitch uint64, v uint8, w, h uint64, s uintptr) int32
+	cuMemsetD2D16Async        func(dst, pitch uint64, v uint16, w, h uint64, s uintptr) int32
+	cuMemsetD2D32Async        func(dst, pitch uint64, v uint32, w, h uint64, s uintptr) int32
+	cuMemHostRegister         func(p unsafe.Pointer, n uint64, flags uint32) int32
+	cuMemHostUnregister       func(p unsafe.Pointer) int32
+	cuMemHostGetDevicePointer func(dp *uint64, p unsafe.Pointer, flags uint32) int32
+
+	cuModuleLoadData    func(m *uintptr, image unsafe.Pointer) int32
+	cuModuleUnload      func(m uintptr) int32
+	cuModuleGetFunction func(f *uintptr, m uintptr, name *byte) int32
+	cuModuleGetGlobal   func(dp *uint64, bytes *uint64, m uintptr, name *byte) int32
+	cuFuncGetParamInfo  func(f uintptr, index uint64, offset, size *uint64) int32
+	cuFuncGetAttribute  func(v *int32, attr int32, f uintptr) int32
+	cuFuncSetAttribute  func(f uintptr, attr int32, v int32) int32
+	cuOccupancy         func(n *int32, f uintptr, blockSize int32, dynSmem uint64, flags uint32) int32
+	cuLaunchKernel      func(f uintptr, gx, gy, gz, bx, by, bz, smem uint32, s uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+
+	cuStreamCreateWithPriority func(s *uintptr, flags uint32, prio int32) int32
+	cuStreamDestroy            func(s uintptr) int32
+	cuStreamSynchronize        func(s uintptr) int32
+	cuStreamQuery              func(s uintptr) int32
+	cuStreamWaitEvent          func(s, e uintptr, flags uint32) int32
+	cuEventCreate              func(e *uintptr, flags uint32) int32
+	cuEventDestroy             func(e uintptr) int32
+	cuEventRecord              func(e, s uintptr) int32
+	cuEventSynchronize         func(e uintptr) int32
+	cuEventQuery               func(e uintptr) int32
+	cuEventElapsedTime         func(ms *float32, start, end uintptr) int32
+	cuLaunchHostFunc           func(s uintptr, fn uintptr, userData uintptr) int32
+
+	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
+	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
+}
+
+// Library names tried in order.
+var libNames = []string{"libcuda.so.1", "libcuda.so"}
+
+func cstr(s string) *byte {
+	b := append([]byte(s), 0)
+	return &b[0]
+}
+
+// load opens libcuda and binds every entry point it has.
+func load() (*lib, error) {
+	var h uintptr
+	var errs []string
+	for _, n := range libNames {
+		var err error
+		h, err = purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err == nil {
+			break
+		}
+		errs = append(errs, err.Error())
+	}
+	if h == 0 {
+		return nil, fmt.Errorf("%w: cannot load libcuda.so.1 (%v); install the NVIDIA driver or use --device sim", device.ErrNoGPU, errs)
+	}
+	l := &lib{handle: h}
+	// Unversioned entry points, straight from the symbol table.
+	if !l.dlsym(&l.cuInit, "cuInit") || !l.dlsym(&l.cuDriverGetVersion, "cuDriverGetVersion") {
+		return nil, fmt.Errorf("%w: libcuda.so.1 has no cuInit/cuDriverGetVersion: not an NVIDIA driver library", device.ErrNoGPU)
+	}
+	if r := l.cuDriverGetVersion(&l.version); r != 0 {
+		return nil, fmt.Errorf("%w: cuDriverGetVersion failed with CUresult %d", device.ErrNoGPU, r)
+	}
+	l.dlsym(&l.getProcV2, "cuGetProcAddress_v2")
+	if l.getProcV2 == nil {
+		l.dlsym(&l.getProcV1, "cuGetProcAddress")
+	}
+	binds := []struct {
+		fptr any
+		name string
+	}{
+		{&l.cuGetErrorName, "cuGetErrorName"}, {&l.cuGetErrorString, "cuGetErrorString"},
+		{&l.cuDeviceGetCount, "cuDeviceGetCount"}, {&l.cuDeviceGet, "cuDeviceGet"},
+		{&l.cuDeviceGetName, "cuDeviceGetName"}, {&l.cuDeviceGetUuid, "cuDeviceGetUuid"},
+		{&l.cuDeviceTotalMem, "cuDeviceTotalMem"}, {&l.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
+		{&l.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"}, {&l.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease"},
+		{&l.cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset"}, {&l.cuCtxSetCurrent, "cuCtxSetCurrent"},
+		{&l.cuCtxSynchronize, "cuCtxSynchronize"}, {&l.cuCtxSetLimit, "cuCtxSetLimit"}, {&l.cuCtxGetLimit, "cuCtxGetLimit"},
+		{&l.cuMemAlloc, "cuMemAlloc"}, {&l.cuMemFree, "cuMemFree"}, {&l.cuMemGetInfo, "cuMemGetInfo"},
+		{&l.cuMemcpyHtoD, "cuMemcpyHtoD"}, {&l.cuMemcpyDtoH, "cuMemcpyDtoH"}, {&l.cuMemcpyDtoD, "cuMemcpyDtoD"},
+		{&l.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync"}, {&l.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync"}, {&l.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
+		{&l.cuMemsetD8, "cuMemsetD8"}, {&l.cuMemsetD16, "cuMemsetD16"}, {&l.cuMemsetD32, "cuMemsetD32"},
+		{&l.cuMemsetD8Async, "cuMemsetD8Async"}, {&l.cuMemsetD16Async, "cuMemsetD16Async"}, {&l.cuMemsetD32Async, "cuMemsetD32Async"},
+		{&l.cuMemsetD2D8, "cuMemsetD2D8"}, {&l.cuMemsetD2D16, "cuMemsetD2D16"}, {&l.cuMemsetD2D32, "cuMemsetD2D32"},
+		{&l.cuMemsetD2D8Async, "cuMemsetD2D8Async"}, {&l.cuMemsetD2D16Async, "cuMemsetD2D16Async"}, {&l.cuMemsetD2D32Async, "cuMemsetD2D32Async"},
+		{&l.cuMemHostRegister, "cuMemHostRegister"}, {&l.cuMemHostUnregister, "cuMemHostUnregister"},
+		{&l.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer"},
+		{&l.cuModuleLoadData, "cuModuleLoadData"}, {&l.cuModuleUnload, "cuModuleUnload"},
+		{&l.cuModuleGetFunction, "cuModuleGetFunction"}, {&l.cuModuleGetGlobal, "cuModuleGetGlobal"},
+		{&l.cuFuncGetParamInfo, "cuFuncGetParamInfo"}, {&l.cuFuncGetAttribute, "cuFuncGetAttribute"},
+		{&l.cuFuncSetAttribute, "cuFuncSetAttribute"}, {&l.cuOccupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
+		{&l.cuLaunchKernel, "cuLaunchKernel"},
+		{&l.cuStreamCreateWithPriority, "cuStreamCreateWithPriority"}, {&l.cuStreamDestroy, "cuStreamDestroy"},
+		{&l.cuStreamSynchronize, "cuStreamSynchronize"}, {&l.cuStreamQuery, "cuStreamQuery"},
+		{&l.cuStreamWaitEvent, "cuStreamWaitEvent"},
+		{&l.cuEventCreate, "cuEventCreate"}, {&l.cuEventDestroy, "cuEventDestroy"}, {&l.cuEventRecord, "cuEventRecord"},
+		{&l.cuEventSynchronize, "cuEventSynchronize"}, {&l.cuEventQuery, "cuEventQuery"},
+		{&l.cuEventElapsedTime, "cuEventElapsedTime"}, {&l.cuLaunchHostFunc, "cuLaunchHostFunc"},
+	}
+	for _, b := range binds {
+		l.bind(b.fptr, b.name)
+	}
+	for _, req := range []struct {
+		ok   bool
+		name string
+	}{{l.cuDeviceGetCount != nil, "cuDeviceGetCount"}, {l.cuDeviceGet != nil, "cuDeviceGet"},
+		{l.cuDevicePrimaryCtxRetain != nil, "cuDevicePrimaryCtxRetain"}, {l.cuCtxSetCurrent != nil, "cuCtxSetCurrent"},
+		{l.cuMemAlloc != nil, "cuMemAlloc"}, {l.cuLaunchKernel != nil, "cuLaunchKernel"}} {
+		if !req.ok {
+			return nil, fmt.Errorf("%w: libcuda.so.1 (CUDA %d) lacks %s", device.ErrNoGPU, l.version, req.name)
+		}
+	}
+	return l, nil
+}
+
+// dlsym binds an unversioned symbol if the library has it.
+func (l *lib) dlsym(fptr any, name string) bool {
+	p, err := purego.Dlsym(l.handle, name)
+	if err != nil || p == 0 {
+		return false
+	}
+	purego.RegisterFunc(fptr, p)
+	return true
+}
+
+// bind resolves name through cuGetProcAddress (the driver's newest ABI of
+// the call for its own version), else dlsym of name_v2 then name. Missing
+// symbols stay nil: purego.RegisterLibFunc would panic on them.
+func (l *lib) bind(fptr any, name string) {
+	var p uintptr
+	switch {
+	case l.getProcV2 != nil:
+		var status int32
+		if l.getProcV2(cstr(name), &p, l.version, 0, &status) != 0 || status != 0 {
+			p = 0
+		}
+	case l.getProcV1 != nil:
+		if l.getProcV1(cstr(name), &p, l.version, 0) != 0 {
+			p = 0
+		}
+	}
+	if p == 0 {
+		for _, n := range []string{name + "_v2", name} {
+			if q, err := purego.Dlsym(l.handle, n); err == nil && q != 0 {
+				p = q
+				break
+			}
+		}
+	}
+	if p != 0 {
+		purego.RegisterFunc(fptr, p)
+	}
+}
+
+// errName returns the driver's name for a CUresult.
+func (l *lib) errDetail(r int32) string {
+	if l.cuGetErrorString == nil {
+		return ""
+	}
+	var s *byte
+	if l.cuGetErrorString(r, &s) != 0 || s == nil {
+		return ""
+	}
+	return goString(s)
+}
+
+func goString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 && n < 4096 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}
