@@ -25,7 +25,7 @@ type Context struct {
 	propsErr  error
 
 	mu      sync.Mutex
-	images  map[device.Module][]byte       // kept for parameter layouts when cuFuncGetParamInfo is missing
+	images  map[device.Module][]byte // kept for parameter layouts when cuFuncGetParamInfo is missing
 	parsed  map[device.Module]*image.Module
 	fnName  map[device.Function]string
 	fnMod   map[device.Function]device.Module
