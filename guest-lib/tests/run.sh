@@ -92,7 +92,7 @@ rm -f "$SOCK"
 SERVER_PID=
 start_server() {
 	bin=${VGPU_BIN:-$ROOT/bin/vgpu}
-	if [ -x "$bin" ] && "$bin" serve --help 2>&1 | grep -q -- '--unix'; then
+	if [ -x "$bin" ] && "$bin" serve -h 2>&1 | grep -q -- 'unix'; then
 		"$bin" serve --device sim --unix "$SOCK" >"$T/server.log" 2>&1 &
 	else
 		(cd "$ROOT" && $GO build -o "$T/simserve" ./guest-lib/tests/simserve) || return 1
