@@ -90,6 +90,10 @@ int cuFuncGetParamInfo(void *, size_t, size_t *, size_t *);
 int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 int cuGetExportTable(const void **, const void *);
 int cuGetErrorName(int, const char **);
+int cuLibraryLoadData(void **, const void *, void *, void **, unsigned, void *, void **, unsigned);
+int cuLibraryGetKernel(void **, void *, const char *);
+int cuKernelGetFunction(void **, void *);
+int cuLibraryUnload(void *);
 
 static int failures;
 #define CHECK(cond)                                                                     \
@@ -410,6 +414,13 @@ static void test_driver_api(void)
 	OK(cuCtxSynchronize());
 	CHECK(cuModuleGetFunction(&fn, mod, "nosuch") != 0);
 	OK(cuModuleUnload(mod));
+	void *lib, *kern, *kfn;
+	OK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	OK(cuLibraryGetKernel(&kern, lib, "scale"));
+	OK(cuKernelGetFunction(&kfn, kern));
+	OK(cuLaunchKernel(kfn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+	OK(cuCtxSynchronize());
+	OK(cuLibraryUnload(lib));
 	OK(cuMemFree_v2(dp));
 	OK(cuCtxDestroy_v2(ctx));
 }

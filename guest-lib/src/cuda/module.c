@@ -291,3 +291,117 @@ CU_API cuOccupancyMaxPotentialBlockSize(int *grid, int *block, CUfunction f, CUo
 	VGPU_API();
 	return cuOccupancyMaxPotentialBlockSizeWithFlags(grid, block, f, fn, smem, limit, 0);
 }
+
+/* ---------------- libraries (CUDA 12.0+) ----------------
+ * A CUlibrary is a module loaded on the current context's device (the
+ * real driver loads it on every device lazily; one device is what the
+ * guest's programs use). A CUkernel is the function itself. */
+
+typedef struct vgpu_module *CUlibrary;
+typedef struct vgpu_func *CUkernel;
+
+CU_API cuLibraryLoadData(CUlibrary *lib, const void *code, void *jopts, void **jvals, unsigned njit, void *lopts,
+			 void **lvals, unsigned nlib)
+{
+	VGPU_API();
+	(void)jopts;
+	(void)jvals;
+	(void)njit;
+	(void)lopts;
+	(void)lvals;
+	(void)nlib;
+	return cuModuleLoadData(lib, code);
+}
+
+CU_API cuLibraryLoadFromFile(CUlibrary *lib, const char *path, void *jopts, void **jvals, unsigned njit, void *lopts,
+			     void **lvals, unsigned nlib)
+{
+	VGPU_API();
+	(void)jopts;
+	(void)jvals;
+	(void)njit;
+	(void)lopts;
+	(void)lvals;
+	(void)nlib;
+	return cuModuleLoad(lib, path);
+}
+
+CU_API cuLibraryUnload(CUlibrary lib)
+{
+	VGPU_API();
+	return vgpu_module_unload(lib);
+}
+
+CU_API cuLibraryGetModule(CUmodule *m, CUlibrary lib)
+{
+	VGPU_API();
+	if (!m || !lib)
+		return VGPU_E_INVALID_VALUE;
+	*m = lib;
+	return 0;
+}
+
+CU_API cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
+{
+	VGPU_API();
+	return cuModuleGetFunction(k, lib, name);
+}
+
+CU_API cuLibraryGetGlobal(CUdeviceptr *dp, size_t *bytes, CUlibrary lib, const char *name)
+{
+	VGPU_API();
+	return cuModuleGetGlobal_v2(dp, bytes, lib, name);
+}
+
+CU_API cuKernelGetFunction(CUfunction *f, CUkernel k)
+{
+	VGPU_API();
+	if (!f || !k)
+		return VGPU_E_INVALID_VALUE;
+	*f = k;
+	return 0;
+}
+
+CU_API cuKernelGetLibrary(CUlibrary *lib, CUkernel k)
+{
+	VGPU_API();
+	if (!lib || !k)
+		return VGPU_E_INVALID_VALUE;
+	*lib = k->mod;
+	return 0;
+}
+
+CU_API cuKernelGetName(const char **name, CUkernel k)
+{
+	VGPU_API();
+	return cuFuncGetName(name, k);
+}
+
+CU_API cuKernelGetAttribute(int *v, int attr, CUkernel k, CUdevice d)
+{
+	VGPU_API();
+	(void)d;
+	return cuFuncGetAttribute(v, attr, k);
+}
+
+CU_API cuKernelSetAttribute(int attr, int v, CUkernel k, CUdevice d)
+{
+	VGPU_API();
+	(void)d;
+	return cuFuncSetAttribute(k, attr, v);
+}
+
+CU_API cuKernelGetParamInfo(CUkernel k, size_t index, size_t *offset, size_t *size)
+{
+	VGPU_API();
+	return cuFuncGetParamInfo(k, index, offset, size);
+}
+
+CU_API cuKernelSetCacheConfig(CUkernel k, int c, CUdevice d)
+{
+	VGPU_API();
+	(void)k;
+	(void)c;
+	(void)d;
+	return 0;
+}
