@@ -657,8 +657,15 @@ func (d *Device) fillRx(ch *virtq.Chain, hdrBuf []byte) (uint32, bool) {
 
 		c.mu.Lock()
 		n := c.fillData(ch, hdrBuf)
-		if len(c.wreq) > 0 && c.credit() > 0 {
-			d.markReady(c)
+		if len(c.wreq) > 0 && !c.done {
+			if c.credit() > 0 {
+				d.markReady(c)
+			} else if !c.creditRequested {
+				// Out of credit: ask the guest; its CREDIT_UPDATE (or any
+				// packet) puts the connection back on the ready list.
+				c.creditRequested = true
+				d.queueCtrl(ctrlPkt{hdr: c.header(OpCreditRequest, 0), conn: c})
+			}
 		}
 		c.mu.Unlock()
 		if n > 0 {
@@ -698,6 +705,13 @@ func (r *rateLimiter) log(l hclog.Logger, kind, msg string, args ...interface{})
 	}
 	r.mu.Unlock()
 	l.Warn(msg, args...)
+}
+
+// Conns returns how many connections the device tracks.
+func (d *Device) Conns() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.conns)
 }
 
 // DebugState describes the rings and connections (for diagnostics; racy by

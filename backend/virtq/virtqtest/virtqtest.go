@@ -291,3 +291,6 @@ func (d *Driver) AvailEvent() uint16 {
 func (d *Driver) UsedFlags() uint16 {
 	return uint16(load32(d.used))
 }
+
+// AvailIdx returns the driver's avail->idx (how many chains it published).
+func (d *Driver) AvailIdx() uint16 { return d.availIdx }
