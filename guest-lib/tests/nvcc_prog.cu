@@ -113,6 +113,14 @@ int main()
 	CHECK(cudaFree(a) == cudaSuccess);
 	cudaFree(b);
 	cudaFree(c);
+
+	// after a reset the host has dropped the module: it is loaded again
+	CHECK(cudaDeviceReset() == cudaSuccess);
+	CHECK(cudaMemcpyToSymbol(dev_counter, vals, sizeof vals) == cudaSuccess);
+	CHECK(cudaMemcpyFromSymbol(back, dev_counter, sizeof back) == cudaSuccess);
+	CHECK(!memcmp(vals, back, sizeof vals));
+	vadd<<<1, 32>>>(a, b, c, 0);
+	CHECK(cudaDeviceSynchronize() == cudaSuccess);
 	printf("%d failure(s)\n", fails);
 	return fails;
 }

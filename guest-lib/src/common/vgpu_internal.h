@@ -129,6 +129,8 @@ VGPU_PRIVATE int vgpu_device_attr(int dev, int attr, int *value);
 /* ---- device allocations (for cudaMemcpyDefault and pointer queries) ---- */
 VGPU_PRIVATE void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev);
 VGPU_PRIVATE void vgpu_devmap_remove(uint64_t ptr);
+/* Drops every allocation of device dev (after a device reset). */
+VGPU_PRIVATE void vgpu_devmap_forget(int dev);
 /* Returns 1 and the allocation if ptr lies in one. */
 VGPU_PRIVATE int vgpu_devmap_find(uint64_t ptr, uint64_t *base, uint64_t *size, int *dev);
 

@@ -147,6 +147,17 @@ void vgpu_devmap_remove(uint64_t ptr)
 	pthread_mutex_unlock(&devmap_mu);
 }
 
+void vgpu_devmap_forget(int dev)
+{
+	pthread_mutex_lock(&devmap_mu);
+	size_t j = 0;
+	for (size_t i = 0; i < devmap_n; i++)
+		if (devmap[i].dev != dev)
+			devmap[j++] = devmap[i];
+	devmap_n = j;
+	pthread_mutex_unlock(&devmap_mu);
+}
+
 int vgpu_devmap_find(uint64_t ptr, uint64_t *base, uint64_t *size, int *dev)
 {
 	pthread_mutex_lock(&devmap_mu);

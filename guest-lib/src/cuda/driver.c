@@ -337,7 +337,10 @@ CU_API cuDevicePrimaryCtxReset_v2(CUdevice d)
 	if (rc)
 		return rc;
 	struct vgpu_device_req req = {.device = (uint32_t)d};
-	return vgpu_call(VGPU_OP_DEVICE_RESET, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+	rc = vgpu_call(VGPU_OP_DEVICE_RESET, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+	if (!rc)
+		vgpu_devmap_forget(d); /* the host released the device's allocations */
+	return rc;
 }
 VGPU_ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
 

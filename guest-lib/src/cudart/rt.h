@@ -73,6 +73,9 @@ struct rt_kernel;
 /* Finds the kernel of a host stub (or a cudaKernel_t handle) and its
  * function on the current device (loading the module on first use). */
 cudaError_t rt_kernel_func(const void *host_fun, struct vgpu_func **f);
+/* Forgets what the host dropped in a device reset: modules, functions,
+ * variable addresses of device dev. */
+void rt_forget_device(int dev);
 cudaError_t rt_launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t s);
 
 /* ---- stream capture (rt_graph.c) ---- */

@@ -278,6 +278,11 @@ RT_API cudaDeviceReset(void)
 	vgpu_flush();
 	struct vgpu_device_req req = {.device = (uint32_t)cur_dev};
 	e = vgpu_call(VGPU_OP_DEVICE_RESET, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+	if (!e) {
+		/* the host released everything of this device in the session */
+		vgpu_devmap_forget(cur_dev);
+		rt_forget_device(cur_dev);
+	}
 	__atomic_store_n(&sticky_err, 0, __ATOMIC_RELAXED);
 	last_err = 0;
 	RT_RETURN(e);

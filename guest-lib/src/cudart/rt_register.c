@@ -224,6 +224,34 @@ VGPU_EXPORT void __cudaRegisterSurface(void **handle, const void *host_var, cons
 }
 #endif
 
+void rt_forget_device(int dev)
+{
+	if (dev < 0 || dev >= MAX_DEV)
+		return;
+	pthread_rwlock_wrlock(&reg_mu);
+	for (unsigned b = 0; b < NBUCKET; b++) {
+		for (struct rt_kernel *k = kernels[b]; k; k = k->next) {
+			k->func[dev] = NULL;
+			if (k->fb) {
+				pthread_mutex_lock(&k->fb->mu);
+				k->fb->mod[dev] = NULL; /* released by the host; the record stays */
+				k->fb->load_err[dev] = 0;
+				pthread_mutex_unlock(&k->fb->mu);
+			}
+		}
+		for (struct rt_var *v = vars[b]; v; v = v->next) {
+			v->dptr[dev] = 0;
+			if (v->fb) {
+				pthread_mutex_lock(&v->fb->mu);
+				v->fb->mod[dev] = NULL;
+				v->fb->load_err[dev] = 0;
+				pthread_mutex_unlock(&v->fb->mu);
+			}
+		}
+	}
+	pthread_rwlock_unlock(&reg_mu);
+}
+
 /* ---------------- lookups ---------------- */
 
 static struct rt_kernel *find_kernel(const void *host_fun)
