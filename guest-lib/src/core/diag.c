@@ -116,13 +116,33 @@ unsigned vgpu_opstat_index(uint16_t op)
 	return area * 16 + n;
 }
 
+static int by_calls(const void *a, const void *b)
+{
+	const struct vgpu_apistat *x = *(struct vgpu_apistat *const *)a, *y = *(struct vgpu_apistat *const *)b;
+	return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : strcmp(x->name, y->name);
+}
+
 static void print_stats(void)
 {
 	FILE *o = log_out ? log_out : stderr;
 	pthread_mutex_lock(&stat_mu);
-	fprintf(o, "vgpu stats (pid %d)\n%-48s %12s\n", (int)getpid(), "API", "calls");
+	size_t n = 0;
 	for (struct vgpu_apistat *s = api_head; s; s = s->next)
-		fprintf(o, "%-48s %12llu\n", s->name, (unsigned long long)s->calls);
+		n++;
+	struct vgpu_apistat **v = calloc(n ? n : 1, sizeof *v);
+	n = 0;
+	for (struct vgpu_apistat *s = api_head; s && v; s = s->next)
+		v[n++] = s;
+	if (v)
+		qsort(v, n, sizeof *v, by_calls);
+	uint64_t total = 0;
+	fprintf(o, "vgpu stats (pid %d)\n%-58s %12s\n", (int)getpid(), "API", "calls");
+	for (size_t i = 0; v && i < n; i++) {
+		fprintf(o, "%-58s %12llu\n", v[i]->name, (unsigned long long)v[i]->calls);
+		total += v[i]->calls;
+	}
+	free(v);
+	fprintf(o, "%-58s %12llu\n", "total API calls", (unsigned long long)total);
 	fprintf(o, "%-24s %10s %12s %14s %14s %12s\n", "opcode", "calls", "round-trips", "bytes-out", "bytes-in", "ms");
 	uint64_t rt = 0, bo = 0, bi = 0, ns = 0;
 	for (unsigned i = 0; i < VGPU_NOPSTAT; i++) {
@@ -139,5 +159,6 @@ static void print_stats(void)
 	}
 	fprintf(o, "%-24s %10s %12llu %14llu %14llu %12.3f\n", "total", "", (unsigned long long)rt,
 		(unsigned long long)bo, (unsigned long long)bi, (double)ns / 1e6);
+	fprintf(o, "(round trips: calls that waited for a reply; batched calls travel inside BATCH frames)\n");
 	pthread_mutex_unlock(&stat_mu);
 }
