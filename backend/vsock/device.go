@@ -38,6 +38,12 @@ const closeTimeout = 8 * time.Second
 // batch is how many chains the loops process between notifications.
 const batch = 64
 
+// maxPendingReplies bounds control packets waiting for rx buffers: past it
+// the tx loop stops taking guest packets until the guest refills rx (as
+// Linux's vhost-vsock does), so a guest cannot grow host memory by sending
+// requests while starving rx.
+const maxPendingReplies = 1024
+
 // ErrDeviceStopped is the error of connections that the VM lost: QEMU
 // disconnected, the guest reset the device, or the device broke.
 var ErrDeviceStopped = errors.New("vsock: the VM's vsock device stopped")
@@ -90,7 +96,8 @@ type Device struct {
 	mem       guestmem.Source
 	broken    error
 
-	wake chan struct{}
+	wake      chan struct{}
+	replyRoom chan struct{} // signalled when control packets went out
 
 	refused, badPackets, creditErrors, unknownConn, brokenQueues, accepted atomic.Uint64
 	rxBytes, txBytes                                                       atomic.Uint64
@@ -127,6 +134,7 @@ func NewDevice(cfg Config) (*Device, error) {
 		listeners: make(map[uint32]*Listener),
 		conns:     make(map[connKey]*Conn),
 		wake:      make(chan struct{}, 1),
+		replyRoom: make(chan struct{}, 1),
 	}
 	d.rl.every = cfg.LogEvery
 	return d, nil
@@ -308,6 +316,9 @@ func (d *Device) txLoop(s *session) {
 	for {
 		n := 0
 		for {
+			if !d.waitReplyRoom(s) {
+				return
+			}
 			ok, err := q.Next(&c)
 			if err != nil {
 				d.breakDevice(err)
@@ -335,6 +346,24 @@ func (d *Device) txLoop(s *session) {
 		case <-s.stop:
 			return
 		default:
+		}
+	}
+}
+
+// waitReplyRoom blocks while too many control packets wait for rx
+// buffers; it returns false when the session stops.
+func (d *Device) waitReplyRoom(s *session) bool {
+	for {
+		d.mu.Lock()
+		n := len(d.ctrl)
+		d.mu.Unlock()
+		if n < maxPendingReplies {
+			return true
+		}
+		select {
+		case <-s.stop:
+			return false
+		case <-d.replyRoom:
 		}
 	}
 }
@@ -640,6 +669,10 @@ func (d *Device) fillRx(ch *virtq.Chain, hdrBuf []byte) (uint32, bool) {
 			}
 			p.hdr.Encode(hdrBuf)
 			scatter(ch.In, 0, hdrBuf)
+			select {
+			case d.replyRoom <- struct{}{}:
+			default:
+			}
 			if d.log.IsTrace() {
 				d.log.Trace("host packet", "packet", p.hdr.String())
 			}

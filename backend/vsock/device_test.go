@@ -242,7 +242,7 @@ func TestCreditGuestToHost(t *testing.T) {
 	for i := 0; i < bufAlloc/4096; i++ {
 		p.send(rw, chunk)
 	}
-	p.txDone()
+	p.txDone(t)
 	// Reading 4096 (= BufAlloc/4) bytes earns the guest a CREDIT_UPDATE.
 	if _, err := io.ReadFull(c, make([]byte, 4096)); err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestRefusals(t *testing.T) {
 					t.Fatalf("RST %s does not answer %s", rst.hdr.String(), h.String())
 				}
 			} else {
-				p.txDone()
+				p.txDone(t)
 				p.quiet(20 * time.Millisecond)
 			}
 			if tc.stat != nil && tc.stat(d.Stats()) != 1 {
@@ -331,7 +331,7 @@ func TestShortPacketDropped(t *testing.T) {
 	d := newDevice(t, 0)
 	p := newPeer(t, d, 0)
 	p.sendRaw(make([]byte, 20))
-	p.txDone()
+	p.txDone(t)
 	p.quiet(20 * time.Millisecond)
 	if d.Stats().BadPackets != 1 {
 		t.Fatalf("stats %+v", d.Stats())

@@ -182,13 +182,27 @@ func (p *guestPeer) sendRaw(b []byte) {
 }
 
 // txDone waits until the device consumed everything on the tx ring.
-func (p *guestPeer) txDone() {
-	p.t.Helper()
-	waitFor(p.t, "tx ring drained", func() bool {
+func (p *guestPeer) txDone(t testing.TB) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		p.txMu.Lock()
-		defer p.txMu.Unlock()
-		return p.tx.UsedIdx() == p.tx.AvailIdx()
-	})
+		p.tx.SetUsedEvent(p.tx.UsedIdx())
+		done := p.tx.UsedIdx() == p.tx.AvailIdx()
+		p.txMu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for the device to drain tx: %s", p.dev.DebugState())
+		case <-p.tx.Call.C():
+		case <-tick.C:
+		}
+	}
 }
 
 // hdr returns a guest->host header for a connection from guest port gp.
