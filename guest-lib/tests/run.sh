@@ -132,6 +132,15 @@ if start_server; then
 		else
 			fail "nvcc could not build tests/nvcc_prog.cu (see $T/nvcc.log)"
 		fi
+		if "$NVCC" -rdc=true -cudart shared -o "$T/nvcc_rdc" "$HERE/nvcc_rdc_main.cu" "$HERE/nvcc_rdc_helper.cu" 2>>"$T/nvcc.log"; then
+			if LD_LIBRARY_PATH=$BUILD timeout 60 "$T/nvcc_rdc" >"$T/nvcc_rdc.out" 2>&1; then
+				pass "nvcc -rdc=true program (version-2 fatbin wrapper) against sim"
+			else
+				fail "nvcc -rdc program: $(tail -3 "$T/nvcc_rdc.out" | tr '\n' ' ')"
+			fi
+		else
+			fail "nvcc could not build the -rdc test program (see $T/nvcc.log)"
+		fi
 	else
 		echo "skip nvcc test: no nvcc"
 	fi

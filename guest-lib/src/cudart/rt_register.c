@@ -81,11 +81,14 @@ VGPU_EXPORT void **__cudaRegisterFatBinary(void *fat)
 	pthread_mutex_init(&fb->mu, NULL);
 	fb->wrapper = fat;
 	const struct fatbin_wrapper *w = fat;
-	if (w && w->magic == WRAPPER_MAGIC && w->version == 1) {
+	if (w && w->magic == WRAPPER_MAGIC && (w->version == 1 || w->version == 2) && vgpu_fatbin_size(w->data)) {
+		/* version 1: whole-program compilation; version 2 (-rdc): data is
+		 * the nvlink-linked fatbin (the prelinked list beside it is only
+		 * for JIT linking, which the linked image makes unnecessary) */
 		fb->image = w->data;
 		fb->size = vgpu_fatbin_size(w->data);
 	} else if (w && w->magic == WRAPPER_MAGIC) {
-		VWARN("fatbin wrapper version %d (relocatable device code) is not supported", w->version);
+		VWARN("fatbin wrapper version %d without a fatbin is not supported", w->version);
 	} else if (w && vgpu_fatbin_size(w)) {
 		fb->image = w; /* a bare fatbin */
 		fb->size = vgpu_fatbin_size(w);

@@ -1,0 +1,1 @@
+__device__ int helper(int x) { return x * 2; }
