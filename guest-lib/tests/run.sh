@@ -141,6 +141,19 @@ if start_server; then
 		else
 			fail "nvcc could not build the -rdc test program (see $T/nvcc.log)"
 		fi
+		# a driver-API program loading module files
+		if $CC $CFLAGS -o "$T/driver_prog" "$HERE/driver_prog.c" -L"$BUILD" -l:libcuda.so.1 -Wl,-rpath,"$BUILD"; then
+			for kind in fatbin cubin ptx; do
+				if "$NVCC" -$kind -arch sm_90 -o "$T/kernels.$kind" "$HERE/driver_kernels.cu" 2>>"$T/nvcc.log" &&
+					LD_LIBRARY_PATH=$BUILD timeout 60 "$T/driver_prog" "$T/kernels.$kind" >"$T/driver_$kind.out" 2>&1; then
+					pass "driver API: cuModuleLoad of an nvcc .$kind, launch, globals"
+				else
+					fail "driver API with .$kind: $(tail -2 "$T/driver_$kind.out" 2>/dev/null | tr '\n' ' ')"
+				fi
+			done
+		else
+			fail "building driver_prog"
+		fi
 	else
 		echo "skip nvcc test: no nvcc"
 	fi

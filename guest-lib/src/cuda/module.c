@@ -25,13 +25,38 @@ static int image_kind(const void *img, uint64_t *size)
 		return VGPU_IMAGE_FATBIN;
 	}
 	if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F') {
-		/* ELF64: section header table end = e_shoff + e_shnum * e_shentsize */
-		uint64_t shoff;
-		uint16_t shentsize, shnum;
+		/* ELF64: the image ends at the last byte any header or section
+		 * names (the tables need not come last). */
+		uint64_t shoff, phoff, end;
+		uint16_t shentsize, shnum, phentsize, phnum;
+		memcpy(&phoff, p + 0x20, 8);
 		memcpy(&shoff, p + 0x28, 8);
+		memcpy(&phentsize, p + 0x36, 2);
+		memcpy(&phnum, p + 0x38, 2);
 		memcpy(&shentsize, p + 0x3a, 2);
 		memcpy(&shnum, p + 0x3c, 2);
-		*size = shoff + (uint64_t)shnum * shentsize;
+		end = shoff + (uint64_t)shnum * shentsize;
+		if (phoff + (uint64_t)phnum * phentsize > end)
+			end = phoff + (uint64_t)phnum * phentsize;
+		for (uint16_t i = 0; shentsize >= 0x28 && i < shnum; i++) {
+			const uint8_t *sh = p + shoff + (uint64_t)i * shentsize;
+			uint32_t type;
+			uint64_t off, sz;
+			memcpy(&type, sh + 4, 4);
+			memcpy(&off, sh + 0x18, 8);
+			memcpy(&sz, sh + 0x20, 8);
+			if (type != 8 /* SHT_NOBITS */ && off + sz > end)
+				end = off + sz;
+		}
+		for (uint16_t i = 0; phentsize >= 0x28 && i < phnum; i++) {
+			const uint8_t *ph = p + phoff + (uint64_t)i * phentsize;
+			uint64_t off, fsz;
+			memcpy(&off, ph + 0x08, 8);
+			memcpy(&fsz, ph + 0x20, 8);
+			if (off + fsz > end)
+				end = off + fsz;
+		}
+		*size = end;
 		return VGPU_IMAGE_CUBIN;
 	}
 	*size = strlen((const char *)img) + 1;
@@ -108,10 +133,7 @@ CU_API cuModuleLoad(CUmodule *pm, const char *path)
 	buf[len] = 0;
 	uint64_t size;
 	int kind = image_kind(buf, &size);
-	if (kind != VGPU_IMAGE_PTX && size > len)
-		size = len;
-	if (kind == VGPU_IMAGE_PTX)
-		size = len + 1;
+	size = kind == VGPU_IMAGE_PTX ? len + 1 : len; /* a file is the whole image */
 	CUresult rc = load(pm, buf, size, kind);
 	free(buf);
 	return rc;
