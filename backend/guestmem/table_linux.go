@@ -34,6 +34,17 @@ func NewTable(specs []RegionSpec) (*Table, error) {
 			cleanup()
 			return nil, fmt.Errorf("guestmem: region %d: mmap offset %#x not page aligned", i, s.MmapOffset)
 		}
+		// A mapping past the end of the file would SIGBUS on access: check
+		// the fd's size first (memfd, shm and hugetlbfs files have one).
+		var st unix.Stat_t
+		if err := unix.Fstat(s.FD, &st); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("guestmem: region %d: stat fd: %w", i, err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && uint64(st.Size) < s.MmapOffset+s.Size {
+			cleanup()
+			return nil, fmt.Errorf("guestmem: region %d: offset %#x + size %#x exceeds the %d-byte file behind it", i, s.MmapOffset, s.Size, st.Size)
+		}
 		b, err := unix.Mmap(s.FD, int64(s.MmapOffset), int(s.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		if err != nil {
 			cleanup()
