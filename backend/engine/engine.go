@@ -14,6 +14,9 @@
 //     per request through a pinned staging buffer. Good for many small,
 //     scattered pages, where one copy per page costs more than the bytes.
 //     Needs a device that executes kernels (not sim).
+//   - Staging: the CPU gathers into (or scatters from) a pinned bounce
+//     buffer that the DMA engine moves; the baseline, needing no
+//     registration of guest RAM.
 //   - Inline: the bytes travel in the frame (host mode); the session copies
 //     them itself, this package is not involved.
 //
@@ -28,6 +31,7 @@ package engine
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
@@ -38,9 +42,10 @@ type Kind int
 
 // Engines.
 const (
-	Auto   Kind = iota // choose per request
-	Direct             // one copy per contiguous run
-	Gather             // gather/scatter kernel
+	Auto    Kind = iota // choose per request
+	Direct              // one copy per contiguous run ("runs")
+	Gather              // gather/scatter kernel
+	Staging             // CPU copy through a pinned bounce buffer
 )
 
 func (k Kind) String() string {
@@ -51,21 +56,25 @@ func (k Kind) String() string {
 		return "direct"
 	case Gather:
 		return "gather"
+	case Staging:
+		return "staging"
 	}
 	return fmt.Sprintf("engine(%d)", int(k))
 }
 
-// ParseKind parses "auto", "direct" or "gather".
+// ParseKind parses "auto", "direct" (or "runs"), "gather" or "staging".
 func ParseKind(s string) (Kind, error) {
 	switch strings.ToLower(s) {
 	case "", "auto":
 		return Auto, nil
-	case "direct", "dma":
+	case "direct", "runs", "dma":
 		return Direct, nil
 	case "gather", "kernel":
 		return Gather, nil
+	case "staging", "bounce":
+		return Staging, nil
 	}
-	return Auto, fmt.Errorf("engine: unknown engine %q (want auto, direct or gather)", s)
+	return Auto, fmt.Errorf("engine: unknown engine %q (want auto, direct, gather or staging)", s)
 }
 
 // Piece is one host-contiguous piece of guest memory.
@@ -129,7 +138,10 @@ func Choose(ps []Piece, canGather bool) Kind {
 type Engine struct {
 	kind Kind
 	reg  *Registry
-	gk   gatherKernels
+
+	mu       sync.Mutex // staging buffer
+	stage    []byte
+	stageCtx device.Context
 }
 
 // New returns an engine. reg may be shared by every session of a VM (guest
@@ -141,6 +153,9 @@ func New(kind Kind, reg *Registry) *Engine {
 // Kind returns the configured engine kind.
 func (e *Engine) Kind() Kind { return e.kind }
 
+// Registry returns the guest RAM registry the engine uses (may be nil).
+func (e *Engine) Registry() *Registry { return e.reg }
+
 // Copy moves len(pieces) bytes between dev and the pieces, enqueued on s.
 // It returns the engine it used.
 func (e *Engine) Copy(c device.Context, dir Dir, dev device.Ptr, pieces []Piece, s device.Stream) (Kind, error) {
@@ -149,6 +164,9 @@ func (e *Engine) Copy(c device.Context, dir Dir, dev device.Ptr, pieces []Piece,
 	canGather := e.reg != nil && device.ExecutesKernels(c)
 	if k == Auto {
 		k = Choose(pieces, canGather)
+	}
+	if k == Staging {
+		return k, e.staging(c, dir, dev, pieces, s)
 	}
 	if k == Gather {
 		if !canGather {

@@ -27,6 +27,7 @@ func batch(s *Session, c *call) error {
 		err := s.run(sub)
 		sub.release()
 		s.stats.count(f.Opcode, err != nil, 0)
+		s.account(f.Opcode, err == nil, 0)
 		if err != nil {
 			s.guestWarn("batched call failed", "op", f.Opcode, "req", f.RequestID, "index", idx, "err", err)
 			rep.FailedIndex, rep.FirstError, rep.FailedRequestID = idx, int32(device.ResultOf(err)), f.RequestID

@@ -21,11 +21,13 @@ var handlers map[protocol.Opcode]handler
 
 func init() {
 	handlers = map[protocol.Opcode]handler{
-		protocol.OpHello:    reply(hello),
-		protocol.OpGoodbye:  do(func(*Session, *call, *protocol.Empty) error { return nil }),
-		protocol.OpBatch:    batch,
-		protocol.OpPing:     do(func(*Session, *call, *protocol.Empty) error { return nil }),
-		protocol.OpSegments: do(strayContinuation),
+		protocol.OpHello:     reply(hello),
+		protocol.OpGoodbye:   do(func(*Session, *call, *protocol.Empty) error { return nil }),
+		protocol.OpBatch:     batch,
+		protocol.OpPing:      do(func(*Session, *call, *protocol.Empty) error { return nil }),
+		protocol.OpSegments:  do(strayContinuation),
+		protocol.OpSetOption: do(setOption),
+		protocol.OpGetStats:  reply(getStats),
 
 		protocol.OpDeviceGetCount:    reply(deviceGetCount),
 		protocol.OpDeviceGetInfo:     reply(deviceGetInfo),

@@ -81,6 +81,7 @@ func memcpyHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
 	}
 	async := r.Flags&protocol.CopyAsync != 0
 	s.stats.bytesHtoD.Add(r.Src.Len)
+	s.own.bytesHtoD.Add(r.Src.Len)
 	if r.Src.Kind == protocol.BufInline {
 		data, err := protocol.InlineBytes(c.tail, r.Src)
 		if err != nil {
@@ -101,6 +102,7 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 	}
 	async := r.Flags&protocol.CopyAsync != 0
 	s.stats.bytesDtoH.Add(r.Dst.Len)
+	s.own.bytesDtoH.Add(r.Dst.Len)
 	if r.Dst.Kind == protocol.BufInline {
 		if c.batch {
 			return device.Errorf("OpMemcpyDtoH", device.ErrInvalidValue, "an inline device-to-host copy returns its bytes in the reply and cannot be batched")
@@ -113,11 +115,12 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 			c.out = make([]byte, n)
 		}
 		c.out = c.out[:n]
-		if async { // ordered on the stream, and complete before the reply
-			if err := ctx.MemcpyDtoH(c.out, device.Ptr(r.Src), st, true); err != nil {
+		if async {
+			// Ordered after the stream's work and complete before the
+			// reply; no asynchronous DMA into Go memory.
+			if err := ctx.StreamSynchronize(st); err != nil {
 				return err
 			}
-			return ctx.StreamSynchronize(st)
 		}
 		return ctx.MemcpyDtoH(c.out, device.Ptr(r.Src), st, false)
 	}

@@ -46,14 +46,18 @@ type Session struct {
 
 	hfMu      sync.Mutex
 	hostFuncs map[uint64]chan int32
+
+	own sessionStats
 }
 
 type inFrame struct {
-	buf *[]byte
-	f   protocol.Frame
+	buf  *[]byte
+	f    protocol.Frame
+	recv time.Time // when its header arrived
 }
 
 type pendingSegs struct {
+	recv    time.Time
 	h       protocol.Header
 	payload []byte
 	segs    []protocol.Segment
@@ -147,6 +151,7 @@ func (s *Session) Serve(ctx context.Context) error {
 	close(s.execq)
 	<-execDone
 	s.releaseAll(-1)
+	s.eng.Close()
 	close(s.done)
 	<-writerDone
 	_ = s.conn.Close()
@@ -231,6 +236,7 @@ func (s *Session) readLoop() error {
 			}
 			continue
 		}
+		recv := time.Now()
 		n := int(h.FrameLen())
 		bp := getBuf(n)
 		copy(*bp, hb[:])
@@ -245,35 +251,35 @@ func (s *Session) readLoop() error {
 		}
 		if f.Opcode == protocol.OpHostFuncDone && f.NumSegs == 0 {
 			var c call
-			s.execute(&c, &f)
+			s.execute(&c, &f, recv)
 			putBuf(bp)
 			continue
 		}
-		s.execq <- &inFrame{buf: bp, f: f}
+		s.execq <- &inFrame{buf: bp, f: f, recv: recv}
 	}
 }
 
 func (s *Session) executor(done chan struct{}) {
 	defer close(done)
 	for in := range s.execq {
-		s.handleFrame(&in.f)
+		s.handleFrame(&in.f, in.recv)
 		putBuf(in.buf)
 	}
 }
 
 // handleFrame runs one frame, assembling continued segment lists first.
-func (s *Session) handleFrame(f *protocol.Frame) {
+func (s *Session) handleFrame(f *protocol.Frame, recv time.Time) {
 	switch {
 	case f.Opcode == protocol.OpSegments:
-		s.continueSegments(f)
+		s.continueSegments(f, recv)
 	case f.Flags&protocol.FlagMoreSegments != 0:
-		s.startSegments(f)
+		s.startSegments(f, recv)
 	default:
-		s.execute(&s.c, f)
+		s.execute(&s.c, f, recv)
 	}
 }
 
-func (s *Session) startSegments(f *protocol.Frame) {
+func (s *Session) startSegments(f *protocol.Frame, recv time.Time) {
 	fail := func(err error) {
 		s.finish(&s.c, f, err)
 	}
@@ -286,13 +292,14 @@ func (s *Session) startSegments(f *protocol.Frame) {
 		return
 	}
 	s.pending[f.RequestID] = &pendingSegs{
+		recv:    recv,
 		h:       f.Header,
 		payload: append([]byte(nil), f.Payload...),
 		segs:    append(make([]protocol.Segment, 0, len(f.Segs)*2), f.Segs...),
 	}
 }
 
-func (s *Session) continueSegments(f *protocol.Frame) {
+func (s *Session) continueSegments(f *protocol.Frame, _ time.Time) {
 	p, ok := s.pending[f.RequestID]
 	if !ok {
 		s.finish(&s.c, f, device.Errorf("OpSegments", device.ErrInvalidValue, "request %d has no open segment list", f.RequestID))
@@ -312,17 +319,19 @@ func (s *Session) continueSegments(f *protocol.Frame) {
 	full := protocol.Frame{Header: p.h, Payload: p.payload, Segs: p.segs}
 	full.Flags &^= protocol.FlagMoreSegments
 	full.NumSegs = uint32(len(p.segs))
-	s.execute(&s.c, &full)
+	s.execute(&s.c, &full, p.recv)
 }
 
 // execute runs one request and answers it.
-func (s *Session) execute(c *call, f *protocol.Frame) {
+func (s *Session) execute(c *call, f *protocol.Frame, recv time.Time) {
 	start := time.Now()
 	c.reset(f)
 	err := s.run(c)
 	c.release()
-	s.stats.count(f.Opcode, err != nil || c.status != 0, time.Since(start).Nanoseconds())
 	s.finish(c, f, err)
+	end := time.Now()
+	s.stats.count(f.Opcode, err != nil || c.status != 0, end.Sub(start).Nanoseconds())
+	s.account(f.Opcode, err == nil, end.Sub(recv).Nanoseconds())
 	if f.Opcode == protocol.OpGoodbye && err == nil {
 		s.hangUp()
 	}
@@ -386,5 +395,22 @@ func (s *Session) guestWarn(msg string, args ...any) {
 			args = append(args, "suppressed", dropped)
 		}
 		s.log.Warn(msg, args...)
+	}
+}
+
+// account adds a call to the session's own counters (OpGetStats): time
+// from the request's receipt to its completion.
+func (s *Session) account(op protocol.Opcode, ok bool, nanos int64) {
+	s.own.calls.Add(1)
+	s.own.nanosInCall.Add(uint64(nanos))
+	switch op {
+	case protocol.OpMemcpyHtoD:
+		s.own.nanosHtoD.Add(uint64(nanos))
+	case protocol.OpMemcpyDtoH:
+		s.own.nanosDtoH.Add(uint64(nanos))
+	case protocol.OpLaunchKernel:
+		if ok {
+			s.own.launches.Add(1)
+		}
 	}
 }

@@ -22,7 +22,7 @@ type Stats struct {
 	deferred   atomic.Uint64
 	bytesHtoD  atomic.Uint64
 	bytesDtoH  atomic.Uint64
-	engines    [3]atomic.Uint64
+	engines    [4]atomic.Uint64
 }
 
 func slot(op protocol.Opcode) int { return int(op) & (opSlots - 1) }
@@ -73,10 +73,23 @@ func (s *Stats) Snapshot() Snapshot {
 	out.DeferredErrors = s.deferred.Load()
 	out.BytesHtoD = s.bytesHtoD.Load()
 	out.BytesDtoH = s.bytesDtoH.Load()
-	for i, n := range []string{"auto", "direct", "gather"} {
+	for i, n := range []string{"auto", "direct", "gather", "staging"} {
 		if c := s.engines[i].Load(); c > 0 {
 			out.EngineCopies[n] = c
 		}
 	}
 	return out
+}
+
+// sessionStats are one session's own counters (OpGetStats).
+type sessionStats struct {
+	calls, bytesHtoD, bytesDtoH, nanosHtoD, nanosDtoH, nanosInCall, launches atomic.Uint64
+}
+
+func (s *sessionStats) snapshot() protocol.SessionStats {
+	return protocol.SessionStats{
+		Calls: s.calls.Load(), BytesHtoD: s.bytesHtoD.Load(), BytesDtoH: s.bytesDtoH.Load(),
+		NanosHtoD: s.nanosHtoD.Load(), NanosDtoH: s.nanosDtoH.Load(), NanosInCall: s.nanosInCall.Load(),
+		Launches: s.launches.Load(),
+	}
 }
