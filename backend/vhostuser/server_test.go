@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/backend/vhostuser"
 	"github.com/vgpu-project/vgpu/backend/virtq"
 	"github.com/vgpu-project/vgpu/backend/virtq/virtqtest"
-	"github.com/vgpu-project/vgpu/backend/vhostuser"
 	"github.com/vgpu-project/vgpu/backend/vsock"
 )
 
