@@ -479,7 +479,7 @@ static const struct {
 int main(int argc, char **argv)
 {
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-		if (argc > 1 && !strstr(argv[1], tests[i].name))
+		if (argc > 1 && !strstr(tests[i].name, argv[1]))
 			continue;
 		int before = failures;
 		tests[i].fn();

@@ -6,7 +6,8 @@
 #      ../shared/abi/*.exports.txt (nm -D --with-symbol-versions)
 #   3. every unsupported symbol returns its error (generated list)
 #   4. struct layouts against the real CUDA 11.8 headers (if installed)
-#   5. host mode against the sim device: C tests of every API group
+#   5. host mode against the sim device: C tests of every API group; the same
+#      tests in guest mode through a fake /dev/vgpu (tests/fakedev.c)
 #   6. nvcc-built programs (if /usr/bin/nvcc exists) against sim
 #
 # Environment: BUILD (library dir, default guest-lib/build), CC, GO,
@@ -118,6 +119,22 @@ if start_server; then
 	else
 		fail "building hostmode_test"
 	fi
+
+	# 5b. guest mode (/dev/vgpu ioctls, mmap, regions, SUBMIT, RECV) through
+	# tests/fakedev.c, which plays the driver against the same backend
+	unset VGPU_TRANSPORT
+	if $CC $CFLAGS -fPIC -shared -I"$ROOT/protocol" -I"$ROOT/guest-driver/include" -o "$T/fakedev.so" \
+		"$HERE/fakedev.c" -ldl -lpthread; then
+		if FAKEDEV_SOCK=$SOCK VGPU_DEVICE=/dev/vgpu-fake LD_PRELOAD=$T/fakedev.so LD_LIBRARY_PATH=$BUILD \
+			timeout 120 "$T/hostmode_test" >"$T/guestmode.out" 2>&1; then
+			pass "guest mode through a fake /dev/vgpu (tests/fakedev.c)"
+		else
+			fail "guest mode through a fake /dev/vgpu: $(grep -E 'FAIL|fakedev' "$T/guestmode.out" | head -3 | tr '\n' ' ')"
+		fi
+	else
+		fail "building tests/fakedev.c"
+	fi
+	export VGPU_TRANSPORT=unix:$SOCK
 
 	# 6. real nvcc output
 	NVCC=${NVCC:-$(command -v nvcc || true)}

@@ -1,0 +1,511 @@
+/*
+ * fakedev.c - a stand-in for the guest driver, for testing the library's
+ * guest mode (/dev/vgpu) on a machine without a VM. LD_PRELOAD it: it
+ * claims open() of $FAKEDEV_PATH (default /dev/vgpu-fake) and answers the
+ * uapi ioctls (CALL, SUBMIT, RECV, REGISTER, UNREGISTER, INFO) and mmap()
+ * by talking host mode to a backend on $FAKEDEV_SOCK.
+ *
+ * Where the real driver would pin user buffers and append guest-physical
+ * segments, this fake reads or writes the buffers itself and rewrites the
+ * BufRefs of the three calls that carry them (MEMCPY_HTOD, MEMCPY_DTOH,
+ * MODULE_LOAD) to inline data. Registered regions are remembered, and
+ * REGION refs are rewritten the same way. A BATCH is replayed call by call
+ * (a failure becomes a NOTIFY_ERROR on the RECV queue, as the host sends).
+ * It checks what the driver would refuse: segments, driver request ids,
+ * NO_REPLY on CALL, buffer indexes and lengths that do not match the bufs.
+ *
+ * Test code only; never installed.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <linux/types.h>
+
+#include "vgpu_protocol.h"
+#include "uapi/vgpu.h"
+
+static int fake_fd = -1;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* owns reading: one waiting call at a time */
+static pthread_mutex_t wmu = PTHREAD_MUTEX_INITIALIZER; /* one frame written at a time */
+static pthread_mutex_t rmu = PTHREAD_MUTEX_INITIALIZER; /* regions */
+static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t ids = 1ull << 40;
+
+struct note {
+	uint8_t *frame;
+	uint32_t len;
+	struct note *next;
+};
+static struct note *q_head, **q_tail = &q_head;
+
+struct region {
+	uint64_t id;
+	uint8_t *addr;
+	uint64_t len;
+	struct region *next;
+};
+static struct region *regions;
+static uint64_t region_ids = 100;
+
+static void push_note(uint8_t *f, uint32_t len)
+{
+	struct note *n = calloc(1, sizeof *n);
+	n->frame = f;
+	n->len = len;
+	pthread_mutex_lock(&q_mu);
+	*q_tail = n;
+	q_tail = &n->next;
+	pthread_cond_broadcast(&q_cv);
+	pthread_mutex_unlock(&q_mu);
+}
+
+static int xfer(int write_, void *p, size_t n)
+{
+	uint8_t *b = p;
+	while (n) {
+		ssize_t r = write_ ? send(fake_fd, b, n, MSG_NOSIGNAL) : recv(fake_fd, b, n, 0);
+		if (r <= 0) {
+			if (r < 0 && errno == EINTR)
+				continue;
+			return -1;
+		}
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* Sends one frame (header fixed up) and, unless no_reply, returns the
+ * reply frame (malloc'd). Notifications read meanwhile go to the queue.
+ * A caller that waits for a reply holds mu. */
+static int host_call(uint16_t op, const void *payload, uint32_t plen, int no_reply, uint8_t **reply, uint32_t *rlen)
+{
+	struct vgpu_header h;
+	memset(&h, 0, sizeof h);
+	h.magic = VGPU_MAGIC;
+	h.major = VGPU_PROTO_MAJOR;
+	h.minor = VGPU_PROTO_MINOR;
+	h.opcode = op;
+	h.flags = no_reply ? VGPU_FLAG_NO_REPLY : 0;
+	h.request_id = ids++;
+	h.payload_len = plen;
+	uint64_t n = vgpu_frame_len(plen, 0);
+	uint8_t *f = calloc(1, n);
+	memcpy(f, &h, sizeof h);
+	memcpy(f + sizeof h, payload, plen);
+	pthread_mutex_lock(&wmu);
+	int rc = xfer(1, f, n);
+	pthread_mutex_unlock(&wmu);
+	free(f);
+	if (rc || no_reply)
+		return rc;
+	for (;;) {
+		struct vgpu_header rh;
+		if (xfer(0, &rh, sizeof rh))
+			return -1;
+		uint64_t fl = vgpu_frame_len(rh.payload_len, 0);
+		uint8_t *r = malloc(fl);
+		memcpy(r, &rh, sizeof rh);
+		if (xfer(0, r + sizeof rh, fl - sizeof rh))
+			return -1;
+		if (rh.flags & VGPU_FLAG_NOTIFY) {
+			push_note(r, (uint32_t)fl);
+			continue;
+		}
+		if (rh.request_id != h.request_id) {
+			free(r);
+			continue;
+		}
+		*reply = r;
+		*rlen = (uint32_t)fl;
+		return 0;
+	}
+}
+
+static int find_region(uint64_t id, struct region *out)
+{
+	int found = 0;
+	pthread_mutex_lock(&rmu);
+	for (struct region *r = regions; r; r = r->next)
+		if (r->id == id) {
+			*out = *r;
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&rmu);
+	return found;
+}
+
+/* Rewrites the BufRef at ref_off of a request to inline data. Returns the
+ * new payload (malloc'd) or NULL; *from_host gets a D2H destination. */
+static uint8_t *inline_ref(const uint8_t *payload, uint32_t plen, uint32_t ref_off, uint32_t fixed,
+			   const struct vgpu_buf *bufs, uint32_t nbufs, uint32_t *new_len, void **from_host,
+			   uint64_t *from_len, int *bad)
+{
+	struct vgpu_buf_ref ref;
+	memcpy(&ref, payload + ref_off, sizeof ref);
+	void *addr = NULL;
+	if (ref.kind == VGPU_BUF_SEGMENTS) {
+		if (ref.index >= nbufs || bufs[ref.index].len != ref.len) {
+			fprintf(stderr, "fakedev: BufRef index %u len %llu does not match the call's buffers\n",
+				ref.index, (unsigned long long)ref.len);
+			*bad = 1;
+			return NULL;
+		}
+		addr = (void *)(uintptr_t)bufs[ref.index].addr;
+	} else if (ref.kind == VGPU_BUF_REGION) {
+		struct region r;
+		if (!find_region(ref.region, &r) || ref.offset > r.len || ref.len > r.len - ref.offset) {
+			fprintf(stderr, "fakedev: REGION ref outside region %llu\n", (unsigned long long)ref.region);
+			*bad = 1;
+			return NULL;
+		}
+		addr = r.addr + ref.offset;
+	} else {
+		return NULL; /* NONE or INLINE: leave it */
+	}
+	int to_host = !(from_host && fixed == sizeof(struct vgpu_memcpy_dtoh_req) &&
+			ref_off == offsetof(struct vgpu_memcpy_dtoh_req, dst));
+	uint32_t extra = to_host ? (uint32_t)ref.len : 0;
+	uint8_t *np = malloc(plen + extra);
+	memcpy(np, payload, plen);
+	ref.kind = VGPU_BUF_INLINE;
+	ref.index = 0;
+	ref.region = 0;
+	ref.offset = to_host ? plen - fixed : 0;
+	memcpy(np + ref_off, &ref, sizeof ref);
+	if (to_host)
+		memcpy(np + plen, addr, ref.len);
+	else {
+		*from_host = addr;
+		*from_len = ref.len;
+	}
+	*new_len = plen + extra;
+	return np;
+}
+
+/* One request: translate, call, untranslate. Returns the reply frame. */
+static int do_request(const uint8_t *frame, const struct vgpu_buf *bufs, uint32_t nbufs, int no_reply,
+		      uint8_t **reply, uint32_t *rlen, int *bad)
+{
+	const struct vgpu_header *h = (const void *)frame;
+	const uint8_t *payload = frame + VGPU_HEADER_SIZE;
+	uint32_t plen = h->payload_len;
+	uint8_t *np = NULL;
+	uint32_t nlen = plen;
+	void *from_host = NULL;
+	uint64_t from_len = 0;
+	switch (h->opcode) {
+	case VGPU_OP_MEMCPY_HTOD:
+		np = inline_ref(payload, plen, offsetof(struct vgpu_memcpy_htod_req, src),
+				sizeof(struct vgpu_memcpy_htod_req), bufs, nbufs, &nlen, NULL, NULL, bad);
+		break;
+	case VGPU_OP_MEMCPY_DTOH:
+		np = inline_ref(payload, plen, offsetof(struct vgpu_memcpy_dtoh_req, dst),
+				sizeof(struct vgpu_memcpy_dtoh_req), bufs, nbufs, &nlen, &from_host, &from_len, bad);
+		break;
+	case VGPU_OP_MODULE_LOAD:
+		np = inline_ref(payload, plen, offsetof(struct vgpu_module_load_req, image),
+				sizeof(struct vgpu_module_load_req), bufs, nbufs, &nlen, NULL, NULL, bad);
+		break;
+	}
+	if (*bad)
+		return -1;
+	if (from_host)
+		no_reply = 0; /* the bytes come back in the reply */
+	int rc = host_call(h->opcode, np ? np : payload, nlen, no_reply, reply, rlen);
+	free(np);
+	if (rc || no_reply)
+		return rc;
+	struct vgpu_header *rh = (void *)*reply;
+	if (from_host && rh->status == 0) {
+		if (rh->payload_len != from_len) {
+			fprintf(stderr, "fakedev: D2H reply of %u bytes for %llu\n", rh->payload_len,
+				(unsigned long long)from_len);
+			*bad = 1;
+			return -1;
+		}
+		memcpy(from_host, *reply + VGPU_HEADER_SIZE, from_len);
+		rh->payload_len = 0; /* the driver delivers the data to the buffer */
+		*rlen = VGPU_HEADER_SIZE;
+	}
+	return 0;
+}
+
+/* A batch: replayed one call at a time; the first failure is notified. */
+static int do_batch(const uint8_t *frame, int *bad)
+{
+	const struct vgpu_header *h = (const void *)frame;
+	const uint8_t *p = frame + VGPU_HEADER_SIZE;
+	struct vgpu_batch_req br;
+	memcpy(&br, p, sizeof br);
+	uint64_t off = sizeof br;
+	for (uint32_t i = 0; i < br.count; i++) {
+		const struct vgpu_header *sh = (const void *)(p + off);
+		if (off + VGPU_HEADER_SIZE > h->payload_len || sh->magic != VGPU_MAGIC || sh->num_segs) {
+			fprintf(stderr, "fakedev: malformed batch call %u\n", i);
+			*bad = 1;
+			return -1;
+		}
+		uint8_t *r = NULL;
+		uint32_t rl = 0;
+		/* sub-calls that can fail are waited for, to notify the error */
+		if (do_request(p + off, NULL, 0, 0, &r, &rl, bad))
+			return -1;
+		int32_t st = ((struct vgpu_header *)r)->status;
+		free(r);
+		if (st) {
+			struct {
+				struct vgpu_header h;
+				struct vgpu_error_notify n;
+			} note;
+			memset(&note, 0, sizeof note);
+			note.h.magic = VGPU_MAGIC;
+			note.h.major = VGPU_PROTO_MAJOR;
+			note.h.opcode = VGPU_OP_NOTIFY_ERROR;
+			note.h.flags = VGPU_FLAG_NOTIFY;
+			note.h.payload_len = sizeof note.n;
+			note.n.request_id = sh->request_id;
+			note.n.error = st;
+			note.n.opcode = sh->opcode;
+			uint8_t *c = malloc(sizeof note);
+			memcpy(c, &note, sizeof note);
+			push_note(c, sizeof note);
+			return 0;
+		}
+		off += vgpu_frame_len(sh->payload_len, 0);
+	}
+	return 0;
+}
+
+static int fake_call(struct vgpu_call *c, int submit)
+{
+	const uint8_t *frame = (const void *)(uintptr_t)c->frame;
+	const struct vgpu_header *h = (const void *)frame;
+	struct vgpu_buf bufs[VGPU_MAX_BUFS];
+	int bad = 0;
+	if (c->frame_len < VGPU_HEADER_SIZE || h->magic != VGPU_MAGIC || h->num_segs ||
+	    (h->flags & (VGPU_FLAG_SEGMENTS | VGPU_FLAG_MORE_SEGMENTS | VGPU_FLAG_REPLY | VGPU_FLAG_NOTIFY)) ||
+	    (h->request_id >> 63) || c->nbufs > VGPU_MAX_BUFS ||
+	    VGPU_HEADER_SIZE + (uint64_t)h->payload_len > c->frame_len) {
+		fprintf(stderr, "fakedev: the driver would refuse this frame (op %#x)\n", h->opcode);
+		return -EINVAL;
+	}
+	if (!submit && (h->flags & VGPU_FLAG_NO_REPLY))
+		return -EINVAL;
+	memcpy(bufs, (void *)(uintptr_t)c->bufs, c->nbufs * sizeof *bufs);
+	for (uint32_t i = 0; i < c->nbufs; i++)
+		if (!bufs[i].len || bufs[i].flags || !bufs[i].dir || (bufs[i].dir & ~3u))
+			return -EINVAL;
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	int rc;
+	int fire_and_forget = submit && (h->flags & VGPU_FLAG_NO_REPLY) && h->opcode != VGPU_OP_BATCH &&
+			      h->opcode != VGPU_OP_MEMCPY_DTOH;
+	if (!fire_and_forget)
+		pthread_mutex_lock(&mu);
+	if (h->opcode == VGPU_OP_BATCH)
+		rc = do_batch(frame, &bad);
+	else
+		rc = do_request(frame, bufs, c->nbufs, submit && (h->flags & VGPU_FLAG_NO_REPLY), &r, &rl, &bad);
+	if (!fire_and_forget)
+		pthread_mutex_unlock(&mu);
+	if (bad)
+		return -EINVAL;
+	if (rc)
+		return -EIO;
+	if (submit || h->opcode == VGPU_OP_BATCH) {
+		free(r);
+		return 0;
+	}
+	/* the reply carries the request's id (the library checks it) */
+	((struct vgpu_header *)r)->request_id = h->request_id;
+	c->reply_len = rl;
+	if (rl > c->reply_cap) {
+		free(r);
+		return -EMSGSIZE;
+	}
+	memcpy((void *)(uintptr_t)c->reply, r, rl);
+	free(r);
+	return 0;
+}
+
+static int fake_recv(struct vgpu_recv *rv)
+{
+	pthread_mutex_lock(&q_mu);
+	while (!q_head) {
+		/* nobody else reads the socket while no call runs: poll it */
+		pthread_mutex_unlock(&q_mu);
+		if (pthread_mutex_trylock(&mu) == 0) {
+			struct timeval tv = {0, 20000};
+			setsockopt(fake_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+			struct vgpu_header h;
+			ssize_t n = recv(fake_fd, &h, sizeof h, MSG_PEEK);
+			tv.tv_usec = 0;
+			if (n == (ssize_t)sizeof h && (h.flags & VGPU_FLAG_NOTIFY)) {
+				uint64_t fl = vgpu_frame_len(h.payload_len, 0);
+				uint8_t *f = malloc(fl);
+				setsockopt(fake_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+				if (xfer(0, f, fl) == 0)
+					push_note(f, (uint32_t)fl);
+				else
+					free(f);
+			}
+			setsockopt(fake_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+			pthread_mutex_unlock(&mu);
+		}
+		usleep(1000);
+		pthread_mutex_lock(&q_mu);
+	}
+	struct note *n = q_head;
+	q_head = n->next;
+	if (!q_head)
+		q_tail = &q_head;
+	pthread_mutex_unlock(&q_mu);
+	int rc = 0;
+	rv->len = n->len;
+	if (n->len > rv->cap)
+		rc = -EMSGSIZE;
+	else
+		memcpy((void *)(uintptr_t)rv->buf, n->frame, n->len);
+	free(n->frame);
+	free(n);
+	return rc;
+}
+
+/* ---- interposed libc calls ---- */
+
+static const char *fake_path(void)
+{
+	const char *p = getenv("FAKEDEV_PATH");
+	return p && *p ? p : "/dev/vgpu-fake";
+}
+
+int open(const char *path, int flags, ...)
+{
+	static int (*real)(const char *, int, ...);
+	if (!real)
+		real = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+	va_list ap;
+	va_start(ap, flags);
+	int mode = (flags & O_CREAT) ? va_arg(ap, int) : 0;
+	va_end(ap);
+	if (!strcmp(path, fake_path())) {
+		const char *sock = getenv("FAKEDEV_SOCK");
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		if (!sock || strlen(sock) >= sizeof sa.sun_path) {
+			errno = ENOENT;
+			return -1;
+		}
+		strcpy(sa.sun_path, sock);
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa)) {
+			if (s >= 0)
+				close(s);
+			errno = ENODEV;
+			return -1;
+		}
+		fake_fd = s;
+		return s;
+	}
+	return real(path, flags, mode);
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	static int (*real)(int, unsigned long, ...);
+	if (!real)
+		real = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if (fd != fake_fd || fd < 0)
+		return real(fd, req, arg);
+	int rc;
+	switch (req) {
+	case VGPU_IOC_CALL:
+		rc = fake_call(arg, 0);
+		break;
+	case VGPU_IOC_SUBMIT:
+		rc = fake_call(arg, 1);
+		break;
+	case VGPU_IOC_RECV:
+		rc = fake_recv(arg);
+		break;
+	case VGPU_IOC_INFO: {
+		struct vgpu_info *i = arg;
+		memset(i, 0, sizeof *i);
+		i->uapi_version = VGPU_UAPI_VERSION;
+		i->max_segments = 1024; /* small: makes the library chunk copies */
+		i->max_frame = 16 << 20;
+		i->local_port = 1023;
+		i->session_id = 1;
+		rc = 0;
+		break;
+	}
+	case VGPU_IOC_REGISTER: {
+		struct vgpu_register *r = arg;
+		if (!r->addr || !r->len || (r->flags & ~3u)) {
+			rc = -EINVAL;
+			break;
+		}
+		struct region *g = calloc(1, sizeof *g);
+		pthread_mutex_lock(&rmu);
+		g->id = region_ids++;
+		g->addr = (uint8_t *)(uintptr_t)r->addr;
+		g->len = r->len;
+		g->next = regions;
+		regions = g;
+		pthread_mutex_unlock(&rmu);
+		r->region = g->id;
+		r->dev_ptr = 0; /* no zero-copy through the fake */
+		rc = 0;
+		break;
+	}
+	case VGPU_IOC_UNREGISTER: {
+		__u64 id = *(__u64 *)arg;
+		rc = -ENOENT;
+		pthread_mutex_lock(&rmu);
+		for (struct region **pp = &regions; *pp; pp = &(*pp)->next)
+			if ((*pp)->id == id) {
+				struct region *g = *pp;
+				*pp = g->next;
+				free(g);
+				rc = 0;
+				break;
+			}
+		pthread_mutex_unlock(&rmu);
+		break;
+	}
+	default:
+		rc = -ENOTTY;
+	}
+	if (rc) {
+		errno = -rc;
+		return -1;
+	}
+	return 0;
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	static void *(*real)(void *, size_t, int, int, int, off_t);
+	if (!real)
+		real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+	if (fd >= 0 && fd == fake_fd)
+		return real(addr, len, prot, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return real(addr, len, prot, flags, fd, off);
+}
