@@ -317,6 +317,20 @@ RT_API cudaStreamGetCaptureInfo(cudaStream_t s, int *status, unsigned long long 
 #endif
 VGPU_ALIAS(cudaStreamGetCaptureInfo_ptsz, cudaStreamGetCaptureInfo);
 
+#if VGPU_CUDART_ABI == 12
+/* 12.3+: with edge data (13's plain cudaStreamGetCaptureInfo) */
+RT_API cudaStreamGetCaptureInfo_v3(cudaStream_t s, int *status, unsigned long long *id, cudaGraph_t *graph,
+				   const cudaGraphNode_t **deps, const void **edges, size_t *ndeps)
+{
+	VGPU_API();
+	capture_info(s, status, id, graph, deps, ndeps);
+	if (edges)
+		*edges = NULL;
+	return cudaSuccess;
+}
+VGPU_ALIAS(cudaStreamGetCaptureInfo_v3_ptsz, cudaStreamGetCaptureInfo_v3);
+#endif
+
 #if VGPU_CUDART_ABI != 13
 RT_API cudaStreamGetCaptureInfo_v2(cudaStream_t s, int *status, unsigned long long *id, cudaGraph_t *graph,
 				   const cudaGraphNode_t **deps, size_t *ndeps)
@@ -435,6 +449,23 @@ static cudaError_t neighbours(cudaGraphNode_t n, cudaGraphNode_t *out, size_t *n
 	*num = has ? 1 : 0;
 	return 0;
 }
+
+#if VGPU_CUDART_ABI == 12
+/* 12.3+: the edge-data forms (13 made them the plain names) */
+RT_API cudaGraphNodeGetDependencies_v2(cudaGraphNode_t n, cudaGraphNode_t *deps, void *edges, size_t *num)
+{
+	VGPU_API();
+	(void)edges;
+	RT_RETURN(neighbours(n, deps, num, 1));
+}
+
+RT_API cudaGraphNodeGetDependentNodes_v2(cudaGraphNode_t n, cudaGraphNode_t *deps, void *edges, size_t *num)
+{
+	VGPU_API();
+	(void)edges;
+	RT_RETURN(neighbours(n, deps, num, 0));
+}
+#endif
 
 #if VGPU_CUDART_ABI == 13
 RT_API cudaGraphNodeGetDependencies(cudaGraphNode_t n, cudaGraphNode_t *deps, void *edges, size_t *num)
