@@ -159,6 +159,7 @@ static int vgpu_connect(struct vgpu_session *s)
 	s->sock->sk->sk_sndtimeo = tmo;
 	err = vgpu_hello(s);
 	s->sock->sk->sk_rcvtimeo = MAX_SCHEDULE_TIMEOUT;
+	s->sock->sk->sk_sndtimeo = MAX_SCHEDULE_TIMEOUT;
 	return err;
 }
 
@@ -506,6 +507,9 @@ int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 		}
 		ret = kernel_sendmsg(s->sock, &msg, vec, nvec, len);
 		if (ret != len) {
+			pr_warn_ratelimited("vgpu: session %llu: sending %s failed after %d of %zu bytes\n",
+					    s->session_id,
+					    vgpu_op_name(hdr->opcode), ret, len);
 			err = ret < 0 ? ret : -EPIPE;
 			break;
 		}
