@@ -158,7 +158,8 @@ struct rt_prop12 {
 	int reserved[63];
 };
 
-/* CUDA 13.x: deprecated fields removed (clockRate, deviceOverlap,
+/* CUDA 13.x (checked against the 13.0, 13.1 and 13.3 driver_types.h field
+ * lists): deprecated fields removed (clockRate, deviceOverlap,
  * kernelExecTimeoutEnabled, computeMode, maxTexture1DLinear,
  * memoryClockRate, singleToDoublePrecisionPerfRatio,
  * cooperativeMultiDeviceLaunch), NUMA/PCI fields added. */
@@ -201,13 +202,14 @@ struct rt_prop13 {
 	int deviceNumaConfig, deviceNumaId, mpsEnabled, hostNumaId;
 	unsigned gpuPciDeviceID, gpuPciSubsystemID;
 	int hostNumaMultinodeIpcSupported;
-	/* reserved words follow in the real header; never written here */
+	int reserved[56]; /* never written here */
 };
 
 /* Bytes of the caller's struct we fill: only fields we know exist. */
 #define RT_PROP11_BYTES sizeof(struct rt_prop11)
 #define RT_PROP12_BYTES offsetof(struct rt_prop12, reserved)
-#define RT_PROP13_BYTES (offsetof(struct rt_prop13, hostNumaMultinodeIpcSupported) + sizeof(int))
+#define RT_PROP13_BYTES offsetof(struct rt_prop13, reserved)
+_Static_assert(sizeof(struct rt_prop11) == 728, "cudaDeviceProp 11.x is 728 bytes");
 
 /* Fills the first `bytes` bytes at dst with device dev's properties in the
  * given ABI's layout (11, 12 or 13). */
