@@ -526,18 +526,17 @@ static int flush_locked(void)
 	int rc = send_only(VGPU_OP_BATCH, new_id(), batch_buf, (uint32_t)len);
 	if (rc) {
 		VWARN("sending a batch of %u calls failed: %d", n, rc);
-		if (!deferred_err)
-			deferred_err = rc;
+		vgpu_defer_error(rc);
 	}
 	return rc;
 }
 
+/* Lock-free: the reader thread calls it and must never wait for a thread
+ * that may be blocked writing to the host. */
 void vgpu_defer_error(int err)
 {
-	pthread_mutex_lock(&batch_mu);
-	if (!deferred_err)
-		deferred_err = err;
-	pthread_mutex_unlock(&batch_mu);
+	int zero = 0;
+	__atomic_compare_exchange_n(&deferred_err, &zero, err, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
 int vgpu_flush(void)
@@ -550,11 +549,7 @@ int vgpu_flush(void)
 
 int vgpu_take_deferred_error(void)
 {
-	pthread_mutex_lock(&batch_mu);
-	int e = deferred_err;
-	deferred_err = 0;
-	pthread_mutex_unlock(&batch_mu);
-	return e;
+	return __atomic_exchange_n(&deferred_err, 0, __ATOMIC_ACQ_REL);
 }
 
 int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_xbuf *bufs, int nbufs,

@@ -724,5 +724,6 @@ RT_API cudaGetDriverEntryPointByVersion(const char *sym, void **fn, unsigned ver
 		rc = 0;
 	RT_RETURN(rc == VGPU_E_NOT_FOUND ? cudaErrorSymbolNotFound : rc);
 }
+VGPU_ALIAS(cudaGetDriverEntryPointByVersion_ptsz, cudaGetDriverEntryPointByVersion);
 #endif
 VGPU_ALIAS(cudaGetDriverEntryPoint_ptsz, cudaGetDriverEntryPoint);
