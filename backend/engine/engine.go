@@ -94,19 +94,44 @@ const (
 	DtoH
 )
 
-// Coalesce merges pieces that are adjacent in the same region, in place.
+// Source yields the guest pieces of one buffer, in order. Translating a
+// piece (guest-physical address to host bytes, bounds-checked) happens in
+// Piece, so engines can overlap it with the device's work.
+type Source interface {
+	Count() int
+	Piece(i int) (Piece, error)
+}
+
+// Pieces is a Source over pieces already translated.
+type Pieces []Piece
+
+func (ps Pieces) Count() int                 { return len(ps) }
+func (ps Pieces) Piece(i int) (Piece, error) { return ps[i], nil }
+
+// adjacent reports whether q continues p in the same region.
+func adjacent(p, q *Piece) bool {
+	return q.Region != nil && q.Region == p.Region && q.Off == p.Off+uint64(len(p.Host))
+}
+
+// extend grows p by q (adjacent(p, q) must hold).
+func extend(p *Piece, q *Piece) {
+	end := q.Off + uint64(len(q.Host))
+	p.Host = p.Region.Host[p.Off:end:end]
+}
+
+// Coalesce merges adjacent pieces, in place.
 func Coalesce(ps []Piece) []Piece {
 	if len(ps) < 2 {
 		return ps
 	}
 	out := ps[:1]
-	for _, p := range ps[1:] {
+	for i := 1; i < len(ps); i++ {
 		last := &out[len(out)-1]
-		if p.Region != nil && p.Region == last.Region && p.Off == last.Off+uint64(len(last.Host)) {
-			last.Host = last.Region.Host[last.Off : p.Off+uint64(len(p.Host)) : p.Off+uint64(len(p.Host))]
+		if adjacent(last, &ps[i]) {
+			extend(last, &ps[i])
 			continue
 		}
-		out = append(out, p)
+		out = append(out, ps[i])
 	}
 	return out
 }
@@ -119,22 +144,19 @@ const (
 	GatherMinRuns   = 8
 )
 
-// Choose returns the engine Auto picks for these (coalesced) pieces.
-func Choose(ps []Piece, canGather bool) Kind {
-	if !canGather || len(ps) < GatherMinRuns {
+// Choose returns the engine Auto picks for count pieces of total bytes.
+func Choose(count int, total uint64, canGather bool) Kind {
+	if !canGather || count < GatherMinRuns {
 		return Direct
 	}
-	var total uint64
-	for _, p := range ps {
-		total += uint64(len(p.Host))
-	}
-	if total/uint64(len(ps)) <= GatherMaxAvgRun {
+	if total/uint64(count) <= GatherMaxAvgRun {
 		return Gather
 	}
 	return Direct
 }
 
-// Engine copies between pieces of guest memory and device memory.
+// Engine copies between pieces of guest memory and device memory. It is
+// used by one session at a time.
 type Engine struct {
 	kind Kind
 	reg  *Registry
@@ -156,49 +178,98 @@ func (e *Engine) Kind() Kind { return e.kind }
 // Registry returns the guest RAM registry the engine uses (may be nil).
 func (e *Engine) Registry() *Registry { return e.reg }
 
-// Copy moves len(pieces) bytes between dev and the pieces, enqueued on s.
-// It returns the engine it used.
-func (e *Engine) Copy(c device.Context, dir Dir, dev device.Ptr, pieces []Piece, s device.Stream) (Kind, error) {
-	pieces = Coalesce(pieces)
+// Copy moves total bytes between dev and the source's pieces, enqueued on
+// s, and returns the engine it used. On error part of the copy may have
+// happened.
+func (e *Engine) Copy(c device.Context, dir Dir, dev device.Ptr, total uint64, src Source, s device.Stream) (Kind, error) {
 	k := e.kind
 	canGather := e.reg != nil && device.ExecutesKernels(c)
 	if k == Auto {
-		k = Choose(pieces, canGather)
+		k = Choose(src.Count(), total, canGather)
 	}
-	if k == Staging {
-		return k, e.staging(c, dir, dev, pieces, s)
-	}
-	if k == Gather {
+	switch k {
+	case Staging:
+		return k, e.staging(c, dir, dev, src, s)
+	case Gather:
 		if !canGather {
 			return k, device.Errorf("engine.Gather", device.ErrNotSupported, "the gather engine needs a device that executes kernels and registered guest memory")
 		}
-		return k, e.gather(c, dir, dev, pieces, s)
+		return k, e.gather(c, dir, dev, src, s)
 	}
-	return Direct, e.direct(c, dir, dev, pieces, s)
+	return Direct, e.direct(c, dir, dev, src, s)
 }
 
-func (e *Engine) direct(c device.Context, dir Dir, dev device.Ptr, pieces []Piece, s device.Stream) error {
-	if e.reg != nil {
-		for _, p := range pieces {
-			if p.Region != nil {
-				if _, err := e.reg.Ensure(c, p.Region, p.Off, uint64(len(p.Host))); err != nil {
+// chunkCache remembers the last registration chunk looked up.
+type chunkCache struct {
+	c      device.Context
+	region *guestmem.Region
+	idx    uint64
+	dev    device.Ptr
+	ok     bool
+}
+
+// devOf returns the device address of guest memory piece p (which must not
+// cross a chunk boundary), registering its chunk on first use.
+func (e *Engine) devOf(cc *chunkCache, c device.Context, p *Piece) (device.Ptr, error) {
+	if p.Dev != 0 {
+		return p.Dev, nil
+	}
+	if p.Region == nil {
+		return 0, device.Errorf("engine", device.ErrInvalidValue, "guest memory without a device mapping")
+	}
+	idx := p.Off / ChunkSize
+	if !cc.ok || cc.region != p.Region || cc.idx != idx || cc.c != c {
+		d, err := e.reg.Ensure(c, p.Region, idx*ChunkSize, 1)
+		if err != nil {
+			return 0, err
+		}
+		*cc = chunkCache{c: c, region: p.Region, idx: idx, dev: d, ok: true}
+	}
+	return cc.dev + device.Ptr(p.Off-idx*ChunkSize), nil
+}
+
+// direct issues one asynchronous copy per run of adjacent pieces; guest RAM
+// is registered first, so each run is a DMA from pinned memory.
+func (e *Engine) direct(c device.Context, dir Dir, dev device.Ptr, src Source, s device.Stream) error {
+	var cc chunkCache
+	var off device.Ptr
+	var run Piece
+	have := false
+	flush := func() error {
+		if !have {
+			return nil
+		}
+		if e.reg != nil && run.Region != nil {
+			// Register every chunk the run touches.
+			for o := run.Off; o < run.Off+uint64(len(run.Host)); o = (o/ChunkSize + 1) * ChunkSize {
+				q := Piece{Region: run.Region, Off: o, Host: run.Region.Host[o : o+1]}
+				if _, err := e.devOf(&cc, c, &q); err != nil {
 					return err
 				}
 			}
 		}
-	}
-	off := device.Ptr(0)
-	for _, p := range pieces {
 		var err error
 		if dir == HtoD {
-			err = c.MemcpyHtoD(dev+off, p.Host, s, true)
+			err = c.MemcpyHtoD(dev+off, run.Host, s, true)
 		} else {
-			err = c.MemcpyDtoH(p.Host, dev+off, s, true)
+			err = c.MemcpyDtoH(run.Host, dev+off, s, true)
 		}
+		off += device.Ptr(len(run.Host))
+		return err
+	}
+	for i, n := 0, src.Count(); i < n; i++ {
+		p, err := src.Piece(i)
 		if err != nil {
 			return err
 		}
-		off += device.Ptr(len(p.Host))
+		if have && adjacent(&run, &p) {
+			extend(&run, &p)
+			continue
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		run, have = p, true
 	}
-	return nil
+	return flush()
 }

@@ -36,9 +36,8 @@ func NewRegistry() *Registry {
 }
 
 // Ensure registers the chunks covering [off, off+n) of r with c and returns
-// the device address of r.Host[off] (valid because the range lies inside one
-// chunk, or in consecutive chunks registered separately: callers that need
-// one device address for a whole range must keep ranges inside a chunk).
+// the device address of r.Host[off]. Chunks are registered separately: a
+// device address is valid up to the end of its chunk.
 func (g *Registry) Ensure(c device.Context, r *guestmem.Region, off, n uint64) (device.Ptr, error) {
 	if n == 0 {
 		return 0, nil

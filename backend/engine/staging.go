@@ -11,7 +11,7 @@ const StagingSize = 32 << 20
 // scatters (DtoH) the pieces, the DMA engine moves the buffer. It is the
 // baseline the other engines are measured against, and the one that needs
 // nothing registered.
-func (e *Engine) staging(c device.Context, dir Dir, dev device.Ptr, pieces []Piece, s device.Stream) error {
+func (e *Engine) staging(c device.Context, dir Dir, dev device.Ptr, src Source, s device.Stream) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stage == nil || e.stageCtx != c {
@@ -58,7 +58,11 @@ func (e *Engine) staging(c device.Context, dir Dir, dev device.Ptr, pieces []Pie
 		batch = batch[:0]
 		return nil
 	}
-	for _, p := range pieces {
+	for i, cnt := 0, src.Count(); i < cnt; i++ {
+		p, err := src.Piece(i)
+		if err != nil {
+			return err
+		}
 		h := p.Host
 		for len(h) > 0 {
 			n := min(len(h), len(buf)-fill)

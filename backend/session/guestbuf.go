@@ -1,6 +1,8 @@
 package session
 
 import (
+	"fmt"
+
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
@@ -35,35 +37,103 @@ func (s *Session) acquire(c *call, op string) (*guestmem.Table, error) {
 	return t, nil
 }
 
-// segmentPieces translates the frame's segment list, which must describe
-// one buffer of n bytes, into host pieces.
-func (s *Session) segmentPieces(c *call, op string, index uint32, n uint64) ([]engine.Piece, error) {
+// checkSegments checks that the frame's segment list describes exactly one
+// buffer of n bytes (no wrap-around, no empty segment) and takes the guest
+// memory table; translation happens piece by piece (segSource).
+func (s *Session) checkSegments(c *call, op string, index uint32, n uint64) (*guestmem.Table, error) {
 	if !s.segsOK {
 		return nil, s.segsWhy
 	}
 	if index != 0 {
 		return nil, device.Errorf(op, device.ErrInvalidValue, "segment buffer %d: this call takes one buffer (index 0)", index)
 	}
-	if _, err := protocol.SplitSegments(c.f.Segs, []uint64{n}); err != nil {
+	if err := oneBuffer(c.f.Segs, n); err != nil {
 		return nil, device.Errorf(op, device.ErrInvalidValue, "%v", err)
 	}
-	t, err := s.acquire(c, op)
+	return s.acquire(c, op)
+}
+
+// oneBuffer is protocol.SplitSegments for a single buffer, without
+// allocating.
+func oneBuffer(segs []protocol.Segment, n uint64) error {
+	var got uint64
+	for i, sg := range segs {
+		if sg.Len == 0 || sg.Len > n-got {
+			return fmt.Errorf("%w: segment %d (%d bytes) does not fit a %d-byte buffer", protocol.ErrSegmentRange, i, sg.Len, n)
+		}
+		if sg.GPA+sg.Len < sg.GPA {
+			return fmt.Errorf("%w: segment %d wraps around", protocol.ErrSegmentRange, i)
+		}
+		got += sg.Len
+	}
+	if got != n {
+		return fmt.Errorf("%w: segments hold %d of %d bytes", protocol.ErrSegmentRange, got, n)
+	}
+	return nil
+}
+
+// segSource translates segments into pieces on demand, remembering the
+// last region (consecutive segments mostly share one).
+type segSource struct {
+	op   string
+	t    *guestmem.Table
+	segs []protocol.Segment
+	last *guestmem.Region
+}
+
+func (ss *segSource) Count() int { return len(ss.segs) }
+
+func (ss *segSource) Piece(i int) (engine.Piece, error) {
+	sg := ss.segs[i]
+	if r := ss.last; r != nil && sg.GPA >= uint64(r.GuestPhys) {
+		off := sg.GPA - uint64(r.GuestPhys)
+		if off < r.Size && sg.Len <= r.Size-off {
+			return engine.Piece{Host: r.Host[off : off+sg.Len : off+sg.Len], Region: r, Off: off}, nil
+		}
+	}
+	r, off, err := ss.t.Locate(guestmem.GPA(sg.GPA), sg.Len)
+	if err != nil {
+		return engine.Piece{}, device.Errorf(ss.op, device.ErrInvalidValue, "segment %d (gpa %#x, %d bytes): %v", i, sg.GPA, sg.Len, err)
+	}
+	ss.last = r
+	return engine.Piece{Host: r.Host[off : off+sg.Len : off+sg.Len], Region: r, Off: off}, nil
+}
+
+// segmentPieces translates the whole segment list at once (registrations
+// and module images, which need every piece up front).
+func (s *Session) segmentPieces(c *call, op string, index uint32, n uint64) ([]engine.Piece, error) {
+	t, err := s.checkSegments(c, op, index, n)
 	if err != nil {
 		return nil, err
 	}
-	for i, sg := range c.f.Segs {
-		r, off, err := t.Locate(guestmem.GPA(sg.GPA), sg.Len)
+	ss := segSource{op: op, t: t, segs: c.f.Segs}
+	for i := range c.f.Segs {
+		p, err := ss.Piece(i)
 		if err != nil {
-			return nil, device.Errorf(op, device.ErrInvalidValue, "segment %d (gpa %#x, %d bytes): %v", i, sg.GPA, sg.Len, err)
+			return nil, err
 		}
-		c.pieces = append(c.pieces, engine.Piece{Host: r.Host[off : off+sg.Len : off+sg.Len], Region: r, Off: off})
+		c.pieces = append(c.pieces, p)
 	}
 	return c.pieces, nil
 }
 
-// guestPieces resolves a segment or region BufRef. pinned reports memory
-// that stays valid after the reply (a registered region), so an async copy
-// need not finish before the reply.
+// guestSource resolves a segment or region BufRef into a piece source.
+// pinned reports memory that stays valid after the reply (a registered
+// region), so an async copy need not finish before the reply.
+func (s *Session) guestSource(c *call, op string, ref protocol.BufRef) (engine.Source, bool, error) {
+	if ref.Kind == protocol.BufSegments {
+		t, err := s.checkSegments(c, op, ref.Index, ref.Len)
+		if err != nil {
+			return nil, false, err
+		}
+		c.src = segSource{op: op, t: t, segs: c.f.Segs}
+		return &c.src, false, nil
+	}
+	ps, pinned, err := s.guestPieces(c, op, ref)
+	return engine.Pieces(ps), pinned, err
+}
+
+// guestPieces resolves a segment or region BufRef into translated pieces.
 func (s *Session) guestPieces(c *call, op string, ref protocol.BufRef) ([]engine.Piece, bool, error) {
 	switch ref.Kind {
 	case protocol.BufSegments:

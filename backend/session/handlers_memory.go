@@ -142,20 +142,18 @@ func (s *Session) guestCopy(c *call, ctx device.Context, dir engine.Dir, dev uin
 			return device.Errorf(op, device.ErrInvalidValue, "region %d was registered read-only", ref.Region)
 		}
 	}
-	pieces, pinned, err := s.guestPieces(c, op, ref)
+	src, pinned, err := s.guestSource(c, op, ref)
 	if err != nil {
 		return err
 	}
-	k, err := s.eng.Copy(ctx, dir, device.Ptr(dev), pieces, st)
+	k, err := s.eng.Copy(ctx, dir, device.Ptr(dev), ref.Len, src, st)
 	s.stats.engines[k].Add(1)
-	if err != nil {
-		return err
-	}
-	if !pinned || !async {
-		// The guest unpins its pages when it has the reply: finish first.
+	if !pinned || !async || err != nil {
+		// The guest unpins its pages when it has the reply: finish first
+		// (also after a partial copy that failed).
 		c.syncs = append(c.syncs, syncPoint{ctx, st})
 	}
-	return nil
+	return err
 }
 
 func memcpyDtoD(s *Session, c *call, r *protocol.MemcpyDtoDReq) error {

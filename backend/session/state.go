@@ -18,6 +18,7 @@ type call struct {
 	batch  bool // inside OpBatch: no reply payload, no segments
 	table  *guestmem.Table
 	pieces []engine.Piece
+	src    segSource
 	// syncs lists streams to synchronize before guest memory is released.
 	syncs []syncPoint
 }
@@ -54,6 +55,7 @@ func (c *call) release() {
 	}
 	clear(c.pieces)
 	c.pieces = c.pieces[:0]
+	c.src = segSource{}
 }
 
 type memKind uint8
