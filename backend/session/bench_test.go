@@ -19,7 +19,7 @@ type nopCopies struct{ *sim.Context }
 
 func (nopCopies) MemcpyHtoD(device.Ptr, []byte, device.Stream, bool) error { return nil }
 func (nopCopies) MemcpyDtoH([]byte, device.Ptr, device.Stream, bool) error { return nil }
-func (nopCopies) ExecutesKernels() bool                                     { return true }
+func (nopCopies) ExecutesKernels() bool                                    { return true }
 
 func benchSession(b *testing.B, eng engine.Kind, mem bool) (*sessiontest.Client, *session.Stats, func()) {
 	drv, err := sim.New(sim.Config{MemBytes: 1 << 30})
