@@ -104,12 +104,13 @@ static int vgpu_copy_reply(struct vgpu_call __user *argp,
  * @submit: SUBMIT: return once sent; the pages stay pinned until the host
  *          answers, and a failed answer is queued for VGPU_IOC_RECV.
  *
- * Context: process; sleeps (interruptibly while waiting for the reply).
+ * Context: process; sleeps (killably while waiting for the reply).
  * Return: 0 (the host's status is in the reply header); -EINVAL, -EPROTO,
  * -EPERM, -E2BIG, -EBADMSG, -EOVERFLOW, -EFAULT for bad arguments (see
  * the uapi header); -EBUSY for a request id already pending; -EOPNOTSUPP
  * for buffers when the host takes no segments; -EMSGSIZE when the reply
- * does not fit; -ETIMEDOUT; -ERESTARTSYS; -EPIPE when the host is gone.
+ * does not fit; -ETIMEDOUT; -EINTR (fatal signal); -EPIPE when the host
+ * is gone.
  */
 long vgpu_ioctl_call(struct vgpu_session *s, void __user *argp, bool submit)
 {

@@ -19,6 +19,7 @@
 #include <linux/mm.h>
 #include <linux/net.h>
 #include <linux/sched/signal.h>
+#include <linux/signal.h>
 #include <linux/slab.h>
 #include <linux/socket.h>
 #include <linux/vm_sockets.h>
@@ -456,6 +457,7 @@ int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 	static const u8 zeros[VGPU_ALIGN];
 	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
 	struct vgpu_header cont;
+	sigset_t block, saved;
 	struct kvec vec[4];
 	u32 per = s->max_segments, n, done, nframes;
 	size_t len, pad;
@@ -472,6 +474,13 @@ int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 		err = -EPIPE;
 		goto unlock;
 	}
+	/*
+	 * A frame must go out whole: a caught signal would end a send that
+	 * waits for credit part-way and desynchronise the stream. Only a
+	 * fatal signal may interrupt it (the session dies with the process).
+	 */
+	siginitsetinv(&block, sigmask(SIGKILL));
+	sigprocmask(SIG_BLOCK, &block, &saved);
 	n = min(nsegs, per);
 	hdr->num_segs = n;
 	hdr->payload_len = payload_len;
@@ -530,6 +539,7 @@ int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 		if (done + n < nsegs)
 			cont.flags |= VGPU_FLAG_MORE_SEGMENTS;
 	}
+	sigprocmask(SIG_SETMASK, &saved, NULL);
 	if (err) {
 		spin_lock(&s->lock);
 		if (!s->dead)
@@ -588,13 +598,17 @@ void vgpu_req_cancel(struct vgpu_session *s, struct vgpu_req *req)
  * @timeout_ms: 0 means the module's call_timeout_ms (0 there: forever).
  *
  * On success the caller owns @req and @req->reply. If the session died,
- * @req is freed here. Otherwise (signal, timeout) @req becomes an orphan:
- * its pages stay pinned until the host answers or the file is closed,
- * because the host may still be using them. After a failure the caller
- * must not touch @req again.
+ * @req is freed here. Otherwise (fatal signal, timeout) @req becomes an
+ * orphan: its pages stay pinned until the host answers or the file is
+ * closed, because the host may still be using them. After a failure the
+ * caller must not touch @req again.
  *
- * Context: process; sleeps interruptibly.
- * Return: 0; -ERESTARTSYS on a signal; -ETIMEDOUT; the session's error
+ * The wait is killable, not interruptible: the call has been sent, so a
+ * caught signal must not make the ioctl restart and send it again; its
+ * handler runs when the reply is in (as with a native CUDA call).
+ *
+ * Context: process; sleeps until the reply, the timeout or a fatal signal.
+ * Return: 0; -EINTR on a fatal signal; -ETIMEDOUT; the session's error
  * (-EPIPE when the host closed the stream).
  */
 int vgpu_req_wait(struct vgpu_session *s, struct vgpu_req *req,
@@ -605,13 +619,13 @@ int vgpu_req_wait(struct vgpu_session *s, struct vgpu_req *req,
 	long ret;
 	int err;
 
-	ret = wait_for_completion_interruptible_timeout(&req->done, tmo);
+	ret = wait_for_completion_killable_timeout(&req->done, tmo);
 	if (ret <= 0) {
 		spin_lock(&s->lock);
 		if (!completion_done(&req->done)) {
 			req->kind = VGPU_REQ_ORPHAN;
 			spin_unlock(&s->lock);
-			return ret ? ret : -ETIMEDOUT;
+			return ret ? -EINTR : -ETIMEDOUT;
 		}
 		spin_unlock(&s->lock);
 	}

@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -530,6 +531,14 @@ static void t_kill(void)
 	printf("PASS %s\n", cur);
 }
 
+static volatile sig_atomic_t got_alarm;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	got_alarm = 1;
+}
+
 static void t_interrupt(void)
 {
 	uint8_t *m = map_anon(1 << 20, false);
@@ -557,6 +566,21 @@ static void t_interrupt(void)
 	}
 	pat_fill(m, 4096, 12);
 	CHECK((e = htod(fd, 12, m, 4096)) == 0, "call after a timeout: %d", e);
+
+	/* A caught signal neither ends nor restarts a call that was sent. */
+	{
+		struct sigaction sa = { .sa_handler = on_alarm };
+		struct itimerval it = { .it_value = { .tv_usec = 300000 } };
+
+		sigaction(SIGALRM, &sa, NULL);	/* no SA_RESTART */
+		got_alarm = 0;
+		setitimer(ITIMER_REAL, &it, NULL);
+		e = do_copy(fd, false, 13, m, 8192, PAT_STREAM_DELAY,
+			    VGPU_IOC_CALL, 0, NULL);
+		CHECK(e == 0, "call across a caught signal: %d", e);
+		CHECK(got_alarm, "the signal handler did not run");
+		CHECK(pat_check(m, 8192, 13) < 0, "data of the call across a signal");
+	}
 	close(fd);	/* waits for the delayed reply before unpinning */
 	printf("PASS %s\n", cur);
 }
