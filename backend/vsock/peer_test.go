@@ -61,6 +61,11 @@ func (o testOutput) Write(p []byte) (int, error) { return len(p), nil }
 // newPeer starts dev against a fresh guest. rxBuffers is how many rx
 // buffers the guest offers (0: a full ring).
 func newPeer(t testing.TB, dev *vsock.Device, rxBuffers int) *guestPeer {
+	return newPeerSized(t, dev, rxBuffers, rxBufSize)
+}
+
+// newPeerSized is newPeer with rx buffers of rxSize payload bytes.
+func newPeerSized(t testing.TB, dev *vsock.Device, rxBuffers, rxSize int) *guestPeer {
 	t.Helper()
 	mem, err := virtqtest.NewMemory(0x40000000, 64<<20)
 	if err != nil {
@@ -77,7 +82,7 @@ func newPeer(t testing.TB, dev *vsock.Device, rxBuffers int) *guestPeer {
 		rxBuffers = 64
 	}
 	for i := 0; i < rxBuffers; i++ {
-		head, b, ok := p.rx.Add(nil, []int{vsock.HeaderSize, rxBufSize})
+		head, b, ok := p.rx.Add(nil, []int{vsock.HeaderSize, rxSize})
 		if !ok {
 			t.Fatal("rx ring full")
 		}
@@ -255,3 +260,5 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 var _ guestmem.Source = (*guestmem.Table)(nil)
+
+func guestGPA(v uint64) guestmem.GPA { return guestmem.GPA(v) }
