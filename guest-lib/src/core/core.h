@@ -21,6 +21,8 @@ void vgpu_start_notify_thread(void);
 void vgpu_defer_error(int err);
 /* Sends a request without waiting for (or getting) a reply. */
 int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len);
+/* The backend's statistics of this session (GET_STATS), if connected. */
+int vgpu_session_stats(struct vgpu_session_stats *out);
 /* The guest-mode /dev/vgpu file descriptor, -1 in host mode. */
 int vgpu_dev_fd(void);
 

@@ -161,4 +161,12 @@ static void print_stats(void)
 		(unsigned long long)bo, (unsigned long long)bi, (double)ns / 1e6);
 	fprintf(o, "(round trips: calls that waited for a reply; batched calls travel inside BATCH frames)\n");
 	pthread_mutex_unlock(&stat_mu);
+	/* the backend's own view of this session: its time vs. the transport's */
+	struct vgpu_session_stats b;
+	if (vgpu_session_stats(&b) == 0)
+		fprintf(o, "backend: %llu calls, %.3f ms in handlers; HtoD %llu bytes in %.3f ms; DtoH %llu bytes in %.3f ms; "
+			   "%llu launches (%llu emulated)\n",
+			(unsigned long long)b.calls, (double)b.nanos_in_call / 1e6, (unsigned long long)b.bytes_hto_d,
+			(double)b.nanos_hto_d / 1e6, (unsigned long long)b.bytes_dto_h, (double)b.nanos_dto_h / 1e6,
+			(unsigned long long)b.launches, (unsigned long long)b.emulated);
 }

@@ -694,6 +694,14 @@ int vgpu_queue(uint16_t op, const void *req, uint32_t req_len)
 
 /* Sends a frame without waiting for its reply (host-function completions
  * sent from the notification path). */
+int vgpu_session_stats(struct vgpu_session_stats *out)
+{
+	if (__atomic_load_n(&init_state, __ATOMIC_ACQUIRE) != 1 || broken)
+		return VGPU_E_NOT_INITIALIZED;
+	memset(out, 0, sizeof *out);
+	return vgpu_call(VGPU_OP_GET_STATS, NULL, 0, NULL, 0, out, sizeof *out, NULL, 0, NULL);
+}
+
 /* Work queued but never synchronized still reaches the device at exit. */
 __attribute__((destructor)) static void flush_at_exit(void)
 {
