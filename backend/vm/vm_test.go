@@ -31,6 +31,13 @@ func testImage(t *testing.T, o testguest.Options) *testguest.Image {
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		skip("no QEMU: %v", err)
 	}
+	if dir := os.Getenv("VGPU_TESTGUEST_IMAGE"); dir != "" && len(o.ExtraModules) == 0 && len(o.ExtraFiles) == 0 {
+		img, err := testguest.Load(dir) // a prebuilt image, e.g. on the GPU machine
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
 	o.KernelSource = testguest.KernelHost
 	o.Logger = testLogger(t)
 	img, err := testguest.Build(o)

@@ -227,6 +227,9 @@ func Build(o Options) (*Image, error) {
 	if err := os.WriteFile(filepath.Join(tmp, "image.json"), append(mj, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("testguest: %w", err)
 	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("testguest: %w", err)
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Another builder may have won the race; use its image.
 		if img, lerr := Load(dir); lerr == nil {
