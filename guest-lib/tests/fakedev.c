@@ -244,13 +244,16 @@ static int do_request(const uint8_t *frame, const struct vgpu_buf *bufs, uint32_
 	return 0;
 }
 
-/* A batch: replayed one call at a time; the first failure is notified. */
-static int do_batch(const uint8_t *frame, int *bad)
+/* A batch: replayed one call at a time. The first failure goes into *rep;
+ * without a reply (SUBMIT) it is notified, as the host does. */
+static int do_batch(const uint8_t *frame, int notify, struct vgpu_batch_reply *rep, int *bad)
 {
 	const struct vgpu_header *h = (const void *)frame;
 	const uint8_t *p = frame + VGPU_HEADER_SIZE;
 	struct vgpu_batch_req br;
 	memcpy(&br, p, sizeof br);
+	memset(rep, 0, sizeof *rep);
+	rep->failed_index = br.count;
 	uint64_t off = sizeof br;
 	for (uint32_t i = 0; i < br.count; i++) {
 		const struct vgpu_header *sh = (const void *)(p + off);
@@ -261,12 +264,17 @@ static int do_batch(const uint8_t *frame, int *bad)
 		}
 		uint8_t *r = NULL;
 		uint32_t rl = 0;
-		/* sub-calls that can fail are waited for, to notify the error */
+		/* sub-calls are waited for, to learn their errors */
 		if (do_request(p + off, NULL, 0, 0, &r, &rl, bad))
 			return -1;
 		int32_t st = ((struct vgpu_header *)r)->status;
 		free(r);
 		if (st) {
+			rep->failed_index = i;
+			rep->first_error = st;
+			rep->failed_request_id = sh->request_id;
+			if (!notify)
+				return 0;
 			struct {
 				struct vgpu_header h;
 				struct vgpu_error_notify n;
@@ -285,6 +293,7 @@ static int do_batch(const uint8_t *frame, int *bad)
 			push_note(c, sizeof note);
 			return 0;
 		}
+		rep->executed++;
 		off += vgpu_frame_len(sh->payload_len, 0);
 	}
 	return 0;
@@ -316,9 +325,19 @@ static int fake_call(struct vgpu_call *c, int submit)
 			      h->opcode != VGPU_OP_MEMCPY_DTOH;
 	if (!fire_and_forget)
 		pthread_mutex_lock(&mu);
-	if (h->opcode == VGPU_OP_BATCH)
-		rc = do_batch(frame, &bad);
-	else
+	struct vgpu_batch_reply brep;
+	if (h->opcode == VGPU_OP_BATCH) {
+		rc = do_batch(frame, submit, &brep, &bad);
+		if (!rc && !submit) { /* a batch sent as a call gets a BatchReply */
+			rl = VGPU_HEADER_SIZE + sizeof brep;
+			r = calloc(1, rl);
+			struct vgpu_header *rh = (void *)r;
+			*rh = *h;
+			rh->flags = VGPU_FLAG_REPLY;
+			rh->payload_len = sizeof brep;
+			memcpy(r + VGPU_HEADER_SIZE, &brep, sizeof brep);
+		}
+	} else
 		rc = do_request(frame, bufs, c->nbufs, submit && (h->flags & VGPU_FLAG_NO_REPLY), &r, &rl, &bad);
 	if (!fire_and_forget)
 		pthread_mutex_unlock(&mu);
@@ -326,7 +345,7 @@ static int fake_call(struct vgpu_call *c, int submit)
 		return -EINVAL;
 	if (rc)
 		return -EIO;
-	if (submit || h->opcode == VGPU_OP_BATCH) {
+	if (submit) {
 		free(r);
 		return 0;
 	}

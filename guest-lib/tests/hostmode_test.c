@@ -412,6 +412,11 @@ static void test_driver_api(void)
 	void *args[] = {&dp, &f, &n};
 	OK(cuLaunchKernel(fn, 4, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
 	OK(cuCtxSynchronize());
+	/* an invalid launch is queued; its error surfaces at the next sync point, once */
+	OK(cuLaunchKernel(fn, 1, 1, 1, 4096, 1, 1, 0, NULL, args, NULL));
+	int deferred = cuCtxSynchronize();
+	CHECK(deferred != 0);
+	OK(cuCtxSynchronize());
 	CHECK(cuModuleGetFunction(&fn, mod, "nosuch") != 0);
 	OK(cuModuleUnload(mod));
 	void *lib, *kern, *kfn;

@@ -116,6 +116,9 @@ VGPU_PRIVATE int vgpu_call(uint16_t op, const void *req, uint32_t req_len,
 VGPU_PRIVATE int vgpu_queue(uint16_t op, const void *req, uint32_t req_len);
 /* Sends the queued batch now. */
 VGPU_PRIVATE int vgpu_flush(void);
+/* Before a synchronizing call: makes sure the errors of queued work are
+ * known when that call returns (see transport.c). */
+VGPU_PRIVATE int vgpu_sync_point(void);
 /* Returns and clears the deferred error of earlier asynchronous calls. */
 VGPU_PRIVATE int vgpu_take_deferred_error(void);
 /* Largest payload one frame may carry (for chunking copies). */

@@ -82,6 +82,7 @@ int vgpu_device_attr(int dev, int attr, int *value)
 int vgpu_device_sync(int dev)
 {
 	struct vgpu_device_req req = {.device = (uint32_t)dev};
+	vgpu_sync_point();
 	int rc = vgpu_call(VGPU_OP_DEVICE_SYNCHRONIZE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
 	int d = vgpu_take_deferred_error();
 	return d ? d : rc;
@@ -466,6 +467,8 @@ int vgpu_memcpy_dtoh(void *dst, uint64_t src, uint64_t n, uint64_t stream, int a
 		req.dst.len = n;
 		return vgpu_queue(VGPU_OP_MEMCPY_DTOH, &req, sizeof req);
 	}
+	if (!async)
+		vgpu_sync_point();
 	for (uint64_t off = 0; off < n; off += chunk) {
 		uint64_t len = n - off < chunk ? n - off : chunk;
 		struct vgpu_memcpy_dtoh_req req;
@@ -519,8 +522,11 @@ int vgpu_stream_create(int dev, unsigned flags, int prio, uint64_t *handle)
 int vgpu_simple(uint16_t op, uint64_t handle)
 {
 	struct vgpu_handle_req req = {.handle = handle};
+	int sync = op == VGPU_OP_STREAM_SYNCHRONIZE || op == VGPU_OP_EVENT_SYNCHRONIZE;
+	if (sync)
+		vgpu_sync_point();
 	int rc = vgpu_call(op, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
-	if (op == VGPU_OP_STREAM_SYNCHRONIZE || op == VGPU_OP_EVENT_SYNCHRONIZE) {
+	if (sync) {
 		int d = vgpu_take_deferred_error();
 		if (d)
 			return d;

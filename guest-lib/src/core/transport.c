@@ -539,6 +539,47 @@ void vgpu_defer_error(int err)
 	__atomic_compare_exchange_n(&deferred_err, &zero, err, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
+/* Guest mode: a batch's NOTIFY_ERROR travels on the RECV queue and may be
+ * read after the reply of the synchronizing call that follows it, so at a
+ * sync point a pending batch is sent as a call and its error read from the
+ * BatchReply (one extra round trip, only when work is pending). Host mode
+ * reads both on one ordered stream: nothing to do. */
+int vgpu_sync_point(void)
+{
+	if (host_mode)
+		return 0;
+	pthread_mutex_lock(&batch_mu);
+	if (!batch_count) {
+		pthread_mutex_unlock(&batch_mu);
+		return 0;
+	}
+	struct vgpu_batch_req *br = (void *)batch_buf;
+	br->count = batch_count;
+	br->pad0 = 0;
+	size_t len = batch_len;
+	batch_count = 0;
+	batch_len = sizeof(struct vgpu_batch_req);
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	int rc = roundtrip(VGPU_OP_BATCH, new_id(), batch_buf, (uint32_t)len, NULL, 0, NULL, 0, 256, &r, &rl);
+	pthread_mutex_unlock(&batch_mu);
+	if (rc) {
+		vgpu_defer_error(rc);
+		return rc;
+	}
+	const struct vgpu_header *h = (const void *)r;
+	struct vgpu_batch_reply rep;
+	memset(&rep, 0, sizeof rep);
+	memcpy(&rep, r + VGPU_HEADER_SIZE, h->payload_len < sizeof rep ? h->payload_len : sizeof rep);
+	int err = rep.first_error ? rep.first_error : h->status;
+	free(r);
+	if (err) {
+		VINFO("batch call %u failed: error %d", rep.failed_index, err);
+		vgpu_defer_error(err);
+	}
+	return err;
+}
+
 int vgpu_flush(void)
 {
 	pthread_mutex_lock(&batch_mu);
