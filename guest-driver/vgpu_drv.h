@@ -20,12 +20,10 @@
 #include <linux/wait.h>
 
 #include "vgpu_protocol.h"
+#include "vgpu_segs.h"
 #include "include/uapi/vgpu.h"
 
 #define VGPU_DRV_VERSION "0.1.0"
-
-/* Request ids with this bit are the driver's own; user frames may not use it. */
-#define VGPU_REQ_DRIVER_BIT	(1ULL << 63)
 
 /* Privileged source ports the driver binds, walked downwards. */
 #define VGPU_PRIVPORT_MAX	1023
@@ -48,34 +46,6 @@ extern unsigned int vgpu_max_frames;
 extern unsigned long vgpu_last_pin_ns;
 extern unsigned long vgpu_last_pin_pages;
 extern unsigned long vgpu_last_pin_segs;
-
-/* ---- pure helpers (vgpu_segs.c, KUnit-tested) ---- */
-
-/**
- * struct vgpu_seg_builder - accumulates guest-physical segments.
- * @segs:   output array.
- * @nr:     segments used.
- * @cap:    capacity of @segs.
- * @sealed: the next range starts a new segment even if contiguous (a buffer
- *          boundary: segments of two buffers never merge).
- */
-struct vgpu_seg_builder {
-	struct vgpu_segment *segs;
-	u32 nr;
-	u32 cap;
-	bool sealed;
-};
-
-void vgpu_segs_init(struct vgpu_seg_builder *b, struct vgpu_segment *segs,
-		    u32 cap);
-int vgpu_segs_add(struct vgpu_seg_builder *b, u64 phys, u64 len);
-void vgpu_segs_seal(struct vgpu_seg_builder *b);
-u64 vgpu_segs_total(const struct vgpu_segment *segs, u32 nr);
-int vgpu_span_pages(u64 addr, u64 len, unsigned long *first,
-		    unsigned long *nr_pages);
-int vgpu_check_user_frame(const struct vgpu_header *hdr, u32 frame_len,
-			  u32 max_payload);
-u32 vgpu_nr_frames(u32 nsegs, u32 max_per_frame);
 
 /* ---- frames and sessions (vgpu_session.c) ---- */
 

@@ -8,7 +8,7 @@
 #include <linux/mm.h>
 #include <linux/overflow.h>
 
-#include "vgpu_drv.h"
+#include "vgpu_segs.h"
 
 /**
  * vgpu_segs_init() - start an empty segment list.
