@@ -483,23 +483,22 @@ func (d *Device) onRequest(h *Header, _ *virtq.Chain) {
 		return
 	}
 	c := newConn(d, key, h)
-	d.conns[key] = c
-	d.mu.Unlock()
-
+	// RESPONSE must be queued before Accept can hand the conn out (so no
+	// data of an eager Write overtakes it); both happen under d.mu.
+	resp := ctrlPkt{hdr: c.header(OpResponse, 0), conn: c}
 	select {
 	case l.accept <- c:
+		d.conns[key] = c
+		d.ctrl = append(d.ctrl, resp)
+		d.mu.Unlock()
+		d.signal()
+		d.accepted.Add(1)
 	default:
+		d.mu.Unlock()
 		d.refused.Add(1)
 		d.rl.log(d.log, "backlog", "refused a guest connection: accept backlog full", "port", h.DstPort, "guest_port", h.SrcPort)
-		c.mu.Lock()
-		c.reset(fmt.Errorf("vsock: accept backlog full: %w", syscall.ECONNREFUSED))
-		c.mu.Unlock()
-		return
+		d.sendRST(h)
 	}
-	// RESPONSE is queued after the conn is visible to Accept; the rx loop
-	// sends control packets before any data, so it still precedes data.
-	d.queueCtrl(ctrlPkt{hdr: c.header(OpResponse, 0), conn: c})
-	d.accepted.Add(1)
 }
 
 func (d *Device) onRST(h *Header, _ *virtq.Chain) {

@@ -498,3 +498,49 @@ func TestListenTwice(t *testing.T) {
 		t.Fatalf("second Listen = %v", err)
 	}
 }
+
+func TestBacklogFull(t *testing.T) {
+	d := newDevice(t, 0)
+	p := newPeer(t, d, 0)
+	l, err := d.Listen(hostPort, vsock.ListenOptions{Backlog: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p.send(hdr(vsock.OpRequest, 800), nil)
+	p.expect(vsock.OpResponse)
+	p.send(hdr(vsock.OpRequest, 801), nil)
+	if rst := p.expect(vsock.OpRST); rst.hdr.DstPort != 801 {
+		t.Fatalf("RST for port %d", rst.hdr.DstPort)
+	}
+	if d.Stats().Refused != 1 || d.Conns() != 1 {
+		t.Fatalf("stats %+v conns %d", d.Stats(), d.Conns())
+	}
+	// Closing the listener resets the connection nobody accepted.
+	l.Close()
+	if rst := p.expect(vsock.OpRST); rst.hdr.DstPort != 800 {
+		t.Fatalf("RST for port %d", rst.hdr.DstPort)
+	}
+}
+
+func TestEagerWriteAfterAccept(t *testing.T) {
+	d := newDevice(t, 0)
+	p := newPeer(t, d, 0)
+	l := listen(t, d, false)
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			_, err = c.Write([]byte("first"))
+		}
+		accepted <- err
+	}()
+	p.send(hdr(vsock.OpRequest, 900), nil)
+	p.expect(vsock.OpResponse)
+	if pk := p.expect(vsock.OpRW); string(pk.payload) != "first" {
+		t.Fatalf("payload %q", pk.payload)
+	}
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+}
