@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/device/sim"
+	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
 	"github.com/vgpu-project/vgpu/backend/session"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
@@ -56,13 +57,15 @@ const testPTX = `
 type env struct {
 	t      *testing.T
 	c      *sessiontest.Client
-	drv    *sim.Driver
+	drv    device.Driver
 	stats  *session.Stats
 	cancel context.CancelFunc
 	done   chan error
 	table  *guestmem.Table
 	once   sync.Once
 	err    error // Serve's result
+	ownDrv    bool
+	cfgEngine *engine.Engine
 }
 
 type opts struct {
@@ -72,6 +75,8 @@ type opts struct {
 	quota    uint64
 	devices  int
 	limits   protocol.Limits
+	drv      device.Driver // nil: a sim with 1 GiB per device
+	ramSize  uint64        // second region's size (default 4 MiB)
 }
 
 func start(t *testing.T, o opts) *env {
@@ -79,14 +84,25 @@ func start(t *testing.T, o opts) *env {
 	if o.devices == 0 {
 		o.devices = 1
 	}
-	drv, err := sim.New(sim.Config{Devices: o.devices, MemBytes: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
+	drv := o.drv
+	ownDrv := drv == nil
+	if ownDrv {
+		d, err := sim.New(sim.Config{Devices: o.devices, MemBytes: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drv = d
+	} else {
+		o.devices = drv.Count()
 	}
-	e := &env{t: t, drv: drv, stats: &session.Stats{}, done: make(chan error, 1)}
+	if o.ramSize == 0 {
+		o.ramSize = 4 << 20
+	}
+	e := &env{t: t, drv: drv, ownDrv: ownDrv, stats: &session.Stats{}, done: make(chan error, 1)}
 	var src guestmem.Source
+	var err error
 	if o.mem {
-		e.table, err = sessiontest.GuestRAM(sessiontest.RegionSpec{GPA: 0, Size: 1 << 20}, sessiontest.RegionSpec{GPA: 1 << 32, Size: 4 << 20})
+		e.table, err = sessiontest.GuestRAM(sessiontest.RegionSpec{GPA: 0, Size: 1 << 20}, sessiontest.RegionSpec{GPA: 1 << 32, Size: o.ramSize})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,11 +114,12 @@ func start(t *testing.T, o opts) *env {
 		d, _ := drv.Context(i)
 		devs = append(devs, d)
 	}
-	cfg := session.Config{Devices: devs, DeviceKind: "sim", DriverVersion: drv.Version(), BackendVersion: "test",
+	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
 		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}
+	e.cfgEngine = cfg.Engine
 	s := session.New(bc, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
@@ -122,10 +139,15 @@ func (e *env) close() error {
 			e.t.Error("session did not end after the client closed")
 		}
 		e.cancel()
+		if reg := e.cfgEngine; reg != nil {
+			reg.Registry().Close()
+		}
 		if e.table != nil {
 			e.table.Release()
 		}
-		e.drv.Close()
+		if e.ownDrv {
+			e.drv.Close()
+		}
 	})
 	return e.err
 }
