@@ -55,15 +55,15 @@ const testPTX = `
 `
 
 type env struct {
-	t      *testing.T
-	c      *sessiontest.Client
-	drv    device.Driver
-	stats  *session.Stats
-	cancel context.CancelFunc
-	done   chan error
-	table  *guestmem.Table
-	once   sync.Once
-	err    error // Serve's result
+	t         *testing.T
+	c         *sessiontest.Client
+	drv       device.Driver
+	stats     *session.Stats
+	cancel    context.CancelFunc
+	done      chan error
+	table     *guestmem.Table
+	once      sync.Once
+	err       error // Serve's result
 	ownDrv    bool
 	cfgEngine *engine.Engine
 }
