@@ -95,6 +95,20 @@ int cuLibraryGetKernel(void **, void *, const char *);
 int cuKernelGetFunction(void **, void *);
 int cuLibraryUnload(void *);
 
+/* NVML (libnvidia-ml.so.1) */
+int nvmlInit_v2(void);
+int nvmlShutdown(void);
+int nvmlDeviceGetCount_v2(unsigned *);
+int nvmlDeviceGetHandleByIndex_v2(unsigned, void **);
+int nvmlDeviceGetName(void *, char *, unsigned);
+int nvmlDeviceGetUUID(void *, char *, unsigned);
+int nvmlDeviceGetHandleByUUID(const char *, void **);
+int nvmlDeviceGetMemoryInfo(void *, unsigned long long *);
+int nvmlDeviceGetPciInfo_v3(void *, void *);
+int nvmlDeviceGetHandleByPciBusId_v2(const char *, void **);
+int nvmlDeviceGetTemperature(void *, int, unsigned *);
+const char *nvmlErrorString(int);
+
 static int failures;
 #define CHECK(cond)                                                                     \
 	do {                                                                            \
@@ -464,6 +478,37 @@ static void test_threads(void)
 	CHECK(bad == 0);
 }
 
+static void test_nvml(void)
+{
+	unsigned n = 0, t;
+	void *d, *d2;
+	char name[96], uuid[96];
+	unsigned long long mem[3];
+	struct {
+		char legacy[16];
+		unsigned domain, bus, device, id, sub;
+		char bus_id[32];
+	} pci;
+	OK(nvmlInit_v2());
+	OK(nvmlDeviceGetCount_v2(&n));
+	CHECK(n >= 1);
+	OK(nvmlDeviceGetHandleByIndex_v2(0, &d));
+	OK(nvmlDeviceGetName(d, name, sizeof name));
+	CHECK(name[0]);
+	OK(nvmlDeviceGetUUID(d, uuid, sizeof uuid));
+	CHECK(!strncmp(uuid, "GPU-", 4));
+	OK(nvmlDeviceGetHandleByUUID(uuid, &d2));
+	CHECK(d2 == d);
+	OK(nvmlDeviceGetMemoryInfo(d, mem));
+	CHECK(mem[0] > 0 && mem[1] <= mem[0]);
+	OK(nvmlDeviceGetPciInfo_v3(d, &pci));
+	OK(nvmlDeviceGetHandleByPciBusId_v2(pci.bus_id, &d2));
+	CHECK(d2 == d);
+	CHECK(nvmlDeviceGetTemperature(d, 0, &t) == 3); /* NVML_ERROR_NOT_SUPPORTED, a generated stub */
+	CHECK(!strcmp(nvmlErrorString(3), "Not Supported"));
+	OK(nvmlShutdown());
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -479,6 +524,7 @@ static const struct {
 	{"proc_address", test_proc_address},
 	{"driver_api", test_driver_api},
 	{"threads", test_threads},
+	{"nvml", test_nvml},
 };
 
 int main(int argc, char **argv)

@@ -114,7 +114,7 @@ trap stop_server EXIT
 if start_server; then
 	export VGPU_TRANSPORT=unix:$SOCK
 	if $CC $CFLAGS -DVGPU_CUDART_ABI=13 $INC -o "$T/hostmode_test" "$HERE/hostmode_test.c" \
-		-L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 -ldl -lpthread -Wl,-rpath,"$BUILD"; then
+		-L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -Wl,-rpath,"$BUILD"; then
 		if LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test"; then pass "host mode (sim)"; else fail "host mode (sim): see $T/server.log"; fi
 	else
 		fail "building hostmode_test"

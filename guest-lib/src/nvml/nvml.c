@@ -6,6 +6,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "vgpu_internal.h"
 
@@ -236,4 +237,101 @@ NVML_API nvmlSystemGetNVMLVersion(char *v, unsigned len)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	snprintf(v, len, "13.0-vgpu");
 	return NVML_SUCCESS;
+}
+
+/* struct nvmlPciInfo_t (nvml.h, v2/v3 layout) */
+struct nvml_pci {
+	char busIdLegacy[16];
+	unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+	char busId[32];
+};
+
+NVML_API nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, struct nvml_pci *p)
+{
+	VGPU_API();
+	const struct vgpu_device_info *di;
+	if (!p)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	nvmlReturn_t r = info(d, &di);
+	if (r)
+		return r;
+	memset(p, 0, sizeof *p);
+	p->domain = (unsigned)di->attrs[50];
+	p->bus = (unsigned)di->attrs[33];
+	p->device = (unsigned)di->attrs[34];
+	p->pciDeviceId = (unsigned)di->attrs[139];
+	p->pciSubSystemId = (unsigned)di->attrs[140];
+	snprintf(p->busId, sizeof p->busId, "%08x:%02x:%02x.0", p->domain, p->bus, p->device);
+	snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "%04x:%02x:%02x.0", p->domain & 0xffff, p->bus, p->device);
+	return NVML_SUCCESS;
+}
+NVML_API nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, struct nvml_pci *p) { return nvmlDeviceGetPciInfo_v3(d, p); }
+
+NVML_API nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *out)
+{
+	VGPU_API();
+	unsigned n;
+	if (!uuid || !out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	nvmlReturn_t r = nvmlDeviceGetCount_v2(&n);
+	for (unsigned i = 0; !r && i < n && i < MAX_DEV; i++) {
+		char u[96];
+		if (!nvmlDeviceGetUUID(&devs[i], u, sizeof u) && !strcmp(u, uuid)) {
+			*out = &devs[i];
+			return NVML_SUCCESS;
+		}
+	}
+	return r ? r : 6; /* NVML_ERROR_NOT_FOUND */
+}
+
+NVML_API nvmlDeviceGetHandleByPciBusId_v2(const char *bus, nvmlDevice_t *out)
+{
+	VGPU_API();
+	unsigned n;
+	if (!bus || !out)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	nvmlReturn_t r = nvmlDeviceGetCount_v2(&n);
+	for (unsigned i = 0; !r && i < n && i < MAX_DEV; i++) {
+		struct nvml_pci p;
+		if (!nvmlDeviceGetPciInfo_v3(&devs[i], &p) &&
+		    (!strcasecmp(p.busId, bus) || !strcasecmp(p.busIdLegacy, bus))) {
+			*out = &devs[i];
+			return NVML_SUCCESS;
+		}
+	}
+	return r ? r : 6;
+}
+
+NVML_API nvmlDeviceGetComputeMode(nvmlDevice_t d, int *mode)
+{
+	VGPU_API();
+	const struct vgpu_device_info *di;
+	if (!mode)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	nvmlReturn_t r = info(d, &di);
+	if (!r)
+		*mode = (int)di->compute_mode;
+	return r;
+}
+
+/* nvmlMemory_v2_t: version, total, reserved, free, used */
+struct nvml_memory2 {
+	unsigned version;
+	unsigned long long total, reserved, free, used;
+};
+
+NVML_API nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, struct nvml_memory2 *m)
+{
+	VGPU_API();
+	struct nvml_memory m1;
+	if (!m)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	nvmlReturn_t r = nvmlDeviceGetMemoryInfo(d, &m1);
+	if (!r) {
+		m->total = m1.total;
+		m->reserved = 0;
+		m->free = m1.free;
+		m->used = m1.used;
+	}
+	return r;
 }
