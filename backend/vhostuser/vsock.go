@@ -31,8 +31,8 @@ type VsockVM struct {
 }
 
 // ServeVsock creates the socket, a vsock device and a listener for the
-// service port, and serves QEMU in the background until ctx ends or Close.
-// The listener outlives QEMU reconnects.
+// service port, and serves QEMU in the background until ctx ends or Close;
+// then the listener is closed too. The listener outlives QEMU reconnects.
 func ServeVsock(ctx context.Context, cfg VsockConfig) (*VsockVM, error) {
 	if cfg.GuestCID == 0 {
 		cfg.GuestCID = 3
@@ -58,7 +58,11 @@ func ServeVsock(ctx context.Context, cfg VsockConfig) (*VsockVM, error) {
 		return nil, fmt.Errorf("serve vsock for CID %d: %w", cfg.GuestCID, err)
 	}
 	vm := &VsockVM{Server: srv, Device: dev, Listener: l, done: make(chan error, 1)}
-	go func() { vm.done <- srv.Serve(ctx) }()
+	go func() {
+		err := srv.Serve(ctx)
+		l.Close() // Accept returns net.ErrClosed once serving ends
+		vm.done <- err
+	}()
 	return vm, nil
 }
 
