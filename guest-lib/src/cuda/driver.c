@@ -99,12 +99,14 @@ CU_API cuDriverGetVersion(int *v)
 	VGPU_API();
 	if (!v)
 		return VGPU_E_INVALID_VALUE;
-	*v = 13000;
-	if (!vgpu_init()) {
+	static int cached;
+	int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	if (!c && !vgpu_init()) {
 		struct vgpu_version_reply r;
 		if (!vgpu_call(VGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, &r, sizeof r, NULL, 0, NULL) && r.version)
-			*v = r.version;
+			__atomic_store_n(&cached, c = r.version, __ATOMIC_RELAXED);
 	}
+	*v = c ? c : 13000; /* no backend: the version this library implements */
 	return 0;
 }
 
