@@ -9,8 +9,37 @@
  * frame, sends it on the file's own vsock stream and returns the reply.
  *
  * Each open() of /dev/vgpu is one session with the host (one vsock stream
- * from a privileged source port). Everything pinned or registered through a
- * file is released when it is closed.
+ * from a privileged source port, opened with the driver's own HELLO; open
+ * fails with ECONNREFUSED, ETIMEDOUT or EPROTO when the host cannot be
+ * reached). Everything pinned or registered through a file is released when
+ * it is closed; calls the host has not answered yet (their caller was
+ * killed, or timed out) are waited for first, up to the call timeout, since
+ * the host may still be using their pages.
+ *
+ * Request ids: the library picks them. They must be unique among the file's
+ * calls still waiting for a reply (EBUSY otherwise) and must not have bit 63
+ * set, which is the driver's (EINVAL). Several threads may call at once.
+ *
+ * Errors common to VGPU_IOC_CALL and VGPU_IOC_SUBMIT, each for one cause:
+ *   EFAULT     a struct, the frame or a buffer is not accessible as asked
+ *              (FROM_HOST buffers must be writable)
+ *   EINVAL     flags, nbufs > VGPU_MAX_BUFS, frame_len < 32, unknown frame
+ *              flags, driver request id, zero-length or bad-dir buffer,
+ *              CALL with VGPU_FLAG_NO_REPLY
+ *   EPROTO     bad magic or protocol major version
+ *   EPERM      the frame carries segments (num_segs, SEGMENTS or
+ *              MORE_SEGMENTS) or REPLY/NOTIFY flags: only the driver or the
+ *              host set them
+ *   EBADMSG    frame_len is neither 32 + payload_len nor that padded to 8
+ *   E2BIG      payload over the host's limit; a buffer over the max_pin_mb
+ *              module parameter; more segments than the host takes in
+ *              max_frames frames (one call + VGPU_OP_SEGMENTS continuations)
+ *   EOVERFLOW  a buffer's addr + len wraps around
+ *   EOPNOTSUPP buffers, but the host takes no segments
+ *   EBUSY      the request id is already waiting for a reply
+ *   EPIPE      the host closed the session; open the device again
+ *   ENOTTY     unknown ioctl
+ * User-caused errors are logged, rate-limited.
  */
 #ifndef _UAPI_LINUX_VGPU_H
 #define _UAPI_LINUX_VGPU_H
@@ -55,6 +84,22 @@ struct vgpu_buf {
  *              call fails with -EMSGSIZE and nothing is copied.
  * @timeout_ms: 0 = the driver's default (module parameter call_timeout_ms).
  * @flags:      must be 0.
+ *
+ * VGPU_IOC_CALL pins the buffers, sends the frame with their segments and
+ * waits for the reply, which it copies (header and payload; the CUresult is
+ * the header's status) to @reply. The wait ends only with the reply, the
+ * timeout (ETIMEDOUT) or a fatal signal: a caught signal does not end or
+ * restart a call that was sent; its handler runs afterwards. After
+ * ETIMEDOUT the pages stay pinned until the host answers (the answer is
+ * then dropped) or the file is closed.
+ *
+ * VGPU_IOC_SUBMIT returns once the frame is sent; @reply is ignored. With
+ * buffers, the driver clears VGPU_FLAG_NO_REPLY so that it learns when the
+ * host is done with the pages; they stay pinned until then. A reply with a
+ * non-zero status is queued for VGPU_IOC_RECV (it carries VGPU_FLAG_REPLY
+ * and the call's request id); a successful one is dropped. Without buffers
+ * and with VGPU_FLAG_NO_REPLY nothing is kept; the host reports a failure
+ * as a VGPU_OP_NOTIFY_ERROR notification.
  */
 struct vgpu_call {
 	__u64 frame;
@@ -75,6 +120,14 @@ struct vgpu_call {
  * frame from the host (host-function requests, deferred errors).
  * @buf, @cap: where to copy the frame.  @len: out, its length.
  * @timeout_ms: 0 waits until a notification arrives or a signal.
+ * @flags:      must be 0.
+ *
+ * The queue holds host notifications (VGPU_FLAG_NOTIFY: deferred errors,
+ * host-function requests) and failed VGPU_IOC_SUBMIT replies, oldest first,
+ * at most 256 (newer ones are dropped and logged). Errors: EMSGSIZE when
+ * the frame is larger than @cap (it stays queued; @len says its size),
+ * EAGAIN when @timeout_ms passed, EINTR/ERESTARTSYS on a signal, EPIPE when
+ * the session is over and nothing is queued.
  */
 struct vgpu_recv {
 	__u64 buf;
@@ -99,6 +152,13 @@ struct vgpu_recv {
  * @region:     out: the host's id for the range; calls name guest memory
  *              inside it as (region, offset from @addr).
  * @dev_ptr:    out: with VGPU_REG_MAPPED, the device address of @addr.
+ *
+ * The host sees the range as VGPU_OP_GUEST_REGISTER with its segments.
+ * Memory mapped from this file is announced without a second pin. Errors:
+ * EINVAL (flags, zero length), EOVERFLOW, EFAULT, E2BIG, EREMOTEIO (the host
+ * refused: @status), ETIMEDOUT (the range stays pinned until close), EPIPE.
+ * VGPU_IOC_UNREGISTER takes the region id: ENOENT if this file has no such
+ * region, EREMOTEIO if the host refused (the range stays registered).
  */
 struct vgpu_register {
 	__u64 addr;
@@ -137,11 +197,14 @@ struct vgpu_info {
 #define VGPU_IOC_INFO       _IOR(VGPU_IOC_MAGIC, 0x06, struct vgpu_info)
 
 /*
- * mmap(): maps driver-allocated, pinned memory (for cudaMallocHost and
- * cudaHostAlloc), in physically contiguous chunks as large as the guest can
- * give. The mapping is registered with the host like VGPU_IOC_REGISTER; its
- * region id is returned by VGPU_IOC_REGISTER called on the mapped address
- * (no second pin is taken).
+ * mmap(): maps driver-allocated, pinned, zeroed memory (for cudaMallocHost
+ * and cudaHostAlloc), in physically contiguous chunks as large as the guest
+ * can give (up to 4 MiB each on x86-64), so the host sees few segments. The
+ * mapping must be MAP_SHARED at offset 0 (EINVAL otherwise) and at most
+ * max_pin_mb; it is not inherited by fork() children. Calls may name it as
+ * ordinary buffers. VGPU_IOC_REGISTER on an address inside it registers it
+ * with the host without a second pin; the memory lives until it is unmapped
+ * and no registration refers to it.
  */
 
 #endif /* _UAPI_LINUX_VGPU_H */
