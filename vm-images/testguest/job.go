@@ -150,15 +150,15 @@ func ParseLine(s string) Line {
 	rest = strings.TrimSpace(rest)
 	switch tag {
 	case "VGPU-INIT", "VGPU-START":
-		f, err := strconv.ParseFloat(rest, 64)
-		if err != nil || f < 0 {
+		d, err := time.ParseDuration(rest + "s")
+		if err != nil || d < 0 || strings.ContainsAny(rest, "hmsuµn") {
 			return Line{}
 		}
 		k := LineInit
 		if tag == "VGPU-START" {
 			k = LineStart
 		}
-		return Line{Kind: k, Uptime: time.Duration(f * float64(time.Second))}
+		return Line{Kind: k, Uptime: d}
 	case "VGPU-EXIT-STATUS":
 		n, err := strconv.Atoi(rest)
 		if err != nil || n < 0 || n > 255 {
