@@ -53,9 +53,15 @@ cudaError_t rt_init(void)
 	if (n == 0)
 		return cudaErrorNoDevice;
 	if (!cur_dev_set) {
+		/* like CUDA: a context made current with the driver API is adopted */
+		int d;
 		cur_dev_set = 1;
-		cur_dev = 0;
-		vgpu_ctx_use_primary(0);
+		if (vgpu_ctx_device(&d) == 0) {
+			cur_dev = d;
+		} else {
+			cur_dev = 0;
+			vgpu_ctx_use_primary(0);
+		}
 	}
 	return cudaSuccess;
 }
