@@ -10,16 +10,21 @@ import (
 	"time"
 )
 
-// ServeStatus answers every connection on a unix socket at path with the
-// JSON encoding of Status, then closes it. It returns when ctx is done.
-func (s *Server) ServeStatus(ctx context.Context, path string) error {
+// ListenStatus creates the status socket at path (replacing a stale one).
+func ListenStatus(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		_ = os.Remove(path)
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		return fmt.Errorf("server: status socket %s: %w", path, err)
+		return nil, fmt.Errorf("server: status socket %s: %w", path, err)
 	}
+	return ln, nil
+}
+
+// ServeStatus answers every connection on ln (see ListenStatus) with the
+// JSON encoding of Status, then closes it. It returns when ctx is done.
+func (s *Server) ServeStatus(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	for {

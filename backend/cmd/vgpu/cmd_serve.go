@@ -179,8 +179,12 @@ func serve(f serveFlags, log hclog.Logger) error {
 		log.Info("metrics", "addr", m.Addr())
 	}
 	if f.statusSocket != "" {
+		sl, err := server.ListenStatus(f.statusSocket)
+		if err != nil {
+			return err
+		}
 		go func() {
-			if err := srv.ServeStatus(ctx, f.statusSocket); err != nil {
+			if err := srv.ServeStatus(ctx, sl); err != nil {
 				log.Warn("status socket failed", "err", err)
 			}
 		}()
