@@ -142,7 +142,9 @@ struct vgpu_region {
  * @regions:     registered ranges (id 0: announced, but the host never
  *               answered; kept pinned until close).
  * @local_port:  our privileged source port.
- * @max_segments, @max_payload, @session_id: from the host's HELLO reply.
+ * @max_segments: most segments per frame (host's HELLO; 0: no segments).
+ * @max_payload: largest payload the host takes (host's HELLO).
+ * @session_id:  the host's session id (host's HELLO).
  * @dropped:     notifications dropped because the queue was full.
  */
 struct vgpu_session {

@@ -330,7 +330,7 @@ u64 vgpu_session_new_id(struct vgpu_session *s)
 /**
  * vgpu_session_open() - connect a new session to the host.
  *
- * Starts the session's reader thread, which creates the kernel vsock socket,
+ * Description: starts the session's reader thread, which creates the kernel vsock socket,
  * binds a privileged source port, connects to (cid, port), sends the
  * driver's HELLO and keeps the host's limits.
  *

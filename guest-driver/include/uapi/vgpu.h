@@ -118,7 +118,9 @@ struct vgpu_call {
 /**
  * struct vgpu_recv - argument of VGPU_IOC_RECV: the next notification
  * frame from the host (host-function requests, deferred errors).
- * @buf, @cap: where to copy the frame.  @len: out, its length.
+ * @buf:        user pointer where the frame is copied.
+ * @cap:        its capacity in bytes.
+ * @len:        out: the frame's length.
  * @timeout_ms: 0 waits until a notification arrives or a signal.
  * @flags:      must be 0.
  *
@@ -144,8 +146,9 @@ struct vgpu_recv {
 /**
  * struct vgpu_register - argument of VGPU_IOC_REGISTER: pin a user range
  * long-term (FOLL_LONGTERM) and announce it to the host once.
- * @addr, @len: the user range (page-aligned start and length recommended;
- *              the driver pins the pages that cover it).
+ * @addr:       first byte of the user range (page-aligned start and
+ *              length recommended; the driver pins the pages that cover it).
+ * @len:        its length in bytes.
  * @flags:      VGPU_REG_*.
  * @status:     out: when the ioctl fails with EREMOTEIO, the host's
  *              CUresult (was a pad field in version 1: same layout).
@@ -172,10 +175,13 @@ struct vgpu_register {
 /**
  * struct vgpu_info - argument of VGPU_IOC_INFO.
  * @uapi_version:  VGPU_UAPI_VERSION.
- * @max_segments:  most segments one call may carry (from the host's HELLO).
+ * @max_segments:  most segments in one frame (from the host's HELLO); one
+ *                 call may carry up to the module parameter max_frames
+ *                 times as many (VGPU_OP_SEGMENTS continuations).
  * @max_frame:     largest frame the host accepts, in bytes.
  * @host_port:     the vsock port of the host service.
  * @local_port:    this session's (privileged) source port.
+ * @pad:           0.
  * @session_id:    the host's session id.
  */
 struct vgpu_info {
