@@ -6,7 +6,9 @@
  *
  * The real driver resolves "cuFoo" to the newest ABI variant that existed
  * at the requested version. Most _v2 names date from CUDA 3.2; the rest
- * are listed in `since` below (CUDA version that introduced each).
+ * are listed in `since` below (CUDA version that introduced each; the
+ * versions are those of the PFN_<name>_v<version> typedefs of
+ * cudaTypedefs.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +64,8 @@ static const struct {
 	{"cuMemAdvise_v2", 12020},
 	{"cuMemPrefetchAsync_v2", 12020},
 	{"cuTexRefSetAddress2D_v3", 4010},
+	{"cuIpcOpenMemHandle_v2", 11000},
+	{"cuGraphicsResourceSetMapFlags_v2", 6050},
 	{"cuCtxGetDevice_v2", 13000},
 	{"cuCtxSynchronize_v2", 13000},
 };
