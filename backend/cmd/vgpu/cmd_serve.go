@@ -20,6 +20,8 @@ import (
 	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/metrics"
 	"github.com/vgpu-project/vgpu/backend/server"
+	"github.com/vgpu-project/vgpu/backend/transport"
+	"github.com/vgpu-project/vgpu/backend/vhostuser"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -199,12 +201,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 		log.Info("serving host-mode clients", "socket", f.unix, "device", drv.Kind(), "devices", drv.Count())
 	}
 	if f.vhostUserSocket != "" {
-		// VHOST-USER WIRING: start the transport engineer's vhost-user-vsock
-		// device for one VM here: a vhostuser server on f.vhostUserSocket
-		// whose vsock device (guest CID f.guestCID) listens on
-		// transport.DefaultPort with RequirePrivileged, and run
-		// srv.Serve(ctx, thatListener) like the host-mode listener above.
-		n, err := serveVhostUser(ctx, srv, f.vhostUserSocket, f.guestCID, log, errc)
+		n, err := serveVhostUser(ctx, srv, f.vhostUserSocket, f.guestCID, f.allowUnprivileged, log, errc)
 		if err != nil {
 			return err
 		}
@@ -219,9 +216,19 @@ func serve(f serveFlags, log hclog.Logger) error {
 	return nil
 }
 
-// serveVhostUser serves one VM's vhost-user-vsock socket. It returns how
-// many results it will send on errc. Until the vhost-user transport
-// (backend/vhostuser, backend/vsock) is wired here, it refuses clearly.
-func serveVhostUser(ctx context.Context, srv *server.Server, path string, cid uint64, log hclog.Logger, errc chan<- error) (int, error) {
-	return 0, fmt.Errorf("--vhost-user-socket %s: the vhost-user-vsock transport is not wired into this build yet (see serve_vhostuser.go); use --unix for host mode", path)
+// serveVhostUser serves one VM's vhost-user-vsock socket (QEMU:
+// -chardev socket,id=vg,path=PATH -device vhost-user-vsock-pci,chardev=vg)
+// and runs a session per guest connection to the vGPU port. It returns how
+// many results it will send on errc.
+func serveVhostUser(ctx context.Context, srv *server.Server, path string, cid uint64, allowUnprivileged bool, log hclog.Logger, errc chan<- error) (int, error) {
+	vm, err := vhostuser.ServeVsock(ctx, vhostuser.VsockConfig{
+		SocketPath: path, GuestCID: cid, Port: transport.DefaultPort,
+		AllowUnprivileged: allowUnprivileged, Logger: log,
+	})
+	if err != nil {
+		return 0, err
+	}
+	log.Info("serving a VM over vhost-user-vsock", "socket", path, "guest_cid", cid, "port", transport.DefaultPort)
+	go func() { errc <- srv.Serve(ctx, vm.Listener) }()
+	return 1, nil
 }
