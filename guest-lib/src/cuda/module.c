@@ -80,6 +80,15 @@ CU_API cuModuleLoadData(CUmodule *pm, const void *img)
 	uint64_t size;
 	if (!img)
 		return VGPU_E_INVALID_VALUE;
+	uint32_t magic;
+	memcpy(&magic, img, 4);
+	if (magic == 0x466243b1) { /* a fatbin wrapper: {magic, version, data, ...} */
+		const void *data;
+		memcpy(&data, (const uint8_t *)img + 8, sizeof data);
+		if (!data || !vgpu_fatbin_size(data))
+			return VGPU_E_INVALID_IMAGE;
+		img = data;
+	}
 	int kind = image_kind(img, &size);
 	return load(pm, img, size, kind);
 }
