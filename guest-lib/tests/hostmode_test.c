@@ -86,6 +86,8 @@ int cuModuleUnload(void *);
 int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
 		   void **);
 int cuCtxSynchronize(void);
+int cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
+cudaError_t cudaMemcpy3D(const struct rt_3d *);
 int cuFuncGetParamInfo(void *, size_t, size_t *, size_t *);
 int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 int cuGetExportTable(const void **, const void *);
@@ -216,6 +218,24 @@ static void test_memory(void)
 	OK(cudaMemcpy2D(d1, 128, rows, 100, 100, 16, cudaMemcpyHostToDevice));
 	OK(cudaMemcpy2D(out, 100, d1, 128, 100, 16, cudaMemcpyDeviceToHost));
 	CHECK(!memcmp(rows, out, sizeof rows));
+	/* 3D: 2 slices of 4 rows of 100 bytes; device pitch 128 */
+	uint8_t vol[2 * 4 * 100], vol2[2 * 4 * 100];
+	for (int i = 0; i < (int)sizeof vol; i++)
+		vol[i] = (uint8_t)(i * 13);
+	struct rt_3d p3;
+	memset(&p3, 0, sizeof p3);
+	p3.srcPtr = (struct rt_pitched){vol, 100, 100, 4};
+	p3.dstPtr = (struct rt_pitched){d2, 128, 100, 4};
+	p3.extent = (struct rt_extent){100, 4, 2};
+	p3.kind = cudaMemcpyHostToDevice;
+	OK(cudaMemcpy3D(&p3));
+	memset(&p3, 0, sizeof p3);
+	p3.srcPtr = (struct rt_pitched){d2, 128, 100, 4};
+	p3.dstPtr = (struct rt_pitched){vol2, 100, 100, 4};
+	p3.extent = (struct rt_extent){100, 4, 2};
+	p3.kind = cudaMemcpyDeviceToHost;
+	OK(cudaMemcpy3D(&p3));
+	CHECK(!memcmp(vol, vol2, sizeof vol));
 	struct {
 		int type, device;
 		void *dp, *hp;
@@ -425,6 +445,13 @@ static void test_driver_api(void)
 	unsigned n = 1024;
 	void *args[] = {&dp, &f, &n};
 	OK(cuLaunchKernel(fn, 4, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	OK(cuCtxSynchronize());
+	CUlaunchConfig cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+	cfg.blockDimX = 128;
+	cfg.blockDimY = cfg.blockDimZ = 1;
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	OK(cuCtxSynchronize());
 	/* an invalid launch is queued; its error surfaces at the next sync point, once */
 	OK(cuLaunchKernel(fn, 1, 1, 1, 4096, 1, 1, 0, NULL, args, NULL));

@@ -90,6 +90,45 @@ int main()
 	cudaGraphExecDestroy(x);
 	cudaGraphDestroy(g);
 
+	// an explicit graph: memset, kernel, host function, copy back
+	{
+		cudaGraph_t eg;
+		cudaGraphExec_t ex;
+		cudaGraphNode_t nset, nker, nhost, ncpy;
+		CHECK(cudaGraphCreate(&eg, 0) == cudaSuccess);
+		cudaMemsetParams mp = {};
+		mp.dst = c;
+		mp.value = 0x3c;
+		mp.elementSize = 1;
+		mp.width = 256;
+		mp.height = 1;
+		CHECK(cudaGraphAddMemsetNode(&nset, eg, nullptr, 0, &mp) == cudaSuccess);
+		int nn2 = 64;
+		void *kargs[] = {&a, &b, &c, &nn2};
+		cudaKernelNodeParams kp = {};
+		kp.func = (void *)vadd;
+		kp.gridDim = dim3(1);
+		kp.blockDim = dim3(64);
+		kp.kernelParams = kargs;
+		CHECK(cudaGraphAddKernelNode(&nker, eg, &nset, 1, &kp) == cudaSuccess);
+		int hv = 5;
+		cudaHostNodeParams hp = {on_host, &hv};
+		CHECK(cudaGraphAddHostNode(&nhost, eg, &nker, 1, &hp) == cudaSuccess);
+		unsigned char out[256] = {0};
+		CHECK(cudaGraphAddMemcpyNode1D(&ncpy, eg, &nhost, 1, out, c, sizeof out, cudaMemcpyDeviceToHost) ==
+		      cudaSuccess);
+		size_t cnt = 0;
+		CHECK(cudaGraphGetNodes(eg, nullptr, &cnt) == cudaSuccess && cnt == 4);
+		CHECK(cudaGraphInstantiate(&ex, eg, nullptr, nullptr, 0) == cudaSuccess);
+		host_ran = 0;
+		CHECK(cudaGraphLaunch(ex, st) == cudaSuccess);
+		CHECK(cudaStreamSynchronize(st) == cudaSuccess);
+		CHECK(host_ran == 5);
+		CHECK(out[0] == 0x3c && out[255] == 0x3c);
+		cudaGraphExecDestroy(ex);
+		cudaGraphDestroy(eg);
+	}
+
 	cudaFuncAttributes fa;
 	CHECK(cudaFuncGetAttributes(&fa, vadd) == cudaSuccess);
 	int blocks = 0;
