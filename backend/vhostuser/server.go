@@ -443,7 +443,12 @@ func (f *frontEnd) setMemTable(m *message) ([]byte, error) {
 	}
 	f.log.Debug("memory table", "regions", len(regions))
 	if running {
-		return nil, f.maybeStart()
+		if err := f.maybeStart(); err != nil {
+			// The rings do not fit the new table: the guest's connections
+			// cannot go on.
+			f.s.backend.Stop(true)
+			return nil, err
+		}
 	}
 	return nil, nil
 }

@@ -55,7 +55,13 @@ type Config struct {
 	Logger   hclog.Logger  // nil: discard
 	BufAlloc uint32        // per-connection receive buffer; 0: DefaultBufAlloc
 	LogEvery time.Duration // minimum interval between guest-triggered log lines of one kind; 0: 1s
+	// MaxConns bounds the connections of this VM (each may buffer
+	// BufAlloc bytes); requests beyond it get RST. 0: DefaultMaxConns.
+	MaxConns int
 }
+
+// DefaultMaxConns is the default bound on connections per VM.
+const DefaultMaxConns = 256
 
 // Stats counts guest-triggered failures (read with Device.Stats).
 type Stats struct {
@@ -123,6 +129,9 @@ func NewDevice(cfg Config) (*Device, error) {
 	}
 	if cfg.LogEvery == 0 {
 		cfg.LogEvery = time.Second
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -479,6 +488,13 @@ func (d *Device) onRequest(h *Header, _ *virtq.Chain) {
 		d.refused.Add(1)
 		d.rl.log(d.log, "unpriv", "refused a guest connection from an unprivileged source port (only the guest kernel may connect)",
 			"port", h.DstPort, "guest_port", h.SrcPort)
+		d.sendRST(h)
+		return
+	}
+	if len(d.conns) >= d.cfg.MaxConns {
+		d.mu.Unlock()
+		d.refused.Add(1)
+		d.rl.log(d.log, "maxconns", "refused a guest connection: too many connections for this VM", "max", d.cfg.MaxConns, "guest_port", h.SrcPort)
 		d.sendRST(h)
 		return
 	}

@@ -27,7 +27,7 @@ func open(t *testing.T, p *guestPeer, l *vsock.Listener, gp uint32) transport.Co
 		t.Fatal(err)
 	}
 	if c.PeerPort() != gp || c.PeerCID() != guestCID || c.Memory() == nil || c.VM() != t.Name() {
-		t.Fatalf("conn identity: port %d cid %d mem %v vm %q", c.PeerPort(), c.PeerCID(), c.Memory(), c.VM())
+		t.Fatalf("conn identity: port %d cid %d has memory %v vm %q", c.PeerPort(), c.PeerCID(), c.Memory() != nil, c.VM())
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -542,5 +542,20 @@ func TestEagerWriteAfterAccept(t *testing.T) {
 	}
 	if err := <-accepted; err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestMaxConns(t *testing.T) {
+	d, err := vsock.NewDevice(vsock.Config{GuestCID: guestCID, VM: t.Name(), MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPeer(t, d, 0)
+	l := listen(t, d, false)
+	open(t, p, l, 810)
+	open(t, p, l, 811)
+	p.send(hdr(vsock.OpRequest, 812), nil)
+	if rst := p.expect(vsock.OpRST); rst.hdr.DstPort != 812 {
+		t.Fatalf("RST for port %d", rst.hdr.DstPort)
 	}
 }
