@@ -154,9 +154,9 @@ struct vgpu_session {
 	int open_err;
 	pid_t opener_tgid;
 
-	struct mutex send_lock;
+	struct mutex send_lock;		/* frames go out whole, in order */
 
-	spinlock_t lock;
+	spinlock_t lock;		/* pending, notify, nr_notify, dead */
 	struct list_head pending;
 	struct list_head notify;
 	unsigned int nr_notify;
@@ -165,7 +165,7 @@ struct vgpu_session {
 	int dead;
 	atomic64_t next_id;
 
-	struct mutex reg_lock;
+	struct mutex reg_lock;		/* regions */
 	struct list_head regions;
 
 	u32 local_port;

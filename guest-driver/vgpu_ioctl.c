@@ -13,9 +13,10 @@
 
 /* Log a user-caused error, rate-limited, and return it. */
 #define vgpu_user_err(err, fmt, ...) ({					\
+	int __err = (err);						\
 	pr_info_ratelimited("vgpu: pid %d: " fmt " (%d)\n",		\
-			    task_tgid_vnr(current), ##__VA_ARGS__, err);	\
-	(err);								\
+			    task_tgid_vnr(current), ##__VA_ARGS__, __err);	\
+	__err;								\
 })
 
 static int vgpu_check_buf(const struct vgpu_buf *b)

@@ -8,12 +8,13 @@
 #ifndef _VGPU_SEGS_H
 #define _VGPU_SEGS_H
 
+#include <linux/bits.h>
 #include <linux/types.h>
 
 #include "vgpu_protocol.h"
 
 /* Request ids with this bit are the driver's own; user frames may not use it. */
-#define VGPU_REQ_DRIVER_BIT	(1ULL << 63)
+#define VGPU_REQ_DRIVER_BIT	BIT_ULL(63)
 
 /**
  * struct vgpu_seg_builder - accumulates guest-physical segments.
