@@ -110,10 +110,14 @@ type Device struct {
 }
 
 type session struct {
-	rx, tx *virtq.Queue
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	rx, tx   *virtq.Queue
+	stop     chan struct{} // closed by halt: Stop, or a broken queue
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 }
+
+// halt makes both loops of the session return.
+func (s *session) halt() { s.stopOnce.Do(func() { close(s.stop) }) }
 
 // NewDevice returns a stopped device; vhostuser.Server starts it when QEMU
 // has set up the rings.
@@ -214,7 +218,7 @@ func (d *Device) Stop(reset bool) {
 	d.sess = nil
 	d.mu.Unlock()
 	if s != nil {
-		close(s.stop)
+		s.halt()
 		s.wg.Wait()
 	}
 	if reset {
@@ -240,9 +244,10 @@ func (d *Device) resetAll(err error) {
 	}
 }
 
-// breakDevice records a guest protocol violation on a queue: the device
-// stops processing until the guest resets it (next Start).
-func (d *Device) breakDevice(err error) {
+// breakDevice records a guest protocol violation on a queue: both loops
+// stop and the device does nothing until the guest resets it (next Start).
+func (d *Device) breakDevice(s *session, err error) {
+	s.halt()
 	d.brokenQueues.Add(1)
 	d.mu.Lock()
 	first := d.broken == nil
@@ -330,7 +335,7 @@ func (d *Device) txLoop(s *session) {
 			}
 			ok, err := q.Next(&c)
 			if err != nil {
-				d.breakDevice(err)
+				d.breakDevice(s, err)
 				return
 			}
 			if !ok {
@@ -620,7 +625,7 @@ func (d *Device) rxLoop(s *session) {
 		for n < batch {
 			ok, err := q.Next(&c)
 			if err != nil {
-				d.breakDevice(err)
+				d.breakDevice(s, err)
 				return
 			}
 			if !ok {
