@@ -241,7 +241,8 @@ static int dev_register(void *p, uint64_t len, unsigned flags, uint64_t *region,
 	memset(&r, 0, sizeof r);
 	r.addr = (uintptr_t)p;
 	r.len = len;
-	r.flags = (flags & VGPU_HOSTALLOC_MAPPED) ? VGPU_REG_MAPPED : 0;
+	/* cudaHostAllocMapped / cudaHostRegisterMapped (0x2), cudaHostRegisterReadOnly (0x8) */
+	r.flags = ((flags & VGPU_HOSTALLOC_MAPPED) ? VGPU_REG_MAPPED : 0) | ((flags & 0x8) ? VGPU_REG_READONLY : 0);
 	if (ioctl(vgpu_dev_fd(), VGPU_IOC_REGISTER, &r) != 0) {
 		VWARN("VGPU_IOC_REGISTER(%p, %llu) failed: %s", p, (unsigned long long)len, strerror(errno));
 		return errno == ENOMEM ? VGPU_E_OUT_OF_MEMORY : VGPU_E_INVALID_VALUE;
