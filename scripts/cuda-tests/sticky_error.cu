@@ -27,8 +27,13 @@ int main() {
   cudaError_t e = cudaDeviceSynchronize();
   printf("cudaDeviceSynchronize after the bad kernel: %s (%d)\n", cudaGetErrorName(e), (int)e);
   expect_700("cudaDeviceSynchronize (first)", e);
-  expect_700("cudaGetLastError", cudaGetLastError());
   expect_700("cudaPeekAtLastError", cudaPeekAtLastError());
+  expect_700("cudaGetLastError", cudaGetLastError());
+  // As the real runtime does (seen on the H100, CUDA 13.0): reading the last
+  // error clears it, even though the context stays broken.
+  cudaError_t after = cudaPeekAtLastError();
+  EXPECT(after == cudaSuccess, "cudaPeekAtLastError after cudaGetLastError returned %s, want cudaSuccess",
+         cudaGetErrorName(after));
   expect_700("cudaDeviceSynchronize (again)", cudaDeviceSynchronize());
   int h = 0;
   expect_700("cudaMemcpy after the fault", cudaMemcpy(&h, good, sizeof h, cudaMemcpyDeviceToHost));
