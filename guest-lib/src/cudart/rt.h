@@ -215,12 +215,19 @@ _Static_assert(sizeof(struct rt_prop11) == 728, "cudaDeviceProp 11.x is 728 byte
  * given ABI's layout (11, 12 or 13). */
 cudaError_t rt_fill_prop(void *dst, int abi, int dev);
 
-/* cudaFuncAttributes (cuda_runtime_api.h; the same in 11, 12, 13 up to
- * the fields listed; 12+ appends more, which we do not write). */
+/* cudaFuncAttributes (driver_types.h): the 11.x struct; 12.x and 13.x
+ * append the cluster fields and 16 reserved ints (struct rt_func_attrs12). */
 struct rt_func_attrs {
 	size_t sharedSizeBytes, constSizeBytes, localSizeBytes;
 	int maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion, cacheModeCA;
 	int maxDynamicSharedSizeBytes, preferredShmemCarveout;
 };
+struct rt_func_attrs12 {
+	struct rt_func_attrs b;
+	int clusterDimMustBeSet, requiredClusterWidth, requiredClusterHeight, requiredClusterDepth;
+	int clusterSchedulingPolicyPreference, nonPortableClusterSizeAllowed;
+	int reserved[16];
+};
+_Static_assert(sizeof(struct rt_func_attrs12) == 144, "cudaFuncAttributes 12.x/13.x is 144 bytes");
 
 #endif

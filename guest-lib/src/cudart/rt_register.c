@@ -512,6 +512,16 @@ RT_API cudaFuncGetAttributes(struct rt_func_attrs *a, const void *func)
 	a->cacheModeCA = v[7];
 	a->maxDynamicSharedSizeBytes = v[8];
 	a->preferredShmemCarveout = v[9];
+#if VGPU_CUDART_ABI >= 12
+	struct rt_func_attrs12 *x = (struct rt_func_attrs12 *)a;
+	x->clusterDimMustBeSet = v[10];
+	x->requiredClusterWidth = v[11];
+	x->requiredClusterHeight = v[12];
+	x->requiredClusterDepth = v[13];
+	x->nonPortableClusterSizeAllowed = v[14];
+	x->clusterSchedulingPolicyPreference = v[15];
+	memset(x->reserved, 0, sizeof x->reserved);
+#endif
 	return cudaSuccess;
 }
 
