@@ -158,3 +158,37 @@ func TestRunMissingCommand(t *testing.T) {
 		t.Errorf("exit status %d, want 127", res.ExitStatus)
 	}
 }
+
+// TestRunExtraModuleAndFile checks the two ways other tests bring things
+// into the guest: an extra kernel module (here a copy of vsock_loopback, as
+// vgpu.ko would be) and an extra file placed in the guest's /tmp.
+func TestRunExtraModuleAndFile(t *testing.T) {
+	base := testImage(t, testguest.Options{})
+	src := filepath.Join("/lib/modules", base.Meta.KernelVersion, "kernel/net/vmw_vsock/vsock_loopback.ko")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Skipf("no %s: %v", src, err)
+	}
+	dir := t.TempDir()
+	ko := filepath.Join(dir, "vsock_loopback.ko")
+	os.WriteFile(ko, b, 0o644)
+	script := filepath.Join(dir, "hello.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\necho extra file runs\n"), 0o755)
+	img := testImage(t, testguest.Options{
+		CacheDir:     t.TempDir(),
+		ExtraModules: []string{ko},
+		ExtraFiles:   []testguest.File{{Src: script, Dst: "/tmp/vgpu/hello.sh"}},
+	})
+	var con syncBuffer
+	res, err := Run(context.Background(), Config{
+		Image:   img,
+		Command: []string{"/bin/sh", "-c", `grep -q '^vsock_loopback ' /proc/modules && echo module loaded; /tmp/vgpu/hello.sh`},
+		Console: &con, Timeout: 2 * time.Minute, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\nconsole:\n%s", err, con.String())
+	}
+	if res.ExitStatus != 0 || con.String() != "module loaded\nextra file runs\n" {
+		t.Fatalf("status %d, console %q", res.ExitStatus, con.String())
+	}
+}

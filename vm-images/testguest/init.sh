@@ -48,7 +48,13 @@ mount -t tmpfs -o mode=1777 shm /host/dev/shm
 mount -t tmpfs -o mode=1777 tmp /host/tmp || fail "mount /host/tmp"
 mount -t tmpfs -o mode=755 run /host/run 2>/dev/null
 # Extra files the image carries for /tmp and /run (Options.ExtraFiles).
-[ -d /files ] && cp -a /files/. /host/
+if [ -d /files ]; then
+	(cd /files && find . -type f) | while read -r f; do
+		f=${f#./}
+		mkdir -p "/host/$(dirname "$f")" && cp -p "/files/$f" "/host/$f" ||
+			echo "VGPU-INIT-ERROR: cannot copy extra file /$f into the guest"
+	done
+fi
 
 printf '%s\n' "$VGPU_SHARES" | while read -r tag mode path; do
 	[ -n "$tag" ] || continue
