@@ -8,6 +8,11 @@
 #define FATTR struct cudaFuncAttributes
 #define P3D struct cudaMemcpy3DParms
 #define LCFG struct CUlaunchConfig_st
+#define PTRATTR struct cudaPointerAttributes
+#define KNODE struct cudaKernelNodeParams
+#define MSET struct cudaMemsetParams
+#define HNODE struct cudaHostNodeParams
+#define RLCFG struct cudaLaunchConfig_st
 #define ROW(t, f) offsetof(t, f),
 #define SIZE(t) sizeof(t),
 const size_t layout_real[] = {

@@ -15,6 +15,11 @@
 #define FATTR struct rt_func_attrs
 #define P3D struct rt_3d
 #define LCFG CUlaunchConfig
+#define PTRATTR struct rt_ptr_attrs
+#define KNODE struct rt_kernel_params
+#define MSET struct rt_memset_params
+#define HNODE struct rt_host_params
+#define RLCFG struct rt_launch_config
 #define ROW(t, f) {#t "." #f, offsetof(t, f)},
 #define SIZE(t) {"sizeof " #t, sizeof(t)},
 static const struct {

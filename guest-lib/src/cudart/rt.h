@@ -230,4 +230,45 @@ struct rt_func_attrs12 {
 };
 _Static_assert(sizeof(struct rt_func_attrs12) == 144, "cudaFuncAttributes 12.x/13.x is 144 bytes");
 
+/* More runtime structs (driver_types.h); tests/layout_test.c checks them against 11.8. */
+/* struct cudaPointerAttributes (11+): type, device, devicePointer, hostPointer */
+struct rt_ptr_attrs {
+	int type;
+	int device;
+	void *devicePointer;
+	void *hostPointer;
+};
+
+/* struct cudaKernelNodeParams (driver_types.h) */
+struct rt_kernel_params {
+	void *func;
+	dim3 gridDim, blockDim;
+	unsigned sharedMemBytes;
+	void **kernelParams;
+	void **extra;
+};
+
+/* struct cudaMemsetParams (driver_types.h) */
+struct rt_memset_params {
+	void *dst;
+	size_t pitch;
+	unsigned value, elementSize;
+	size_t width, height;
+};
+
+/* struct cudaHostNodeParams */
+struct rt_host_params {
+	void (*fn)(void *);
+	void *userData;
+};
+
+/* cudaLaunchConfig_t (12.0+; also in 11.8's header). */
+struct rt_launch_config {
+	dim3 gridDim, blockDim;
+	size_t dynamicSmemBytes;
+	cudaStream_t stream;
+	void *attrs;
+	unsigned numAttrs;
+};
+
 #endif

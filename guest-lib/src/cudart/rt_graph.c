@@ -518,14 +518,6 @@ RT_API cudaGraphDebugDotPrint(cudaGraph_t g, const char *path, unsigned flags)
 	return cudaSuccess;
 }
 
-/* struct cudaKernelNodeParams (driver_types.h) */
-struct rt_kernel_params {
-	void *func;
-	dim3 gridDim, blockDim;
-	unsigned sharedMemBytes;
-	void **kernelParams;
-	void **extra;
-};
 
 RT_API cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
 			      const struct rt_kernel_params *p)
@@ -585,13 +577,6 @@ RT_API cudaGraphAddMemcpyNode1D(cudaGraphNode_t *out, cudaGraph_t g, const cudaG
 	RT_RETURN(e);
 }
 
-/* struct cudaMemsetParams (driver_types.h) */
-struct rt_memset_params {
-	void *dst;
-	size_t pitch;
-	unsigned value, elementSize;
-	size_t width, height;
-};
 
 RT_API cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
 			      const struct rt_memset_params *p)
@@ -616,11 +601,6 @@ RT_API cudaGraphAddMemsetNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGra
 	RT_RETURN(e);
 }
 
-/* struct cudaHostNodeParams */
-struct rt_host_params {
-	void (*fn)(void *);
-	void *userData;
-};
 
 RT_API cudaGraphAddHostNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGraphNode_t *deps, size_t ndeps,
 			    const struct rt_host_params *p)

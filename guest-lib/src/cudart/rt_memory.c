@@ -208,13 +208,6 @@ RT_API cudaHostGetFlags(unsigned *flags, void *p)
 	return cudaSuccess;
 }
 
-/* struct cudaPointerAttributes (11+): type, device, devicePointer, hostPointer */
-struct rt_ptr_attrs {
-	int type;
-	int device;
-	void *devicePointer;
-	void *hostPointer;
-};
 
 RT_API cudaPointerGetAttributes(struct rt_ptr_attrs *a, const void *p)
 {

@@ -427,14 +427,6 @@ RT_API cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, si
 }
 VGPU_ALIAS(cudaLaunchKernel_ptsz, cudaLaunchKernel);
 
-/* cudaLaunchConfig_t (12.0+; also in 11.8's header). */
-struct rt_launch_config {
-	dim3 gridDim, blockDim;
-	size_t dynamicSmemBytes;
-	cudaStream_t stream;
-	void *attrs;
-	unsigned numAttrs;
-};
 
 RT_API cudaLaunchKernelExC(const struct rt_launch_config *c, const void *func, void **args)
 {
