@@ -153,6 +153,8 @@ static int vgpu_connect(struct vgpu_session *s)
 	if (err)
 		return err;
 	err = kernel_connect(s->sock, (struct sockaddr *)&addr, sizeof(addr), 0);
+	if (err == -ECONNRESET)
+		err = -ECONNREFUSED;	/* the host answered RST: nobody listens */
 	if (err)
 		return err;
 
@@ -161,6 +163,8 @@ static int vgpu_connect(struct vgpu_session *s)
 	err = vgpu_hello(s);
 	s->sock->sk->sk_rcvtimeo = MAX_SCHEDULE_TIMEOUT;
 	s->sock->sk->sk_sndtimeo = MAX_SCHEDULE_TIMEOUT;
+	if (err == -EAGAIN)
+		err = -ETIMEDOUT;	/* no HELLO reply in time */
 	return err;
 }
 

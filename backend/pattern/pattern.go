@@ -25,7 +25,8 @@
 //	anything else    CUDA_ERROR_NOT_SUPPORTED
 //
 // A copy whose Stream is StreamDelay is answered after Options.Delay (the
-// guest's kill-mid-call and timeout tests). A frame with FlagNoReply that
+// guest's kill-mid-call and timeout tests); on StreamClose the server closes
+// the connection instead of answering (a host gone mid-call). A frame with FlagNoReply that
 // fails is answered with an OpNotifyError notification instead. Segments
 // on a connection from an unprivileged port are refused with
 // CUDA_ERROR_NOT_PERMITTED.

@@ -29,6 +29,10 @@ const (
 // StreamDelay as a copy's Stream makes the server answer after Options.Delay.
 const StreamDelay = 0xde1a7
 
+// StreamClose as a copy's Stream makes the server close the connection
+// without answering (a host that goes away in the middle of a call).
+const StreamClose = 0xc105e
+
 // DevPtrBase plus the segment count is the DevPtr of a mapped registration.
 const DevPtrBase = 0x7f0000000000
 
@@ -99,6 +103,8 @@ func (s *Server) ServeListener(l transport.Listener) error {
 	}
 }
 
+var errClosedOnRequest = errors.New("pattern: connection closed on request (StreamClose)")
+
 type conn struct {
 	s       *Server
 	c       transport.Conn
@@ -123,7 +129,7 @@ func (s *Server) Serve(c transport.Conn) error {
 	k.wg.Wait()
 	_ = c.Close()
 	s.Stats.Closed.Add(1)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errClosedOnRequest) {
 		s.Stats.Errors.Add(1)
 		k.log.Warn("connection ended", "error", err)
 		return err
@@ -283,6 +289,9 @@ func (k *conn) copy(h protocol.Header, ref protocol.BufRef, all []protocol.Segme
 	if err != nil {
 		k.log.Warn("bad copy", "error", err)
 		return k.answer(&h, cudaErrorInvalidValue, nil)
+	}
+	if stream == StreamClose {
+		return errClosedOnRequest
 	}
 	do := func() error {
 		st := k.touch(segs, seed, htod)

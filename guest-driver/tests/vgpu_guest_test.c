@@ -45,6 +45,7 @@
 
 /* Pattern-mode conventions (backend/pattern). */
 #define PAT_STREAM_DELAY 0xde1a7ULL	/* the host answers after its delay */
+#define PAT_STREAM_CLOSE 0xc105eULL	/* the host closes the connection */
 #define PAT_DEVPTR_BASE 0x7f0000000000ULL /* + segments of a mapped register */
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_NOT_SUPPORTED 801
@@ -585,6 +586,28 @@ static void t_interrupt(void)
 	printf("PASS %s\n", cur);
 }
 
+static void t_hostclose(void)
+{
+	struct reply r;
+	struct vgpu_recv rv = { .buf = (uintptr_t)&r, .cap = sizeof(r) };
+	uint8_t *m = map_anon(1 << 20, false);
+	int fd = vopen(), e;
+
+	CHECK(fd >= 0 && m, "open");
+	e = do_copy(fd, false, 1, m, 4096, PAT_STREAM_CLOSE, VGPU_IOC_CALL, 0, NULL);
+	CHECK(e == -EPIPE, "call the host dropped: %d", e);
+	pat_fill(m, 4096, 2);
+	CHECK((e = htod(fd, 2, m, 4096)) == -EPIPE, "call after the host left: %d", e);
+	CHECK(ioctl(fd, VGPU_IOC_RECV, &rv) == -1 && errno == EPIPE,
+	      "RECV after the host left: %s", strerror(errno));
+	close(fd);
+	fd = vopen();
+	CHECK(fd >= 0, "open again: %s", strerror(errno));
+	CHECK((e = htod(fd, 2, m, 4096)) == 0, "call on a new session: %d", e);
+	close(fd);
+	printf("PASS %s\n", cur);
+}
+
 static void t_nonroot(void)
 {
 	pid_t pid = fork();
@@ -837,6 +860,7 @@ static const struct test tests[] = {
 	{ "submit", t_submit },
 	{ "interrupt", t_interrupt },
 	{ "kill", t_kill },
+	{ "hostclose", t_hostclose },
 	{ "nonroot", t_nonroot },
 	{ "bench", t_bench },
 };
