@@ -480,6 +480,9 @@ func TestQEMUVsock(t *testing.T) {
 	g2h := float64(total) / g2hLast.Sub(first).Seconds() / 1e6
 	h2g := float64(total) / h2gLast.Sub(g2hLast).Seconds() / 1e6
 	st := vmA.Device.Stats()
+	if st.BadPackets != 0 || st.CreditErrors != 0 || st.BrokenQueues != 0 {
+		t.Errorf("VM A: a well-behaved Linux guest tripped the device's checks: %+v", st)
+	}
 	t.Logf("VM A: %d connections, %d MiB each way; guest->host %.1f MB/s, host->guest %.1f MB/s (aggregate, TCG); stats %+v",
 		conns, total>>20, g2h, h2g, st)
 	for _, l := range strings.Split(qa.output(), "\n") {

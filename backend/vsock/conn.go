@@ -177,11 +177,16 @@ func (c *Conn) fillData(ch *virtq.Chain, hdrBuf []byte) int {
 	return int(n)
 }
 
+// initialRecvBuf is the first size of a connection's receive ring; it
+// doubles up to BufAlloc as data piles up, so quiet connections stay small.
+const initialRecvBuf = 64 << 10
+
 // appendFrom copies n payload bytes from the guest's buffers (after skip
-// bytes) into the receive ring. The caller checked the credit.
+// bytes) into the receive ring. The caller checked the credit, so the ring
+// never needs more than BufAlloc bytes.
 func (c *Conn) appendFrom(segs [][]byte, skip uint64, n int) {
-	if c.rbuf == nil {
-		c.rbuf = make([]byte, c.d.cfg.BufAlloc)
+	if need := c.rlen + n; need > len(c.rbuf) {
+		c.grow(need)
 	}
 	size := len(c.rbuf)
 	end := (c.rstart + c.rlen) % size
@@ -192,6 +197,23 @@ func (c *Conn) appendFrom(segs [][]byte, skip uint64, n int) {
 	}
 	c.rlen += got
 	c.rxCnt += uint32(got)
+}
+
+// grow replaces the receive ring with one of at least need bytes (doubling,
+// at most BufAlloc), keeping the buffered bytes in order.
+func (c *Conn) grow(need int) {
+	size := max(len(c.rbuf), min(initialRecvBuf, int(c.d.cfg.BufAlloc)))
+	for size < need {
+		size *= 2
+	}
+	size = min(size, int(c.d.cfg.BufAlloc))
+	nb := make([]byte, size)
+	if c.rlen > 0 {
+		n := copy(nb, c.rbuf[c.rstart:min(c.rstart+c.rlen, len(c.rbuf))])
+		copy(nb[n:], c.rbuf[:c.rlen-n])
+	}
+	c.rbuf = nb
+	c.rstart = 0
 }
 
 // terminate ends the connection without sending anything. Called with
