@@ -733,3 +733,27 @@ RT_API cudaGetDriverEntryPointByVersion(const char *sym, void **fn, unsigned ver
 VGPU_ALIAS(cudaGetDriverEntryPointByVersion_ptsz, cudaGetDriverEntryPointByVersion);
 #endif
 VGPU_ALIAS(cudaGetDriverEntryPoint_ptsz, cudaGetDriverEntryPoint);
+
+/* Returns a struct by value (hidden return pointer): it must never be a
+ * generated int-returning stub. */
+struct rt_channel_desc {
+	int x, y, z, w;
+	int f; /* enum cudaChannelFormatKind */
+};
+
+VGPU_EXPORT struct rt_channel_desc cudaCreateChannelDesc(int x, int y, int z, int w, int f)
+{
+	VGPU_API();
+	struct rt_channel_desc d = {x, y, z, w, f};
+	return d;
+}
+
+/* NVIDIA's private tables do not exist here: an error and a NULL table. */
+RT_API cudaGetExportTable(const void **table, const void *id)
+{
+	VGPU_API();
+	(void)id;
+	if (table)
+		*table = NULL;
+	return cudaErrorNotSupported;
+}
