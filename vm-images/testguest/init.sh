@@ -45,6 +45,7 @@ mount -t devtmpfs dev /host/dev || fail "mount /host/dev"
 mkdir -p /host/dev/pts /host/dev/shm
 mount -t devpts devpts /host/dev/pts
 mount -t tmpfs -o mode=1777 shm /host/dev/shm
+ln -sf /proc/self/fd /host/dev/fd; ln -sf /proc/self/fd/0 /host/dev/stdin; ln -sf /proc/self/fd/1 /host/dev/stdout; ln -sf /proc/self/fd/2 /host/dev/stderr
 mount -t tmpfs -o mode=1777 tmp /host/tmp || fail "mount /host/tmp"
 mount -t tmpfs -o mode=755 run /host/run 2>/dev/null
 # Extra files the image carries for /tmp and /run (Options.ExtraFiles).
