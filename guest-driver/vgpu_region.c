@@ -29,12 +29,12 @@ static void vgpu_region_free(struct vgpu_region *r)
  * other memory is pinned with FOLL_LONGTERM (FOLL_WRITE unless
  * VGPU_REG_READONLY).
  *
- * Context: process; sleeps up to the call timeout, not interruptibly.
+ * Context: process; sleeps up to the call timeout (killably).
  * Return: 0; -EINVAL (flags, zero length); -EOVERFLOW; -EFAULT; -E2BIG
  * (more than max_pin_mb, or more segments than the host takes in one call);
  * -EOPNOTSUPP (the host takes no segments); -EREMOTEIO (the host refused:
- * its CUresult is in @status); -ETIMEDOUT (the range stays pinned until the
- * file is closed); -EPIPE.
+ * its CUresult is in @status); -ETIMEDOUT or -EINTR (the range stays
+ * pinned until the file is closed); -EPIPE.
  */
 long vgpu_ioctl_register(struct file *file, void __user *argp)
 {
@@ -95,7 +95,7 @@ long vgpu_ioctl_register(struct file *file, void __user *argp)
 				       sizeof(greq), segs, b.nr, &rep,
 				       sizeof(rep), &status);
 	kvfree(segs);
-	if (err == -ETIMEDOUT) {
+	if (err == -ETIMEDOUT || err == -EINTR) {
 		/* The host may use the range any time: keep it until close. */
 		mutex_lock(&s->reg_lock);
 		list_add(&r->node, &s->regions);
@@ -133,10 +133,10 @@ free_region:
  * @s:    the session.
  * @argp: user pointer to the __u64 region id.
  *
- * Context: process; sleeps up to the call timeout, not interruptibly.
+ * Context: process; sleeps up to the call timeout (killably).
  * Return: 0; -ENOENT (no such region in this session); -EREMOTEIO (the host
- * refused; the range stays registered); -ETIMEDOUT or -EPIPE (the range
- * stays pinned until close); -EFAULT.
+ * refused; the range stays registered); -ETIMEDOUT, -EINTR or -EPIPE (the
+ * range stays pinned until close); -EFAULT.
  */
 long vgpu_ioctl_unregister(struct vgpu_session *s, void __user *argp)
 {

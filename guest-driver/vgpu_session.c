@@ -449,9 +449,10 @@ void vgpu_session_close(struct vgpu_session *s)
  * @segs:        the segments, or NULL.
  * @nsegs:       how many.
  *
- * Context: process; takes the session's send lock.
- * Return: 0; -EPIPE if the session is dead; -E2BIG if the segments need more
- * than max_frames frames; a socket error (the session is then
+ * Context: process; takes the session's send lock (killably).
+ * Return: 0; -EINTR on a fatal signal before anything was sent; -EPIPE if
+ * the session is dead; -E2BIG if the segments need more than max_frames
+ * frames; a socket error (the session is then
  * marked dead, since a partial frame desynchronises the stream).
  */
 int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
@@ -473,7 +474,8 @@ int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 	if (nframes > max(vgpu_max_frames, 1U))
 		return -E2BIG;
 
-	mutex_lock(&s->send_lock);
+	if (mutex_lock_killable(&s->send_lock))
+		return -EINTR;
 	if (READ_ONCE(s->dead)) {
 		err = -EPIPE;
 		goto unlock;
@@ -705,7 +707,7 @@ int vgpu_session_recv(struct vgpu_session *s, struct vgpu_recv *arg,
 
 /**
  * vgpu_session_driver_call() - a call of the driver's own (register,
- * unregister), waited for without interruption up to the call timeout.
+ * unregister), waited for killably up to the call timeout.
  * @s:           the session.
  * @opcode:      VGPU_OP_*.
  * @payload:     request payload.
@@ -717,8 +719,10 @@ int vgpu_session_recv(struct vgpu_session *s, struct vgpu_recv *arg,
  * @status:      out: the host's status (CUresult).
  *
  * Context: process; sleeps. The caller keeps anything @segs points at
- * pinned until this returns 0, or for good if it returns -ETIMEDOUT.
- * Return: 0 (check @status); -ENOMEM; -EPROTO; -ETIMEDOUT; -EPIPE; -E2BIG.
+ * pinned until this returns, or until the file is closed if it returns
+ * -ETIMEDOUT or -EINTR (the host may still act on the call).
+ * Return: 0 (check @status); -ENOMEM; -EPROTO; -ETIMEDOUT; -EINTR (fatal
+ * signal); -EPIPE; -E2BIG.
  */
 int vgpu_session_driver_call(struct vgpu_session *s, u16 opcode,
 			     const void *payload, u32 payload_len,
@@ -756,15 +760,15 @@ int vgpu_session_driver_call(struct vgpu_session *s, u16 opcode,
 		return err;
 	}
 
-	ret = wait_for_completion_timeout(&req->done, ms ?
-					  msecs_to_jiffies(ms) :
-					  MAX_SCHEDULE_TIMEOUT);
-	if (!ret) {
+	ret = wait_for_completion_killable_timeout(&req->done, ms ?
+						   msecs_to_jiffies(ms) :
+						   MAX_SCHEDULE_TIMEOUT);
+	if (ret <= 0) {
 		spin_lock(&s->lock);
 		if (!completion_done(&req->done)) {
 			req->kind = VGPU_REQ_ORPHAN;
 			spin_unlock(&s->lock);
-			return -ETIMEDOUT;
+			return ret ? -EINTR : -ETIMEDOUT;
 		}
 		spin_unlock(&s->lock);
 	}

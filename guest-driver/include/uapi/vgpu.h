@@ -159,7 +159,8 @@ struct vgpu_recv {
  * The host sees the range as VGPU_OP_GUEST_REGISTER with its segments.
  * Memory mapped from this file is announced without a second pin. Errors:
  * EINVAL (flags, zero length), EOVERFLOW, EFAULT, E2BIG, EREMOTEIO (the host
- * refused: @status), ETIMEDOUT (the range stays pinned until close), EPIPE.
+ * refused: @status), ETIMEDOUT or EINTR (fatal signal; the range stays
+ * pinned until close), EPIPE.
  * VGPU_IOC_UNREGISTER takes the region id: ENOENT if this file has no such
  * region, EREMOTEIO if the host refused (the range stays registered).
  */
