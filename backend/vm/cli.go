@@ -139,6 +139,9 @@ func (c CLI) VMRun(args []string) int {
 	fs.StringVar(&cfg.QMPSocket, "qmp", "", "QMP socket path (default: a temporary one)")
 	fs.BoolVar(&cfg.Verbose, "verbose", false, "show the kernel log and init's marker lines")
 	fs.BoolVar(&timings, "timings", false, "print boot timings on stderr")
+	var qargs, kargs listFlag
+	fs.Var(&qargs, "qemu-arg", "extra QEMU argument, one per flag (repeatable), e.g. --qemu-arg=-bios --qemu-arg=qboot.rom")
+	fs.Var(&kargs, "kernel-arg", "extra guest kernel command line parameter (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(c.errw(), "usage: vgpu vm run [options] -- COMMAND [ARGS...]\n\nBoot the test guest (host root read-only over 9p, /tmp a guest tmpfs), run COMMAND\nin it and exit with its status.")
 		fs.PrintDefaults()
@@ -156,6 +159,7 @@ func (c CLI) VMRun(args []string) int {
 		cfg.Shares = append(cfg.Shares, Share{HostPath: h, GuestPath: g})
 	}
 	cfg.Env = env
+	cfg.QEMUArgs, cfg.KernelArgs = qargs, kargs
 	cfg.Console = c.out()
 	log := c.log()
 	cfg.Logger = log
