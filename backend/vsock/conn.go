@@ -305,10 +305,16 @@ func (c *Conn) take(p []byte) int {
 }
 
 // creditUpdateEvery is how many consumed bytes the guest may not yet know
-// about before Read sends CREDIT_UPDATE. Linux guests cap their own view of
-// our buffer (256 KiB observed with 6.1), so the update cannot wait for half
-// of BufAlloc.
+// about before Read sends CREDIT_UPDATE. Linux 6.1 guests keep at most
+// 256 KiB in flight whatever buffer we advertise, so the update cannot
+// wait for half of BufAlloc.
 const creditUpdateEvery = 64 << 10
+
+// creditUpdateDrained is the smaller threshold that applies once Read
+// emptied the buffer: a guest that stops earlier than creditUpdateEvery
+// (a small socket buffer) still hears about the space, while small RPC
+// frames do not cost an extra packet each.
+const creditUpdateDrained = 4 << 10
 
 // afterRead tells the guest about freed space and finishes a shut-down
 // connection.
@@ -316,7 +322,8 @@ func (c *Conn) afterRead() {
 	if c.done {
 		return
 	}
-	if c.fwdCnt-c.lastSentFwd >= min(creditUpdateEvery, c.d.cfg.BufAlloc/4) {
+	unreported := c.fwdCnt - c.lastSentFwd
+	if unreported >= min(creditUpdateEvery, c.d.cfg.BufAlloc/4) || (c.rlen == 0 && unreported >= creditUpdateDrained) {
 		c.d.queueCtrl(ctrlPkt{hdr: c.header(OpCreditUpdate, 0), conn: c})
 		c.lastSentFwd = c.fwdCnt // fillCredit sets it again at send time
 	}

@@ -599,3 +599,28 @@ func TestReceiveRingGrowth(t *testing.T) {
 		t.Fatal("bytes reordered or corrupted across the ring's growth")
 	}
 }
+
+// TestCreditUpdateOnDrain: a guest that stops after a few KiB (a small
+// socket buffer) hears about the space once the host drained it; a small
+// RPC frame does not cost an update.
+func TestCreditUpdateOnDrain(t *testing.T) {
+	d := newDevice(t, 0)
+	p := newPeer(t, d, 0)
+	l := listen(t, d, false)
+	c := open(t, p, l, 830)
+	rw := hdr(vsock.OpRW, 830)
+	rw.Len = 100
+	p.send(rw, make([]byte, 100))
+	if _, err := io.ReadFull(c, make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	p.quiet(20 * time.Millisecond)
+	rw.Len = 5000
+	p.send(rw, make([]byte, 5000))
+	if _, err := io.ReadFull(c, make([]byte, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	if up := p.expect(vsock.OpCreditUpdate); up.hdr.FwdCnt != 5100 {
+		t.Fatalf("CREDIT_UPDATE %s", up.hdr.String())
+	}
+}
