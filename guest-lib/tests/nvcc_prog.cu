@@ -129,6 +129,36 @@ int main()
 		cudaGraphDestroy(eg);
 	}
 
+	// llama.cpp-style reuse: update an instantiated graph from a new capture,
+	// then patch one kernel argument through the node's parameters
+	{
+		cudaGraph_t g1, g2;
+		cudaGraphExec_t x1;
+		CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+		vadd<<<1, 32, 0, st>>>(a, b, c, 32);
+		CHECK(cudaStreamEndCapture(st, &g1) == cudaSuccess);
+		CHECK(cudaGraphInstantiate(&x1, g1, nullptr, nullptr, 0) == cudaSuccess);
+		CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+		vadd<<<2, 32, 0, st>>>(a, b, c, 64);
+		CHECK(cudaStreamEndCapture(st, &g2) == cudaSuccess);
+		cudaGraphNode_t err_node;
+		cudaGraphExecUpdateResult res;
+		CHECK(cudaGraphExecUpdate(x1, g2, &err_node, &res) == cudaSuccess && res == cudaGraphExecUpdateSuccess);
+		cudaGraphNode_t node;
+		size_t one = 1;
+		CHECK(cudaGraphGetNodes(g2, &node, &one) == cudaSuccess && one == 1);
+		cudaKernelNodeParams kp;
+		CHECK(cudaGraphKernelNodeGetParams(node, &kp) == cudaSuccess);
+		CHECK(kp.func == (void *)vadd && kp.gridDim.x == 2 && *(int *)kp.kernelParams[3] == 64);
+		*(int *)kp.kernelParams[3] = 16;
+		CHECK(cudaGraphExecKernelNodeSetParams(x1, node, &kp) == cudaSuccess);
+		CHECK(cudaGraphLaunch(x1, st) == cudaSuccess);
+		CHECK(cudaStreamSynchronize(st) == cudaSuccess);
+		cudaGraphExecDestroy(x1);
+		cudaGraphDestroy(g1);
+		cudaGraphDestroy(g2);
+	}
+
 	cudaFuncAttributes fa;
 	CHECK(cudaFuncGetAttributes(&fa, vadd) == cudaSuccess);
 	int blocks = 0;

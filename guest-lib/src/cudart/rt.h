@@ -83,7 +83,8 @@ cudaError_t rt_launch(const void *host_fun, dim3 grid, dim3 block, void **args, 
 struct rt_node;
 int rt_capturing(cudaStream_t s);
 void rt_capture_end(void *graph); /* streams that joined it stop capturing */
-cudaError_t rt_capture_kernel(cudaStream_t s, struct vgpu_func *f, dim3 grid, dim3 block, size_t smem, void **args);
+cudaError_t rt_capture_kernel(cudaStream_t s, const void *host_fun, struct vgpu_func *f, dim3 grid, dim3 block,
+			      size_t smem, void **args);
 cudaError_t rt_capture_memcpy(cudaStream_t s, void *dst, const void *src, size_t n, int kind);
 cudaError_t rt_capture_memset(cudaStream_t s, void *dst, int value, size_t n);
 cudaError_t rt_capture_host(cudaStream_t s, void (*fn)(void *), void *user);

@@ -20,6 +20,8 @@ struct rt_node {
 	int type;
 	struct rt_graph *graph;
 	/* kernel */
+	const void *host_fun; /* what the program named it by (for GetParams) */
+	void **argv;          /* pointers into params, handed out by GetParams */
 	struct vgpu_func *func;
 	dim3 grid, block;
 	unsigned smem;
@@ -80,6 +82,7 @@ static void node_free(struct rt_node *n)
 {
 	if (n) {
 		free(n->params);
+		free(n->argv);
 		free(n);
 	}
 }
@@ -90,6 +93,7 @@ static struct rt_node *node_clone(const struct rt_node *o)
 	if (!n)
 		return NULL;
 	*n = *o;
+	n->argv = NULL;
 	if (o->params) {
 		n->params = malloc(o->psize ? o->psize : 1);
 		if (!n->params) {
@@ -125,12 +129,13 @@ static cudaError_t graph_copy(struct rt_graph *dst, const struct rt_graph *src)
 
 /* Packs a kernel's arguments now: the pointers in args are only valid
  * during the call that adds the node. */
-static cudaError_t kernel_node(struct vgpu_func *f, dim3 grid, dim3 block, size_t smem, void **args,
-			       struct rt_node **out)
+static cudaError_t kernel_node(const void *host_fun, struct vgpu_func *f, dim3 grid, dim3 block, size_t smem,
+			       void **args, struct rt_node **out)
 {
 	struct rt_node *n = node_new(NODE_KERNEL);
 	if (!n)
 		return cudaErrorMemoryAllocation;
+	n->host_fun = host_fun;
 	n->func = f;
 	n->grid = grid;
 	n->block = block;
@@ -176,10 +181,11 @@ int rt_capturing(cudaStream_t s)
 	return s && s != VGPU_STREAM_LEGACY && s != VGPU_STREAM_PER_THREAD && s->capture;
 }
 
-cudaError_t rt_capture_kernel(cudaStream_t s, struct vgpu_func *f, dim3 grid, dim3 block, size_t smem, void **args)
+cudaError_t rt_capture_kernel(cudaStream_t s, const void *host_fun, struct vgpu_func *f, dim3 grid, dim3 block,
+			      size_t smem, void **args)
 {
 	struct rt_node *n;
-	cudaError_t e = kernel_node(f, grid, block, smem, args, &n);
+	cudaError_t e = kernel_node(host_fun, f, grid, block, smem, args, &n);
 	if (!e && (e = add((struct rt_graph *)s->capture, n, NULL)) != 0)
 		node_free(n);
 	return e;
@@ -533,7 +539,7 @@ RT_API cudaGraphAddKernelNode(cudaGraphNode_t *out, cudaGraph_t g, const cudaGra
 	struct rt_node *n;
 	cudaError_t e = rt_kernel_func(p->func, &f);
 	if (!e)
-		e = kernel_node(f, p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams, &n);
+		e = kernel_node(p->func, f, p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams, &n);
 	if (!e && (e = add(g, n, out)) != 0)
 		node_free(n);
 	RT_RETURN(e);
@@ -647,6 +653,251 @@ RT_API cudaGraphAddDependencies(cudaGraph_t g, const cudaGraphNode_t *from, cons
 	 * every dependency that can be expressed on existing nodes. */
 	RT_RETURN(g ? cudaSuccess : cudaErrorInvalidValue);
 }
+
+/* ---------------- node parameters and exec updates ---------------- */
+
+RT_API cudaGraphKernelNodeGetParams(cudaGraphNode_t n, struct rt_kernel_params *p)
+{
+	VGPU_API();
+	if (!n || !p || n->type != NODE_KERNEL)
+		RT_RETURN(cudaErrorInvalidValue);
+	if (!n->argv) { /* pointers into the packed block: writes through them update the node */
+		n->argv = calloc(n->func->nparams ? n->func->nparams : 1, sizeof *n->argv);
+		if (!n->argv)
+			RT_RETURN(cudaErrorMemoryAllocation);
+		for (uint32_t i = 0; i < n->func->nparams; i++)
+			n->argv[i] = n->params + n->func->params[i].offset;
+	}
+	p->func = (void *)n->host_fun;
+	p->gridDim = n->grid;
+	p->blockDim = n->block;
+	p->sharedMemBytes = n->smem;
+	p->kernelParams = n->argv;
+	p->extra = NULL;
+	return cudaSuccess;
+}
+
+/* Repacks a kernel node from p (the args may point into its own block). */
+static cudaError_t set_kernel(struct rt_node *n, const struct rt_kernel_params *p)
+{
+	if (!n || !p || n->type != NODE_KERNEL)
+		return cudaErrorInvalidValue;
+	if (p->extra)
+		return cudaErrorNotSupported;
+	struct vgpu_func *f;
+	struct rt_node *fresh;
+	cudaError_t e = rt_kernel_func(p->func, &f);
+	if (!e)
+		e = kernel_node(p->func, f, p->gridDim, p->blockDim, p->sharedMemBytes, p->kernelParams, &fresh);
+	if (e)
+		return e;
+	free(n->params);
+	free(n->argv);
+	n->host_fun = fresh->host_fun;
+	n->func = fresh->func;
+	n->grid = fresh->grid;
+	n->block = fresh->block;
+	n->smem = fresh->smem;
+	n->psize = fresh->psize;
+	n->params = fresh->params;
+	n->argv = NULL;
+	free(fresh);
+	return 0;
+}
+
+RT_API cudaGraphKernelNodeSetParams(cudaGraphNode_t n, const struct rt_kernel_params *p)
+{
+	VGPU_API();
+	RT_RETURN(set_kernel(n, p));
+}
+
+RT_API cudaGraphHostNodeGetParams(cudaGraphNode_t n, struct rt_host_params *p)
+{
+	VGPU_API();
+	if (!n || !p || n->type != NODE_HOST)
+		RT_RETURN(cudaErrorInvalidValue);
+	p->fn = n->fn;
+	p->userData = n->user;
+	return cudaSuccess;
+}
+
+static cudaError_t set_host(struct rt_node *n, const struct rt_host_params *p)
+{
+	if (!n || !p || !p->fn || n->type != NODE_HOST)
+		return cudaErrorInvalidValue;
+	n->fn = p->fn;
+	n->user = p->userData;
+	return 0;
+}
+
+RT_API cudaGraphHostNodeSetParams(cudaGraphNode_t n, const struct rt_host_params *p)
+{
+	VGPU_API();
+	RT_RETURN(set_host(n, p));
+}
+
+RT_API cudaGraphMemsetNodeGetParams(cudaGraphNode_t n, struct rt_memset_params *p)
+{
+	VGPU_API();
+	if (!n || !p || n->type != NODE_MEMSET)
+		RT_RETURN(cudaErrorInvalidValue);
+	p->dst = n->dst;
+	p->pitch = n->pitch;
+	p->value = n->value;
+	p->elementSize = n->elem;
+	p->width = n->width;
+	p->height = n->height;
+	return cudaSuccess;
+}
+
+static cudaError_t set_memset(struct rt_node *n, const struct rt_memset_params *p)
+{
+	if (!n || !p || n->type != NODE_MEMSET || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4))
+		return cudaErrorInvalidValue;
+	n->dst = p->dst;
+	n->pitch = p->pitch;
+	n->value = p->value;
+	n->elem = p->elementSize;
+	n->width = p->width;
+	n->height = p->height ? p->height : 1;
+	return 0;
+}
+
+RT_API cudaGraphMemsetNodeSetParams(cudaGraphNode_t n, const struct rt_memset_params *p)
+{
+	VGPU_API();
+	RT_RETURN(set_memset(n, p));
+}
+
+RT_API cudaGraphMemcpyNodeGetParams(cudaGraphNode_t n, struct rt_3d *p)
+{
+	VGPU_API();
+	if (!n || !p || n->type != NODE_MEMCPY)
+		RT_RETURN(cudaErrorInvalidValue);
+	*p = n->copy;
+	return cudaSuccess;
+}
+
+RT_API cudaGraphMemcpyNodeSetParams(cudaGraphNode_t n, const struct rt_3d *p)
+{
+	VGPU_API();
+	if (!n || !p || n->type != NODE_MEMCPY || p->srcArray || p->dstArray)
+		RT_RETURN(cudaErrorInvalidValue);
+	n->copy = *p;
+	return cudaSuccess;
+}
+
+RT_API cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t n, void *dst, const void *src, size_t count, int kind)
+{
+	VGPU_API();
+	if (!n || n->type != NODE_MEMCPY)
+		RT_RETURN(cudaErrorInvalidValue);
+	memcpy_1d(&n->copy, dst, src, count, kind);
+	return cudaSuccess;
+}
+
+/* The executable copy of a graph node (same position: exec graphs are
+ * copies in node order). */
+static struct rt_node *exec_node(struct rt_exec *x, cudaGraphNode_t n)
+{
+	if (!x || !n || !n->graph)
+		return NULL;
+	size_t i = node_index(n);
+	if (i >= x->g.n || x->g.nodes[i]->type != n->type)
+		return NULL;
+	return x->g.nodes[i];
+}
+
+RT_API cudaGraphExecKernelNodeSetParams(cudaGraphExec_t x, cudaGraphNode_t n, const struct rt_kernel_params *p)
+{
+	VGPU_API();
+	RT_RETURN(set_kernel(exec_node(x, n), p));
+}
+
+RT_API cudaGraphExecHostNodeSetParams(cudaGraphExec_t x, cudaGraphNode_t n, const struct rt_host_params *p)
+{
+	VGPU_API();
+	RT_RETURN(set_host(exec_node(x, n), p));
+}
+
+RT_API cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t x, cudaGraphNode_t n, const struct rt_memset_params *p)
+{
+	VGPU_API();
+	RT_RETURN(set_memset(exec_node(x, n), p));
+}
+
+RT_API cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t x, cudaGraphNode_t n, void *dst, const void *src,
+					  size_t count, int kind)
+{
+	VGPU_API();
+	struct rt_node *e = exec_node(x, n);
+	if (!e)
+		RT_RETURN(cudaErrorInvalidValue);
+	memcpy_1d(&e->copy, dst, src, count, kind);
+	return cudaSuccess;
+}
+
+/* cudaGraphExecUpdate: the exec takes the graph's parameters if the
+ * topology (node count and types) is the same. */
+static cudaError_t exec_update(struct rt_exec *x, struct rt_graph *g, cudaGraphNode_t *err_node, int *result)
+{
+	enum { UPDATE_SUCCESS = 0, UPDATE_ERROR_TOPOLOGY = 2, UPDATE_ERROR_NODE_TYPE = 3 };
+	if (err_node)
+		*err_node = NULL;
+	if (!x || !g)
+		return cudaErrorInvalidValue;
+	if (x->g.n != g->n) {
+		*result = UPDATE_ERROR_TOPOLOGY;
+		return 910; /* cudaErrorGraphExecUpdateFailure */
+	}
+	for (size_t i = 0; i < g->n; i++)
+		if (x->g.nodes[i]->type != g->nodes[i]->type) {
+			*result = UPDATE_ERROR_NODE_TYPE;
+			if (err_node)
+				*err_node = g->nodes[i];
+			return 910;
+		}
+	struct rt_graph copy;
+	cudaError_t e = graph_copy(&copy, g);
+	if (e)
+		return e;
+	graph_clear(&x->g);
+	x->g = copy;
+	*result = UPDATE_SUCCESS;
+	return 0;
+}
+
+#if VGPU_CUDART_ABI == 11
+RT_API cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g, cudaGraphNode_t *err_node, int *result)
+{
+	VGPU_API();
+	int r = 0;
+	cudaError_t e = exec_update(x, g, err_node, &r);
+	if (result)
+		*result = r;
+	RT_RETURN(e);
+}
+#else
+/* cudaGraphExecUpdateResultInfo: result, errorNode, errorFromNode */
+struct rt_update_info {
+	int result;
+	cudaGraphNode_t errorNode, errorFromNode;
+};
+
+RT_API cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g, struct rt_update_info *info)
+{
+	VGPU_API();
+	int r = 0;
+	cudaGraphNode_t bad = NULL;
+	cudaError_t e = exec_update(x, g, &bad, &r);
+	if (info) {
+		info->result = r;
+		info->errorNode = bad;
+		info->errorFromNode = NULL;
+	}
+	RT_RETURN(e);
+}
+#endif
 
 /* ---------------- instantiate and launch ---------------- */
 

@@ -415,7 +415,7 @@ cudaError_t rt_launch(const void *host_fun, dim3 grid, dim3 block, void **args, 
 	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
 		return cudaErrorInvalidConfiguration;
 	if (rt_capturing(s))
-		return rt_capture_kernel(s, f, grid, block, smem, args);
+		return rt_capture_kernel(s, host_fun, f, grid, block, smem, args);
 	uint32_t g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
 	return vgpu_launch(f, vgpu_stream_handle(s), g, b, (uint32_t)smem, args, NULL);
 }
