@@ -677,6 +677,21 @@ static void t_register(void)
 	reg.flags = 0x80;
 	CHECK(ioctl(fd, VGPU_IOC_REGISTER, &reg) == -1 && errno == EINVAL,
 	      "REGISTER bad flags: %s", strerror(errno));
+	/* Scattered pages: more segments than one frame takes (continuations). */
+	{
+		size_t sn = 8 << 20, pg, np = sn / 4096;
+		uint8_t *sc = map_anon(sn, false);
+		struct vgpu_register sreg = { .addr = (uintptr_t)sc, .len = sn };
+
+		for (pg = 0; pg < np; pg++)
+			sc[((pg * 7919) % np) * 4096] = 1;
+		CHECK(!ioctl(fd, VGPU_IOC_REGISTER, &sreg), "REGISTER scattered: %s",
+		      strerror(errno));
+		id = sreg.region;
+		CHECK(!ioctl(fd, VGPU_IOC_UNREGISTER, &id), "UNREGISTER scattered: %s",
+		      strerror(errno));
+		munmap(sc, sn);
+	}
 	/* Left registered on purpose: close releases it. */
 	reg.flags = 0;
 	CHECK(!ioctl(fd, VGPU_IOC_REGISTER, &reg), "REGISTER again: %s", strerror(errno));
