@@ -149,6 +149,12 @@ if start_server; then
 		else
 			fail "nvcc could not build tests/nvcc_prog.cu (see $T/nvcc.log)"
 		fi
+		if "$NVCC" -cudart shared --default-stream per-thread -o "$T/nvcc_prog_ptds" "$HERE/nvcc_prog.cu" 2>>"$T/nvcc.log" &&
+			LD_LIBRARY_PATH=$BUILD timeout 60 "$T/nvcc_prog_ptds" >"$T/nvcc_prog_ptds.out" 2>&1; then
+			pass "nvcc --default-stream per-thread program (_ptsz/_ptds entry points) against sim"
+		else
+			fail "nvcc per-thread-stream program: $(tail -3 "$T/nvcc_prog_ptds.out" 2>/dev/null | tr '\n' ' ')"
+		fi
 		if "$NVCC" -rdc=true -cudart shared -o "$T/nvcc_rdc" "$HERE/nvcc_rdc_main.cu" "$HERE/nvcc_rdc_helper.cu" 2>>"$T/nvcc.log"; then
 			if LD_LIBRARY_PATH=$BUILD timeout 60 "$T/nvcc_rdc" >"$T/nvcc_rdc.out" 2>&1; then
 				pass "nvcc -rdc=true program (version-2 fatbin wrapper) against sim"
