@@ -275,6 +275,17 @@ func ResultOf(err error) Result {
 	return ErrUnknown
 }
 
+// Sticky reports CUresults after which the CUDA context is unusable: every
+// later call of the process on that context fails (cuda.h: "the process
+// must be terminated and relaunched").
+func Sticky(r Result) bool {
+	switch r {
+	case ErrIllegalAddress, 702, 714, 715, 716, ErrInvalidAddressSpace, 718, ErrLaunchFailed, 720, 721:
+		return true
+	}
+	return false
+}
+
 // ErrNoGPU is wrapped by drivers that cannot reach a GPU (no libcuda, cuInit
 // failed, no device). "vgpu serve --device auto" falls back to sim on it.
 var ErrNoGPU = errors.New("no GPU")

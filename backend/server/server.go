@@ -44,6 +44,13 @@ type Config struct {
 	ExclusiveContext bool
 	Version          string
 	Logger           hclog.Logger
+	// Dispatch, if set, serves each connection instead of an in-process
+	// session (the worker manager: each VM's sessions in its own process).
+	Dispatch func(ctx context.Context, conn transport.Conn, id uint64) error
+	// OnStickyError is passed to sessions (see session.Config).
+	OnStickyError func(error)
+	// WorkerStatus, if set, adds the worker processes to Status.
+	WorkerStatus func() any
 }
 
 // Server runs sessions.
@@ -100,6 +107,9 @@ func New(cfg Config) (*Server, error) {
 		if hi < 0 || hi >= cfg.Driver.Count() {
 			return nil, fmt.Errorf("server: --gpus maps guest device %d to host device %d, but the host has %d", gi, hi, cfg.Driver.Count())
 		}
+		if cfg.Dispatch != nil {
+			continue // sessions run elsewhere (workers): hold no context here
+		}
 		ctx, err := cfg.Driver.Context(hi)
 		if err != nil {
 			return nil, fmt.Errorf("server: opening host device %d: %w", hi, err)
@@ -140,6 +150,9 @@ func (s *Server) ServeConn(ctx context.Context, conn transport.Conn) error {
 	return s.run(ctx, conn)
 }
 
+// Wait waits for every session to end.
+func (s *Server) Wait() { s.wg.Wait() }
+
 func (s *Server) start(ctx context.Context, conn transport.Conn) {
 	s.wg.Add(1)
 	go func() { _ = s.run(ctx, conn) }()
@@ -161,6 +174,13 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		delete(s.sessions, id)
 		s.mu.Unlock()
 	}()
+	if s.cfg.Dispatch != nil {
+		err := s.cfg.Dispatch(ctx, conn, id)
+		if err != nil {
+			s.log.Warn("session ended with an error", "session", id, "vm", conn.VM(), "err", err)
+		}
+		return err
+	}
 	sess := session.New(conn, session.Config{
 		Devices:                   s.devices,
 		DeviceKind:                s.cfg.Driver.Kind(),
@@ -175,6 +195,7 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		Stats:                     s.stats,
 		Logger:                    s.cfg.Logger,
 		ID:                        id,
+		OnStickyError:             s.cfg.OnStickyError,
 	})
 	err := sess.Serve(ctx)
 	if err != nil {
@@ -216,6 +237,7 @@ type Status struct {
 	VMs           []VMStatus       `json:"vms"`
 	Sessions      []SessionStatus  `json:"sessions"`
 	Stats         session.Snapshot `json:"stats"`
+	Workers       any              `json:"workers,omitempty"`
 }
 
 // DeviceStatus describes one guest-visible device.
@@ -272,6 +294,9 @@ func (s *Server) Status() Status {
 		st.Sessions = append(st.Sessions, SessionStatus{ID: si.id, VM: si.vm, Peer: si.peer, Started: si.started.UTC().Format(time.RFC3339)})
 	}
 	s.mu.Unlock()
+	if s.cfg.WorkerStatus != nil {
+		st.Workers = s.cfg.WorkerStatus()
+	}
 	sort.Slice(st.VMs, func(i, j int) bool { return st.VMs[i].VM < st.VMs[j].VM })
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].ID < st.Sessions[j].ID })
 	return st

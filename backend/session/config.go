@@ -38,6 +38,10 @@ type Config struct {
 	Logger           hclog.Logger
 	// ID names the session in logs and HELLO.
 	ID uint64
+	// OnStickyError is called (once per session) when a call fails with an
+	// error that leaves the CUDA context unusable (device.Sticky). A worker
+	// process uses it to stop taking new sessions.
+	OnStickyError func(error)
 }
 
 // Quota caps the device memory of one VM (all its sessions, all devices).

@@ -47,7 +47,8 @@ type Session struct {
 	hfMu      sync.Mutex
 	hostFuncs map[uint64]chan int32
 
-	own sessionStats
+	own        sessionStats
+	stickySeen bool
 }
 
 type inFrame struct {
@@ -346,6 +347,13 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 			status = device.ErrUnknown
 		}
 		s.guestWarn("call failed", "op", f.Opcode, "req", f.RequestID, "status", status, "err", err)
+	}
+	if device.Sticky(status) && !s.stickySeen {
+		s.stickySeen = true
+		s.log.Error("the CUDA context is broken (sticky error); its work cannot continue", "op", f.Opcode, "status", status, "err", err)
+		if s.cfg.OnStickyError != nil {
+			s.cfg.OnStickyError(err)
+		}
 	}
 	if f.Flags&protocol.FlagNoReply != 0 {
 		if status != device.Success {

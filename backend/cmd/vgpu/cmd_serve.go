@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/backend/vhostuser"
+	"github.com/vgpu-project/vgpu/backend/worker"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -36,6 +38,7 @@ type serveFlags struct {
 	simDevices                                                                        int
 	guestCID                                                                          uint64
 	logJSON, allowUnprivileged                                                        bool
+	isolate                                                                           string
 }
 
 func cmdServe(args []string) int {
@@ -54,6 +57,7 @@ func cmdServe(args []string) int {
 	fs.StringVar(&f.statusSocket, "status-socket", "", "answer 'vgpu status' on this unix socket")
 	fs.StringVar(&f.vhostUserSocket, "vhost-user-socket", "", "serve a VM's vhost-user-vsock device on this socket")
 	fs.Uint64Var(&f.guestCID, "guest-cid", 3, "the VM's vsock CID (with --vhost-user-socket)")
+	fs.StringVar(&f.isolate, "isolate", "none", "where GPU work runs: none (in this process) or vm (one 'vgpu worker' process per VM: a crash or sticky CUDA error ends only that VM's work)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -123,7 +127,7 @@ func openDriver(f serveFlags, log hclog.Logger) (device.Driver, error) {
 		return simDriver()
 	case "cuda":
 		return cuda.Open(log)
-	case "auto":
+	case "auto", "auto-quiet":
 		d, err := cuda.Open(log)
 		if err == nil {
 			return d, nil
@@ -132,7 +136,9 @@ func openDriver(f serveFlags, log hclog.Logger) (device.Driver, error) {
 			return nil, err
 		}
 		banner := strings.Repeat("!", 78)
-		fmt.Fprintf(os.Stderr, "%s\n!! vgpu: %v\n!! vgpu: falling back to the SIMULATED device: memory and copies are real,\n!! vgpu: KERNELS ARE NOT EXECUTED. Use --device cuda to refuse this.\n%s\n", banner, err, banner)
+		if f.device == "auto" {
+			fmt.Fprintf(os.Stderr, "%s\n!! vgpu: %v\n!! vgpu: falling back to the SIMULATED device: memory and copies are real,\n!! vgpu: KERNELS ARE NOT EXECUTED. Use --device cuda to refuse this.\n%s\n", banner, err, banner)
+		}
 		log.Warn("no usable GPU; using the simulated device (kernels are not executed)", "reason", err)
 		return simDriver()
 	}
@@ -160,11 +166,30 @@ func serve(f serveFlags, log hclog.Logger) error {
 		return err
 	}
 	defer drv.Close()
-	srv, err := server.New(server.Config{
+	cfg := server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
 		Version: version, Logger: log,
-	})
+	}
+	switch f.isolate {
+	case "none", "":
+	case "vm":
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--isolate vm: finding this binary: %w", err)
+		}
+		if drv.Kind() == "sim" && f.device != "sim" {
+			f.device = "sim" // the manager already fell back; workers follow
+		}
+		mgr := worker.NewManager(func(vm string) *exec.Cmd { return exec.Command(exe, workerArgs(f, vm)...) }, log)
+		defer mgr.Close()
+		cfg.Dispatch = mgr.ServeConn
+		cfg.WorkerStatus = func() any { return mgr.Status() }
+		log.Info("each VM's GPU work runs in its own worker process")
+	default:
+		return fmt.Errorf("--isolate %q: want none or vm", f.isolate)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
