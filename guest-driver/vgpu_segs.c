@@ -125,15 +125,16 @@ int vgpu_span_pages(u64 addr, u64 len, unsigned long *first,
  * @max_payload: the host's payload limit.
  *
  * A user frame is a complete request without segments: the driver alone
- * appends segments and sets the segment flags; replies and notifications
+ * appends segments, sets the segment flags and sends VGPU_OP_SEGMENTS
+ * continuations; replies and notifications
  * come only from the host; request ids with VGPU_REQ_DRIVER_BIT are the
  * driver's. @frame_len is the header plus the payload, padded or not.
  *
  * Context: any.
  * Return: 0; -EINVAL for a frame shorter than a header, unknown flags or a
  * driver request id; -EPROTO for a bad magic or major version; -EPERM for
- * segments or flags only the driver or the host may set; -E2BIG for a
- * payload over @max_payload; -EBADMSG when @frame_len disagrees with the
+ * segments, continuation frames or flags only the driver or the host may
+ * set; -E2BIG for a payload over @max_payload; -EBADMSG when @frame_len disagrees with the
  * header's payload length.
  */
 int vgpu_check_user_frame(const struct vgpu_header *hdr, u32 frame_len,
@@ -152,7 +153,8 @@ int vgpu_check_user_frame(const struct vgpu_header *hdr, u32 frame_len,
 		return -EPROTO;
 	if (hdr->flags & ~known)
 		return -EINVAL;
-	if (hdr->num_segs || (hdr->flags & kernel_only))
+	if (hdr->num_segs || (hdr->flags & kernel_only) ||
+	    hdr->opcode == VGPU_OP_SEGMENTS)
 		return -EPERM;
 	if (hdr->request_id & VGPU_REQ_DRIVER_BIT)
 		return -EINVAL;

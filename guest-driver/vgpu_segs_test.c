@@ -185,6 +185,7 @@ enum vgpu_frame_mut {
 	VGPU_MUT_LEN_MISMATCH,
 	VGPU_MUT_UNPADDED,
 	VGPU_MUT_NO_REPLY,
+	VGPU_MUT_CONTINUATION,
 };
 
 struct vgpu_frame_case {
@@ -209,6 +210,7 @@ static const struct vgpu_frame_case vgpu_frame_cases[] = {
 	{ "length disagrees", VGPU_MUT_LEN_MISMATCH, -EBADMSG },
 	{ "unpadded length", VGPU_MUT_UNPADDED, 0 },
 	{ "no-reply flag", VGPU_MUT_NO_REPLY, 0 },
+	{ "continuation frame", VGPU_MUT_CONTINUATION, -EPERM },
 };
 
 static void vgpu_frame_desc(const struct vgpu_frame_case *c, char *desc)
@@ -275,6 +277,9 @@ static void vgpu_test_frame(struct kunit *test)
 		break;
 	case VGPU_MUT_NO_REPLY:
 		h.flags = VGPU_FLAG_NO_REPLY;
+		break;
+	case VGPU_MUT_CONTINUATION:
+		h.opcode = VGPU_OP_SEGMENTS;
 		break;
 	}
 	KUNIT_EXPECT_EQ(test, vgpu_check_user_frame(&h, len, 4096), c->err);

@@ -28,8 +28,8 @@
  *              CALL with VGPU_FLAG_NO_REPLY
  *   EPROTO     bad magic or protocol major version
  *   EPERM      the frame carries segments (num_segs, SEGMENTS or
- *              MORE_SEGMENTS) or REPLY/NOTIFY flags: only the driver or the
- *              host set them
+ *              MORE_SEGMENTS), is a VGPU_OP_SEGMENTS continuation, or has
+ *              REPLY/NOTIFY flags: only the driver or the host send those
  *   EBADMSG    frame_len is neither 32 + payload_len nor that padded to 8
  *   E2BIG      payload over the host's limit; a buffer over the max_pin_mb
  *              module parameter; more segments than the host takes in
