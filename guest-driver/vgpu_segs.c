@@ -126,16 +126,16 @@ int vgpu_span_pages(u64 addr, u64 len, unsigned long *first,
  *
  * A user frame is a complete request without segments: the driver alone
  * appends segments, sets the segment flags and sends VGPU_OP_SEGMENTS
- * continuations; replies and notifications
- * come only from the host; request ids with VGPU_REQ_DRIVER_BIT are the
- * driver's. @frame_len is the header plus the payload, padded or not.
+ * continuations; replies and notifications come only from the host;
+ * request ids with VGPU_REQ_DRIVER_BIT are the driver's. @frame_len is the
+ * header plus the payload, padded or not.
  *
  * Context: any.
  * Return: 0; -EINVAL for a frame shorter than a header, unknown flags or a
  * driver request id; -EPROTO for a bad magic or major version; -EPERM for
  * segments, continuation frames or flags only the driver or the host may
- * set; -E2BIG for a payload over @max_payload; -EBADMSG when @frame_len disagrees with the
- * header's payload length.
+ * set; -E2BIG for a payload over @max_payload; -EBADMSG when @frame_len
+ * disagrees with the header's payload length.
  */
 int vgpu_check_user_frame(const struct vgpu_header *hdr, u32 frame_len,
 			  u32 max_payload)
