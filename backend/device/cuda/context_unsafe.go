@@ -130,9 +130,8 @@ func (c *Context) MemFree(p device.Ptr) error {
 	n := c.allocs[p]
 	delete(c.allocs, p)
 	c.mu.Unlock()
-	c.used.Add(^(n - 1))
-	if n == 0 {
-		c.used.Add(1) // not ours: undo the wrap of ^(0-1)
+	if n > 0 {
+		c.used.Add(^(n - 1))
 	}
 	return nil
 }
