@@ -118,7 +118,10 @@ func (s *Server) Close() error {
 }
 
 // Serve accepts QEMU connections until ctx ends or Close is called, one at
-// a time. A front-end that disconnects (QEMU exited or was killed) stops
+// a time: a QEMU that connects while another is served waits until that one
+// is gone (so a quick reconnect after a kill is served, but a second VM
+// misconfigured onto the same socket hangs at startup; give each VM its own
+// socket). A front-end that disconnects (QEMU exited or was killed) stops
 // the device and resets its connections; the next connection starts fresh.
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
