@@ -352,7 +352,8 @@ static int send_only(uint16_t op, uint64_t id, const void *payload, uint32_t len
 	if (!f)
 		return VGPU_E_OUT_OF_MEMORY;
 	put_header((struct vgpu_header *)f, op, id, len, VGPU_FLAG_NO_REPLY);
-	memcpy(f + VGPU_HEADER_SIZE, payload, len);
+	if (len)
+		memcpy(f + VGPU_HEADER_SIZE, payload, len);
 	int rc = 0;
 	if (host_mode) {
 		pthread_mutex_lock(&write_mu);
@@ -604,7 +605,8 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 	uint8_t *payload = malloc(req_len ? req_len : 1);
 	if (!payload)
 		return VGPU_E_OUT_OF_MEMORY;
-	memcpy(payload, req, req_len);
+	if (req_len)
+		memcpy(payload, req, req_len);
 
 	/* Name the buffers. */
 	struct vgpu_buf dbufs[VGPU_MAX_BUFS];
