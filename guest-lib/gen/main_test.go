@@ -77,3 +77,35 @@ func TestParseTableRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestTableNodes checks that a versioned library's rows all carry its own
+// node and an unversioned library's none: ABI dispatch is by node.
+func TestTableNodes(t *testing.T) {
+	paths, err := filepath.Glob("../tables/*.tbl")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no tables: %v", err)
+	}
+	for _, p := range paths {
+		lib := strings.TrimSuffix(filepath.Base(p), ".tbl")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := parseTable(lib, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if strings.HasPrefix(lib, "libcudart.so.") {
+			want = lib
+		}
+		for _, r := range tbl.Rows {
+			if r.Node != want {
+				t.Errorf("%s:%d: %s has node %q, want %q", lib, r.Line, r.Name, r.Node, want)
+			}
+			if r.Void && r.Hand {
+				t.Errorf("%s:%d: %s: a void default only makes sense for a stub", lib, r.Line, r.Name)
+			}
+		}
+	}
+}
