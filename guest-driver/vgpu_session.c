@@ -50,29 +50,37 @@ static int vgpu_sock_recv_all(struct socket *sock, void *buf, size_t len)
 	return 0;
 }
 
+/* Where the next session starts looking for a free privileged port. */
+static atomic_t vgpu_port_cursor = ATOMIC_INIT(0);
+
 /*
- * Bind a privileged source port, walking down from VGPU_PRIVPORT_MAX. Runs in
- * the reader thread: a kernel thread has the capabilities that binding a port
- * below 1024 needs, whoever opened the file.
+ * Bind a privileged source port, walking down the reserved range and
+ * retrying on -EADDRINUSE. Each session starts one port below where the last
+ * one started (wrapping), so a port whose connection the host may still be
+ * tearing down is not reused at once. Runs in the reader thread: a kernel
+ * thread has the capability that binding a port below 1024 needs, whoever
+ * opened the file.
  */
 static int vgpu_bind_privport(struct vgpu_session *s)
 {
+	const unsigned int range = VGPU_PRIVPORT_MAX - VGPU_PRIVPORT_MIN + 1;
+	unsigned int start = (unsigned int)atomic_inc_return(&vgpu_port_cursor) - 1;
 	struct sockaddr_vm addr = {
 		.svm_family = AF_VSOCK,
 		.svm_cid = VMADDR_CID_ANY,
 	};
-	unsigned int port;
+	unsigned int i;
 	int err = -EADDRINUSE;
 
-	for (port = VGPU_PRIVPORT_MAX; port >= VGPU_PRIVPORT_MIN; port--) {
-		addr.svm_port = port;
+	for (i = 0; i < range; i++) {
+		addr.svm_port = VGPU_PRIVPORT_MAX - (start + i) % range;
 		err = kernel_bind(s->sock, (struct sockaddr *)&addr,
 				  sizeof(addr));
 		if (err != -EADDRINUSE)
 			break;
 	}
 	if (!err)
-		s->local_port = port;
+		s->local_port = addr.svm_port;
 	return err;
 }
 
@@ -450,8 +458,8 @@ void vgpu_session_close(struct vgpu_session *s)
  * @nsegs:       how many.
  *
  * Context: process; takes the session's send lock (killably).
- * Return: 0; -EINTR on a fatal signal before anything was sent; -EPIPE if
- * the session is dead; -E2BIG if the segments need more than max_frames
+ * Return: 0; -EINTR on a fatal signal before anything was sent; the
+ * session's first error if it is dead (-EPIPE, -EPROTO); -E2BIG if the segments need more than max_frames
  * frames; a socket error (the session is then
  * marked dead, since a partial frame desynchronises the stream).
  */
@@ -476,10 +484,9 @@ int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 
 	if (mutex_lock_killable(&s->send_lock))
 		return -EINTR;
-	if (READ_ONCE(s->dead)) {
-		err = -EPIPE;
+	err = READ_ONCE(s->dead);	/* the first cause, for every later call */
+	if (err)
 		goto unlock;
-	}
 	/*
 	 * A frame must go out whole: a caught signal would end a send that
 	 * waits for credit part-way and desynchronise the stream. Only a
@@ -667,8 +674,8 @@ void vgpu_req_free(struct vgpu_req *req)
  * Context: process; sleeps interruptibly.
  * Return: 0; -EMSGSIZE if the frame is larger than arg->cap (it stays
  * queued, arg->len says its size); -EAGAIN when arg->timeout_ms passed;
- * -ERESTARTSYS; -EPIPE when the session is dead and nothing is queued;
- * -EFAULT.
+ * -ERESTARTSYS; the session's first error (-EPIPE, -EPROTO) when it is
+ * dead and nothing is queued; -EFAULT.
  */
 int vgpu_session_recv(struct vgpu_session *s, struct vgpu_recv *arg,
 		      void __user *buf)
@@ -698,7 +705,7 @@ int vgpu_session_recv(struct vgpu_session *s, struct vgpu_recv *arg,
 	}
 	spin_unlock(&s->lock);
 	if (!f)
-		return READ_ONCE(s->dead) ? -EPIPE : -EAGAIN;
+		return READ_ONCE(s->dead) ?: -EAGAIN;
 
 	ret = copy_to_user(buf, f->data, f->len) ? -EFAULT : 0;
 	kvfree(f);

@@ -26,7 +26,9 @@
 //
 // A copy whose Stream is StreamDelay is answered after Options.Delay (the
 // guest's kill-mid-call and timeout tests); on StreamClose the server closes
-// the connection instead of answering (a host gone mid-call). A frame with FlagNoReply that
+// the connection instead of answering (a host gone mid-call); on
+// StreamGarbage it answers with a header claiming a 4 GiB payload, then
+// closes (a host the driver must not trust with sizes). A frame with FlagNoReply that
 // fails is answered with an OpNotifyError notification instead. Segments
 // on a connection from an unprivileged port are refused with
 // CUDA_ERROR_NOT_PERMITTED.

@@ -1,6 +1,7 @@
 package pattern
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,11 @@ const StreamDelay = 0xde1a7
 // StreamClose as a copy's Stream makes the server close the connection
 // without answering (a host that goes away in the middle of a call).
 const StreamClose = 0xc105e
+
+// StreamGarbage as a copy's Stream makes the server answer with a header
+// claiming a 4 GiB payload, then close: the guest driver must end the
+// session (EPROTO) without trusting the size.
+const StreamGarbage = 0x6a4ba6e
 
 // DevPtrBase plus the segment count is the DevPtr of a mapped registration.
 const DevPtrBase = 0x7f0000000000
@@ -291,6 +297,14 @@ func (k *conn) copy(h protocol.Header, ref protocol.BufRef, all []protocol.Segme
 		return k.answer(&h, cudaErrorInvalidValue, nil)
 	}
 	if stream == StreamClose {
+		return errClosedOnRequest
+	}
+	if stream == StreamGarbage {
+		b := protocol.AppendFrame(nil, protocol.Reply(&h, 0), nil, nil)
+		binary.LittleEndian.PutUint32(b[24:], 0xffffffff)
+		if err := k.write(b); err != nil {
+			return err
+		}
 		return errClosedOnRequest
 	}
 	do := func() error {

@@ -46,6 +46,7 @@
 /* Pattern-mode conventions (backend/pattern). */
 #define PAT_STREAM_DELAY 0xde1a7ULL	/* the host answers after its delay */
 #define PAT_STREAM_CLOSE 0xc105eULL	/* the host closes the connection */
+#define PAT_STREAM_GARBAGE 0x6a4ba6eULL	/* the host claims a 4 GiB reply */
 #define PAT_DEVPTR_BASE 0x7f0000000000ULL /* + segments of a mapped register */
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_NOT_SUPPORTED 801
@@ -604,6 +605,13 @@ static void t_hostclose(void)
 	fd = vopen();
 	CHECK(fd >= 0, "open again: %s", strerror(errno));
 	CHECK((e = htod(fd, 2, m, 4096)) == 0, "call on a new session: %d", e);
+	/* A reply header with an absurd size ends the session, nothing else. */
+	e = do_copy(fd, false, 1, m, 4096, PAT_STREAM_GARBAGE, VGPU_IOC_CALL, 0, NULL);
+	CHECK(e == -EPROTO, "garbage reply: %d", e);
+	CHECK((e = htod(fd, 2, m, 4096)) == -EPROTO, "call after garbage: %d", e);
+	close(fd);
+	fd = vopen();
+	CHECK(fd >= 0 && htod(fd, 2, m, 4096) == 0, "new session after garbage");
 	close(fd);
 	printf("PASS %s\n", cur);
 }

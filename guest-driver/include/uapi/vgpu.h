@@ -38,6 +38,10 @@
  *   EOPNOTSUPP buffers, but the host takes no segments
  *   EBUSY      the request id is already waiting for a reply
  *   EPIPE      the host closed the session; open the device again
+ *   EPROTO     (after the call was accepted) the host sent a malformed
+ *              frame and the session was ended; open the device again.
+ *              Every later call of a dead session fails with its first
+ *              error.
  *   ENOTTY     unknown ioctl
  * User-caused errors are logged, rate-limited.
  */
@@ -128,8 +132,9 @@ struct vgpu_call {
  * host-function requests) and failed VGPU_IOC_SUBMIT replies, oldest first,
  * at most 256 (newer ones are dropped and logged). Errors: EMSGSIZE when
  * the frame is larger than @cap (it stays queued; @len says its size),
- * EAGAIN when @timeout_ms passed, EINTR/ERESTARTSYS on a signal, EPIPE when
- * the session is over and nothing is queued.
+ * EAGAIN when @timeout_ms passed, EINTR/ERESTARTSYS on a signal, the
+ * session's first error (EPIPE, EPROTO) when it is over and nothing is
+ * queued.
  */
 struct vgpu_recv {
 	__u64 buf;
