@@ -16,7 +16,7 @@ root=$PWD
 ct=$root/build/ct-demo
 mkdir -p build
 
-if "$root/bin/vgpu" serve --device cuda --help >/dev/null 2>&1 && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
 	device=cuda
 	echo "demo: GPU found: $(nvidia-smi -L | head -1)"
 else
