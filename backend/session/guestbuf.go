@@ -133,7 +133,8 @@ func (s *Session) guestSource(c *call, op string, ref protocol.BufRef) (engine.S
 	return engine.Pieces(ps), pinned, err
 }
 
-// guestPieces resolves a segment or region BufRef into translated pieces.
+// guestPieces resolves a segment or region BufRef into translated pieces;
+// pinned as for guestSource.
 func (s *Session) guestPieces(c *call, op string, ref protocol.BufRef) ([]engine.Piece, bool, error) {
 	switch ref.Kind {
 	case protocol.BufSegments:
@@ -162,7 +163,9 @@ func (s *Session) guestPieces(c *call, op string, ref protocol.BufRef) ([]engine
 			}
 			at += pl
 		}
-		return c.pieces, false, nil
+		// The guest keeps a region pinned until it unregisters it, and the
+		// region holds its memory table: copies may outlive the reply.
+		return c.pieces, true, nil
 	}
 	return nil, false, device.Errorf(op, device.ErrInvalidValue, "buffer kind %d here (want segments or a region)", ref.Kind)
 }

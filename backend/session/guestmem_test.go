@@ -164,3 +164,28 @@ func TestGuestRegister(t *testing.T) {
 		}
 	}
 }
+
+// TestRegionCopyReadsAtStreamTime: an async copy from registered guest
+// memory reads it when the stream reaches the copy (like DMA from pinned
+// memory), so a host function queued before it can still fill the buffer.
+func TestRegionCopyReadsAtStreamTime(t *testing.T) {
+	e := start(t, opts{mem: true, allowAll: true})
+	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
+		protocol.GuestRegisterReq{Size: 4096}, []protocol.Segment{{GPA: 1 << 32, Len: 4096}})
+	if err != nil || st != 0 {
+		t.Fatalf("register: %v %v", err, device.Result(st))
+	}
+	sh, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{}, nil)
+	p := e.alloc(4096)
+	must[protocol.HostFuncReq, protocol.Empty](e, protocol.OpHostFuncLaunch, protocol.HostFuncReq{Stream: sh.Handle, CallbackID: 5}, nil)
+	copyReq := protocol.MemcpyHtoDReq{Dst: p, Stream: sh.Handle, Flags: protocol.CopyAsync, Src: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Len: 4}}
+	must[protocol.MemcpyHtoDReq, protocol.Empty](e, protocol.OpMemcpyHtoD, copyReq, nil)
+	<-e.c.Notes // the stream reached the host function
+	ram, _ := e.table.Slice(guestGPA(1<<32), 4)
+	copy(ram, "seed") // what the guest's callback writes
+	must[protocol.HostFuncDoneReq, protocol.Empty](e, protocol.OpHostFuncDone, protocol.HostFuncDoneReq{CallbackID: 5}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpStreamSynchronize, protocol.HandleReq{Handle: sh.Handle}, nil)
+	if _, got := e.dtoh(p, 4); string(got) != "seed" {
+		t.Fatalf("copy queued after the host function read %q, want the callback's write", got)
+	}
+}

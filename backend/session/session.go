@@ -346,7 +346,11 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		if status == device.Success {
 			status = device.ErrUnknown
 		}
-		s.guestWarn("call failed", "op", f.Opcode, "req", f.RequestID, "status", status, "err", err)
+		if routine(f.Opcode, status) {
+			s.log.Debug("call failed", "op", f.Opcode, "req", f.RequestID, "status", status, "err", err)
+		} else {
+			s.guestWarn("call failed", "op", f.Opcode, "req", f.RequestID, "status", status, "err", err)
+		}
 	}
 	if device.Sticky(status) && !s.stickySeen {
 		s.stickySeen = true
@@ -421,4 +425,10 @@ func (s *Session) account(op protocol.Opcode, ok bool, nanos int64) {
 			s.own.launches.Add(1)
 		}
 	}
+}
+
+// routine reports failures that are part of normal operation (polling a
+// busy stream, loading a module by hash the first time).
+func routine(op protocol.Opcode, r device.Result) bool {
+	return r == device.ErrNotReady || (op == protocol.OpModuleLoad && r == device.ErrNotFound)
 }

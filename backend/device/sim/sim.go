@@ -24,7 +24,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -283,9 +282,9 @@ func (c *Context) HostRegister(b []byte, readOnly bool) (device.Ptr, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	start := addr(b)
 	for _, a := range c.allocs {
-		if a.host && uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))) == start {
+		if a.host && addr(a.mem) == start {
 			return 0, device.Errorf("cuMemHostRegister", device.ErrHostMemAlreadyReg, "host range at %#x", start)
 		}
 	}
@@ -301,9 +300,9 @@ func (c *Context) HostRegister(b []byte, readOnly bool) (device.Ptr, error) {
 func (c *Context) HostUnregister(b []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	start := addr(b)
 	for i, a := range c.allocs {
-		if a.host && uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))) == start {
+		if a.host && addr(a.mem) == start {
 			c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
 			return nil
 		}
@@ -311,14 +310,16 @@ func (c *Context) HostUnregister(b []byte) error {
 	return device.Errorf("cuMemHostUnregister", device.ErrHostMemNotReg, "host range at %#x", start)
 }
 
-// MemcpyHtoD copies src to the device. An async copy snapshots src first
-// (the caller may reuse it as soon as the call returns).
+// MemcpyHtoD copies src to the device. An async copy from registered
+// (pinned) host memory reads it when the stream gets there, as the DMA
+// engine would; from other (pageable) memory it snapshots src first, as
+// the driver's staging does (the caller may reuse it at once).
 func (c *Context) MemcpyHtoD(dst device.Ptr, src []byte, s device.Stream, async bool) error {
 	d, err := c.span("cuMemcpyHtoD", dst, uint64(len(src)))
 	if err != nil {
 		return err
 	}
-	if async {
+	if async && !c.registered(src) {
 		src = append([]byte(nil), src...)
 	}
 	return c.run(s, async, func() { copy(d, src) })
@@ -443,3 +444,22 @@ var (
 	_ device.Context       = (*Context)(nil)
 	_ device.StatsReporter = (*Context)(nil)
 )
+
+// registered reports whether b lies inside registered host memory.
+func (c *Context) registered(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	lo := addr(b)
+	hi := lo + uintptr(len(b))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.allocs {
+		if a.host {
+			if s := addr(a.mem); lo >= s && hi <= s+uintptr(len(a.mem)) {
+				return true
+			}
+		}
+	}
+	return false
+}
