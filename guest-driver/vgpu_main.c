@@ -27,10 +27,14 @@ unsigned int vgpu_cid = 2;
 module_param_named(cid, vgpu_cid, uint, 0644);
 MODULE_PARM_DESC(cid, "vsock CID of the host (default 2)");
 
-unsigned int vgpu_call_timeout_ms = 60000;
+/*
+ * Long: a synchronising call legitimately waits for all queued GPU work, and
+ * the waits are killable. The library may pass a shorter per-call timeout.
+ */
+unsigned int vgpu_call_timeout_ms = 600000;
 module_param_named(call_timeout_ms, vgpu_call_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(call_timeout_ms,
-		 "default time a call waits for its reply, ms (0: forever)");
+		 "default time a call waits for its reply, ms (default 600000; 0: forever)");
 
 unsigned int vgpu_max_pin_mb = 4096;
 module_param_named(max_pin_mb, vgpu_max_pin_mb, uint, 0644);

@@ -421,7 +421,7 @@ static bool vgpu_session_drained(struct vgpu_session *s)
  */
 void vgpu_session_close(struct vgpu_session *s)
 {
-	unsigned int ms = vgpu_call_timeout_ms ? vgpu_call_timeout_ms : 60000;
+	unsigned int ms = vgpu_call_timeout_ms ? vgpu_call_timeout_ms : 600000;
 	struct vgpu_req *req, *rtmp;
 	struct vgpu_frame *f, *ftmp;
 
