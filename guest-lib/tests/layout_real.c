@@ -13,6 +13,7 @@
 #define MSET struct cudaMemsetParams
 #define HNODE struct cudaHostNodeParams
 #define RLCFG struct cudaLaunchConfig_st
+#define M2D CUDA_MEMCPY2D
 #define ROW(t, f) offsetof(t, f),
 #define SIZE(t) sizeof(t),
 const size_t layout_real[] = {

@@ -20,6 +20,7 @@
 #define MSET struct rt_memset_params
 #define HNODE struct rt_host_params
 #define RLCFG struct rt_launch_config
+#define M2D CUDA_MEMCPY2D
 #define ROW(t, f) {#t "." #f, offsetof(t, f)},
 #define SIZE(t) {"sizeof " #t, sizeof(t)},
 static const struct {

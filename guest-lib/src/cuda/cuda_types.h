@@ -71,6 +71,23 @@ typedef struct {
 	unsigned numAttrs;
 } CUlaunchConfig;
 
+/* CUDA_MEMCPY2D (cuda.h; tests/layout_test.c checks it against 11.8) */
+typedef struct {
+	size_t srcXInBytes, srcY;
+	int srcMemoryType;
+	const void *srcHost;
+	CUdeviceptr srcDevice;
+	void *srcArray;
+	size_t srcPitch;
+	size_t dstXInBytes, dstY;
+	int dstMemoryType;
+	void *dstHost;
+	CUdeviceptr dstDevice;
+	void *dstArray;
+	size_t dstPitch;
+	size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D;
+
 #define VGPU_ALIAS(name, target) \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
 
