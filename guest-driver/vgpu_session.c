@@ -459,9 +459,9 @@ void vgpu_session_close(struct vgpu_session *s)
  *
  * Context: process; takes the session's send lock (killably).
  * Return: 0; -EINTR on a fatal signal before anything was sent; the
- * session's first error if it is dead (-EPIPE, -EPROTO); -E2BIG if the segments need more than max_frames
- * frames; a socket error (the session is then
- * marked dead, since a partial frame desynchronises the stream).
+ * session's first error if it is dead (-EPIPE, -EPROTO); -E2BIG if the
+ * segments need more than max_frames frames; a socket error (the session is
+ * then marked dead, since a partial frame desynchronises the stream).
  */
 int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 		      const void *payload, u32 payload_len,
