@@ -194,6 +194,9 @@ func (e *Engine) Copy(c device.Context, dir Dir, dev device.Ptr, total uint64, s
 		if !canGather {
 			return k, device.Errorf("engine.Gather", device.ErrNotSupported, "the gather engine needs a device that executes kernels and registered guest memory")
 		}
+		if e.kind == Auto && gatherBroken(c) != nil {
+			return Direct, e.direct(c, dir, dev, src, s) // chosen, not demanded: fall back
+		}
 		return k, e.gather(c, dir, dev, src, s)
 	}
 	return Direct, e.direct(c, dir, dev, src, s)

@@ -123,6 +123,13 @@ func getGather(c device.Context) *gatherState {
 	return g
 }
 
+// gatherBroken returns why c's gather kernel cannot be used (nil if it can).
+func gatherBroken(c device.Context) error {
+	g := getGather(c)
+	defer g.mu.Unlock()
+	return g.err
+}
+
 func (g *gatherState) init(c device.Context) error {
 	m, err := c.ModuleLoad([]byte(copyPTX))
 	if err != nil {
