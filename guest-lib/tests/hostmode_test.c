@@ -92,6 +92,8 @@ int cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
 int cuMemsetD2D8_v2(unsigned long long, size_t, unsigned char, size_t, size_t);
 int cuPointerGetAttribute(void *, int, unsigned long long);
 cudaError_t cudaMemcpy3D(const struct rt_3d *);
+cudaError_t cudaMalloc3D(struct rt_pitched *, struct rt_extent);
+cudaError_t cudaMemset3D(struct rt_pitched, int, struct rt_extent);
 int cuFuncGetParamInfo(void *, size_t, size_t *, size_t *);
 int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 int cuGetExportTable(const void **, const void *);
@@ -240,6 +242,19 @@ static void test_memory(void)
 	p3.kind = cudaMemcpyDeviceToHost;
 	OK(cudaMemcpy3D(&p3));
 	CHECK(!memcmp(vol, vol2, sizeof vol));
+	struct rt_pitched pp;
+	struct rt_extent ext = {100, 4, 2};
+	OK(cudaMalloc3D(&pp, ext));
+	CHECK(pp.pitch >= 100 && pp.xsize == 100 && pp.ysize == 4);
+	OK(cudaMemset3D(pp, 0x77, ext));
+	memset(&p3, 0, sizeof p3);
+	p3.srcPtr = pp;
+	p3.dstPtr = (struct rt_pitched){vol2, 100, 100, 4};
+	p3.extent = ext;
+	p3.kind = cudaMemcpyDeviceToHost;
+	OK(cudaMemcpy3D(&p3));
+	CHECK(vol2[0] == 0x77 && vol2[sizeof vol2 - 1] == 0x77);
+	OK(cudaFree(pp.ptr));
 	struct {
 		int type, device;
 		void *dp, *hp;

@@ -391,3 +391,54 @@ RT_API cudaMemset2DAsync(void *p, size_t pitch, int v, size_t w, size_t h, cudaS
 	RT_RETURN(e);
 }
 VGPU_ALIAS(cudaMemset2DAsync_ptsz, cudaMemset2DAsync);
+
+/* ---------------- 3D allocations and memsets ---------------- */
+
+RT_API cudaMalloc3D(struct rt_pitched *p, struct rt_extent e)
+{
+	VGPU_API();
+	if (!p)
+		RT_RETURN(cudaErrorInvalidValue);
+	size_t pitch = (e.width + 511) & ~(size_t)511;
+	void *ptr = NULL;
+	size_t h = e.height ? e.height : 1, d = e.depth ? e.depth : 1;
+	cudaError_t err = cudaMalloc(&ptr, pitch * h * d);
+	if (err)
+		return err;
+	p->ptr = ptr;
+	p->pitch = pitch;
+	p->xsize = e.width;
+	p->ysize = e.height;
+	return cudaSuccess;
+}
+
+static cudaError_t memset3d(struct rt_pitched p, int v, struct rt_extent e, cudaStream_t s)
+{
+	cudaError_t err = rt_init();
+	if (err)
+		return err;
+	if (e.width > p.pitch)
+		return cudaErrorInvalidValue;
+	size_t rows = p.ysize ? p.ysize : e.height;
+	for (size_t z = 0; z < e.depth; z++) {
+		uint64_t slice = (uint64_t)(uintptr_t)p.ptr + z * p.pitch * rows;
+		err = vgpu_memset(slice, (uint8_t)v, 1, e.width, p.pitch, e.height, vgpu_stream_handle(s), 1);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+RT_API cudaMemset3D(struct rt_pitched p, int v, struct rt_extent e)
+{
+	VGPU_API();
+	RT_RETURN(memset3d(p, v, e, NULL));
+}
+VGPU_ALIAS(cudaMemset3D_ptds, cudaMemset3D);
+
+RT_API cudaMemset3DAsync(struct rt_pitched p, int v, struct rt_extent e, cudaStream_t s)
+{
+	VGPU_API();
+	RT_RETURN(memset3d(p, v, e, s));
+}
+VGPU_ALIAS(cudaMemset3DAsync_ptsz, cudaMemset3DAsync);
