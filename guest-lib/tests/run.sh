@@ -87,6 +87,19 @@ else
 	echo "skip layout test: CUDA 11.8 headers not installed"
 fi
 
+# 4b. no backend: errors, never exit()
+if $CC $CFLAGS -o "$T/failure_test" "$HERE/failure_test.c" -L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 \
+	-l:libnvidia-ml.so.1 -Wl,-rpath,"$BUILD"; then
+	if VGPU_LOG=none VGPU_TRANSPORT=unix:$T/no-such.sock "$T/failure_test" 46 &&
+		VGPU_LOG=none VGPU_DEVICE=$T/no-such-device "$T/failure_test" 100; then
+		pass "no backend: real error codes (46 unreachable, 100 no device), no exit"
+	else
+		fail "no-backend error codes"
+	fi
+else
+	fail "building failure_test"
+fi
+
 # 5. host mode against sim
 SOCK=$T/vgpu.sock
 rm -f "$SOCK"

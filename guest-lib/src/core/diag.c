@@ -43,6 +43,8 @@ __attribute__((constructor)) static void diag_init(void)
 			vgpu_log_level = VGPU_LOG_INFO;
 		else if (!strcasecmp(l, "debug"))
 			vgpu_log_level = VGPU_LOG_DEBUG;
+		else if (!strcasecmp(l, "none") || !strcasecmp(l, "off"))
+			vgpu_log_level = -1;
 	}
 	const char *f = getenv("VGPU_LOG_FILE");
 	if (f && *f) {
