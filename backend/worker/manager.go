@@ -46,7 +46,7 @@ type proc struct {
 	cmd      *exec.Cmd
 	ctrl     *os.File
 	sendMu   sync.Mutex
-	memTable *guestmem.Table // the table last sent (identity only)
+	memTable *guestmem.Table // the table last sent (a reference is held)
 	memGen   uint64
 	sessions map[uint64]net.Conn // manager ends of session streams
 	poisoned bool
@@ -193,6 +193,12 @@ func (m *Manager) watch(p *proc) {
 	}
 	m.mu.Unlock()
 	hangup(p.ctrl)
+	p.sendMu.Lock()
+	if p.memTable != nil {
+		p.memTable.Release()
+		p.memTable = nil
+	}
+	p.sendMu.Unlock()
 	if err != nil || n > 0 {
 		m.Log.Error("worker ended; its sessions get an error", "vm", p.vm, "pid", p.cmd.Process.Pid, "status", status, "sessions", n)
 	} else {
@@ -242,7 +248,12 @@ func (m *Manager) sendMemory(p *proc, src guestmem.Source) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer t.Release()
+	keep := false // the reference is kept while t is the table last sent
+	defer func() {
+		if !keep {
+			t.Release()
+		}
+	}()
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
 	if p.memTable == t {
@@ -264,7 +275,10 @@ func (m *Manager) sendMemory(p *proc, src guestmem.Source) (uint64, error) {
 	if err := send(p.ctrl, &message{Op: msgMemory, Memory: gen, Regions: regions}, fds); err != nil {
 		return 0, err
 	}
-	p.memTable, p.memGen = t, gen
+	if p.memTable != nil {
+		p.memTable.Release()
+	}
+	p.memTable, p.memGen, keep = t, gen, true
 	return gen, nil
 }
 
