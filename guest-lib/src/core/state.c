@@ -310,8 +310,12 @@ int vgpu_host_free(void *p)
 	if (!p)
 		return 0;
 	struct vgpu_hostrange r;
-	if (!host_take(p, &r) || !r.owned)
+	if (!host_take(p, &r))
 		return VGPU_E_INVALID_VALUE;
+	if (!r.owned) { /* registered memory is unregistered, not freed */
+		host_add(&r);
+		return VGPU_E_INVALID_VALUE;
+	}
 	vgpu_flush(); /* queued copies may still name it */
 	release_range(&r);
 	return 0;
@@ -342,9 +346,10 @@ int vgpu_host_register(void *p, size_t size, unsigned flags)
 int vgpu_host_unregister(void *p)
 {
 	struct vgpu_hostrange r;
-	if (!host_take(p, &r) || r.owned) {
-		if (r.owned)
-			host_add(&r);
+	if (!host_take(p, &r))
+		return VGPU_E_HOST_MEMORY_NOT_REGISTERED;
+	if (r.owned) { /* cudaMallocHost memory is freed, not unregistered */
+		host_add(&r);
 		return VGPU_E_HOST_MEMORY_NOT_REGISTERED;
 	}
 	vgpu_flush();
