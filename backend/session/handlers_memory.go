@@ -110,11 +110,9 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 		if r.Dst.Len > uint64(s.lim.MaxPayload) {
 			return device.Errorf("OpMemcpyDtoH", device.ErrInvalidValue, "%d bytes inline > the %d-byte payload limit: split the copy", r.Dst.Len, s.lim.MaxPayload)
 		}
+		// The bytes go straight into the reply frame's buffer.
 		n := int(r.Dst.Len)
-		if cap(c.out) < n {
-			c.out = make([]byte, n)
-		}
-		c.out = c.out[:n]
+		c.frame, c.frameN = getBuf(protocol.HeaderSize+int(protocol.PadLen(uint32(n)))), n
 		if async {
 			// Ordered after the stream's work and complete before the
 			// reply; no asynchronous DMA into Go memory.
@@ -122,7 +120,7 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 				return err
 			}
 		}
-		return ctx.MemcpyDtoH(c.out, device.Ptr(r.Src), st, false)
+		return ctx.MemcpyDtoH((*c.frame)[protocol.HeaderSize:protocol.HeaderSize+n], device.Ptr(r.Src), st, false)
 	}
 	return s.guestCopy(c, ctx, engine.DtoH, r.Src, r.Dst, st, async)
 }

@@ -365,6 +365,17 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		}
 		return
 	}
+	if err == nil && c.frame != nil {
+		// The payload is already in place: fill in the header and send.
+		bp := c.frame
+		c.frame = nil
+		h := protocol.Reply(&f.Header, int32(status))
+		h.PayloadLen = uint32(c.frameN)
+		protocol.PutHeader(*bp, &h)
+		clear((*bp)[protocol.HeaderSize+c.frameN:]) // padding
+		s.send(bp)
+		return
+	}
 	var payload []byte
 	if err == nil {
 		payload = c.out

@@ -14,6 +14,10 @@ type call struct {
 	f      *protocol.Frame
 	tail   []byte // the payload after the fixed part
 	out    []byte // reply payload
+	// frame, if set, is a whole reply frame whose payload a handler wrote
+	// in place (after the header's room); finish fills the header.
+	frame  *[]byte
+	frameN int
 	status device.Result
 	batch  bool // inside OpBatch: no reply payload, no segments
 	table  *guestmem.Table
@@ -35,6 +39,10 @@ func (c *call) reset(f *protocol.Frame) {
 		c.out = nil
 	}
 	c.out = c.out[:0]
+	if c.frame != nil { // not sent (an error, or no reply wanted)
+		putBuf(c.frame)
+		c.frame = nil
+	}
 	c.status = device.Success
 	c.batch = false
 	c.table = nil
