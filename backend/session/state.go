@@ -11,9 +11,9 @@ import (
 
 // call is one request being executed.
 type call struct {
-	f      *protocol.Frame
-	tail   []byte // the payload after the fixed part
-	out    []byte // reply payload
+	f    *protocol.Frame
+	tail []byte // the payload after the fixed part
+	out  []byte // reply payload
 	// frame, if set, is a whole reply frame whose payload a handler wrote
 	// in place (after the header's room); finish fills the header.
 	frame  *[]byte
