@@ -348,6 +348,19 @@ func TestGPUEngineBandwidth(t *testing.T) {
 			}
 		}
 	}
+	// DtoH correctness: device bytes land in the scattered guest pages.
+	for i, eng := range []uint64{protocol.EngineGather, protocol.EngineRuns, protocol.EngineStaging} {
+		must[protocol.SetOptionReq, protocol.Empty](e, protocol.OpSetOption, protocol.SetOptionReq{Key: protocol.OptionCopyEngine, Value: eng}, nil)
+		v := uint32(0x5a + i)
+		must[protocol.MemsetReq, protocol.Empty](e, protocol.OpMemset, protocol.MemsetReq{Dst: dev, Count: total, ElemSize: 1, Value: v}, nil)
+		copyOnce(protocol.OpMemcpyDtoH, scattered)
+		for _, k := range []int{0, pages / 2, pages - 1} {
+			if got := e.guestRead(scattered[k].GPA, page); !bytes.Equal(got, bytes.Repeat([]byte{byte(v)}, page)) {
+				t.Fatalf("engine %d: guest page %d after a scattered DtoH differs", eng, k)
+			}
+		}
+	}
+
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Copy engines: guest RAM <-> GPU through a session\n\n")
 	p, _ := ctx.Properties()
