@@ -133,12 +133,21 @@ func (s *Server) Serve(ctx context.Context, ln transport.Listener) error {
 		var conn transport.Conn
 		conn, err = ln.Accept()
 		if err != nil {
-			break
+			if errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				break
+			}
+			// A transient failure (out of fds, ...): say so and go on.
+			s.log.Warn("accept failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
 		}
 		s.start(ctx, conn)
 	}
 	s.wg.Wait()
-	if errors.Is(err, net.ErrClosed) && ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return nil
 	}
 	return err

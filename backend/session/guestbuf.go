@@ -195,6 +195,9 @@ func (s *Session) gatherImage(c *call, op string, ref protocol.BufRef) ([]byte, 
 
 func guestRegister(s *Session, c *call, r *protocol.GuestRegisterReq) (protocol.GuestRegisterReply, error) {
 	const op = "OpGuestRegister"
+	if err := room(op, len(s.st.regions)); err != nil {
+		return protocol.GuestRegisterReply{}, err
+	}
 	if r.Size == 0 || c.f.NumSegs == 0 {
 		return protocol.GuestRegisterReply{}, device.Errorf(op, device.ErrInvalidValue, "registration without segments")
 	}

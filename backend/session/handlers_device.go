@@ -112,6 +112,9 @@ func deviceGetLimit(s *Session, c *call, r *protocol.LimitReq) (protocol.LimitRe
 }
 
 func streamCreate(s *Session, c *call, r *protocol.StreamCreateReq) (protocol.HandleReply, error) {
+	if err := room("OpStreamCreate", len(s.st.streams)); err != nil {
+		return protocol.HandleReply{}, err
+	}
 	ctx, err := s.device(r.Device)
 	if err != nil {
 		return protocol.HandleReply{}, err
@@ -150,6 +153,9 @@ func streamWaitEvent(s *Session, c *call, r *protocol.StreamWaitEventReq) error 
 }
 
 func eventCreate(s *Session, c *call, r *protocol.EventCreateReq) (protocol.HandleReply, error) {
+	if err := room("OpEventCreate", len(s.st.events)); err != nil {
+		return protocol.HandleReply{}, err
+	}
 	ctx, err := s.device(r.Device)
 	if err != nil {
 		return protocol.HandleReply{}, err

@@ -7,6 +7,9 @@ import (
 )
 
 func memAlloc(s *Session, c *call, r *protocol.MemAllocReq) (protocol.PtrReply, error) {
+	if err := room("OpMemAlloc", len(s.st.ranges)); err != nil {
+		return protocol.PtrReply{}, err
+	}
 	ctx, err := s.device(r.Device)
 	if err != nil {
 		return protocol.PtrReply{}, err

@@ -15,6 +15,9 @@ const MaxNameLen = 4096
 
 func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.ModuleLoadReply, error) {
 	const op = "OpModuleLoad"
+	if err := room(op, len(s.st.modules)); err != nil {
+		return protocol.ModuleLoadReply{}, err
+	}
 	ctx, err := s.device(r.Device)
 	if err != nil {
 		return protocol.ModuleLoadReply{}, err

@@ -131,6 +131,19 @@ func (st *state) handle() uint64 {
 	return st.next
 }
 
+// MaxObjects bounds each kind of object one session may hold (streams,
+// events, modules, regions, allocations): a guest cannot grow the
+// backend's tables without limit.
+const MaxObjects = 1 << 16
+
+// room fails when a session already holds MaxObjects of a kind.
+func room(op string, n int) error {
+	if n >= MaxObjects {
+		return device.Errorf(op, device.ErrOutOfMemory, "this session already holds %d of these; free some first", n)
+	}
+	return nil
+}
+
 // find returns the range holding [p, p+n) (n > 0).
 func (st *state) find(op string, p, n uint64) (*memRange, error) {
 	i := sort.Search(len(st.ranges), func(i int) bool { return st.ranges[i].base+st.ranges[i].size > p })
