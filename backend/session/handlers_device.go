@@ -214,6 +214,10 @@ func hostFuncLaunch(s *Session, c *call, r *protocol.HostFuncReq) error {
 	id := r.CallbackID
 	ch := make(chan int32, 1)
 	s.hfMu.Lock()
+	if err := room("OpHostFuncLaunch", len(s.hostFuncs)); err != nil {
+		s.hfMu.Unlock()
+		return err
+	}
 	if _, dup := s.hostFuncs[id]; dup {
 		s.hfMu.Unlock()
 		return device.Errorf("OpHostFuncLaunch", device.ErrInvalidValue, "callback id %d is already pending", id)
