@@ -67,14 +67,21 @@ VGPU_PRIVATE void vgpu_unsupported(const char *name, int *once);
 struct vgpu_apistat {
 	const char *name;
 	uint64_t calls;
+	uint64_t ns;
 	struct vgpu_apistat *next;
 	int linked;
 };
-VGPU_PRIVATE void vgpu_api_count(struct vgpu_apistat *st);
-/* The first line of every hand-written API function: counts the call. */
+struct vgpu_apitimer {
+	struct vgpu_apistat *st;
+	uint64_t t0; /* 0 unless VGPU_STATS is on */
+};
+VGPU_PRIVATE struct vgpu_apitimer vgpu_api_enter(struct vgpu_apistat *st);
+VGPU_PRIVATE void vgpu_api_leave(struct vgpu_apitimer *t);
+/* The first line of every hand-written API function: counts the call and,
+ * with VGPU_STATS, the time until it returns (a cleanup handler). */
 #define VGPU_API() \
-	static struct vgpu_apistat vgpu_st_ = { __func__, 0, NULL, 0 }; \
-	vgpu_api_count(&vgpu_st_)
+	static struct vgpu_apistat vgpu_st_ = { __func__, 0, 0, NULL, 0 }; \
+	struct vgpu_apitimer vgpu_tm_ __attribute__((cleanup(vgpu_api_leave), unused)) = vgpu_api_enter(&vgpu_st_)
 
 /* ---- SHA-256 ---- */
 VGPU_PRIVATE void vgpu_sha256(const void *data, size_t len, uint8_t out[32]);

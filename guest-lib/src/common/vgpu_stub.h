@@ -15,6 +15,7 @@
 	VGPU_EXPORT int name(void);               \
 	VGPU_EXPORT int name(void)                \
 	{                                         \
+		VGPU_API();                       \
 		static int once;                  \
 		vgpu_unsupported(#name, &once);   \
 		return (ret);                     \
@@ -24,6 +25,7 @@
 	VGPU_EXPORT void name(void);              \
 	VGPU_EXPORT void name(void)               \
 	{                                         \
+		VGPU_API();                       \
 		static int once;                  \
 		vgpu_unsupported(#name, &once);   \
 	}

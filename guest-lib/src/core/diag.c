@@ -79,20 +79,31 @@ void vgpu_unsupported(const char *name, int *once)
 		VWARN("%s is not supported by vgpu; returning an error", name);
 }
 
-void vgpu_api_count(struct vgpu_apistat *st)
+struct vgpu_apitimer vgpu_api_enter(struct vgpu_apistat *st)
 {
+	struct vgpu_apitimer t = {st, 0};
 	__atomic_add_fetch(&st->calls, 1, __ATOMIC_RELAXED);
 	if (vgpu_log_level >= VGPU_LOG_DEBUG)
 		vgpu_logf(VGPU_LOG_DEBUG, "call %s", st->name);
-	if (!stats_on || __atomic_load_n(&st->linked, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&stat_mu);
-	if (!st->linked) {
-		st->next = api_head;
-		api_head = st;
-		__atomic_store_n(&st->linked, 1, __ATOMIC_RELEASE);
+	if (!stats_on)
+		return t;
+	if (!__atomic_load_n(&st->linked, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&stat_mu);
+		if (!st->linked) {
+			st->next = api_head;
+			api_head = st;
+			__atomic_store_n(&st->linked, 1, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&stat_mu);
 	}
-	pthread_mutex_unlock(&stat_mu);
+	t.t0 = vgpu_now_ns();
+	return t;
+}
+
+void vgpu_api_leave(struct vgpu_apitimer *t)
+{
+	if (t->t0)
+		__atomic_add_fetch(&t->st->ns, vgpu_now_ns() - t->t0, __ATOMIC_RELAXED);
 }
 
 void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_t ns, int round_trip)
@@ -138,9 +149,9 @@ static void print_stats(void)
 	if (v)
 		qsort(v, n, sizeof *v, by_calls);
 	uint64_t total = 0;
-	fprintf(o, "vgpu stats (pid %d)\n%-58s %12s\n", (int)getpid(), "API", "calls");
+	fprintf(o, "vgpu stats (pid %d)\n%-58s %12s %12s\n", (int)getpid(), "API", "calls", "ms");
 	for (size_t i = 0; v && i < n; i++) {
-		fprintf(o, "%-58s %12llu\n", v[i]->name, (unsigned long long)v[i]->calls);
+		fprintf(o, "%-58s %12llu %12.3f\n", v[i]->name, (unsigned long long)v[i]->calls, (double)v[i]->ns / 1e6);
 		total += v[i]->calls;
 	}
 	free(v);
