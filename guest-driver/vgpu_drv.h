@@ -32,6 +32,9 @@
 /* Default of max_frames: frames one call's segments may take. */
 #define VGPU_MAX_CONT_FRAMES	64
 
+/* Submissions with pinned pages a session may have in flight. */
+#define VGPU_MAX_SUBMITS	1024
+
 /* Notifications queued for VGPU_IOC_RECV before new ones are dropped. */
 #define VGPU_MAX_NOTIFY		256
 
@@ -134,6 +137,7 @@ struct vgpu_region {
  * @pending:     requests waiting for a reply.
  * @notify:      frames waiting for VGPU_IOC_RECV.
  * @nr_notify:   entries on @notify.
+ * @nr_submits:  submissions on @pending (at most VGPU_MAX_SUBMITS).
  * @notify_wq:   woken when @notify grows or the session dies.
  * @drain_wq:    woken when a request nobody waits for is answered.
  * @dead:        0, or why the stream is unusable (negative errno).
@@ -156,10 +160,11 @@ struct vgpu_session {
 
 	struct mutex send_lock;		/* frames go out whole, in order */
 
-	spinlock_t lock;		/* pending, notify, nr_notify, dead */
+	spinlock_t lock;		/* pending, notify, counters, dead */
 	struct list_head pending;
 	struct list_head notify;
 	unsigned int nr_notify;
+	unsigned int nr_submits;
 	wait_queue_head_t notify_wq;
 	wait_queue_head_t drain_wq;
 	int dead;
@@ -181,6 +186,8 @@ int vgpu_session_send(struct vgpu_session *s, struct vgpu_header *hdr,
 		      const void *payload, u32 payload_len,
 		      const struct vgpu_segment *segs, u32 nsegs);
 int vgpu_req_enqueue(struct vgpu_session *s, struct vgpu_req *req);
+int vgpu_submit_reserve(struct vgpu_session *s);
+void vgpu_submit_release(struct vgpu_session *s);
 int vgpu_req_wait(struct vgpu_session *s, struct vgpu_req *req,
 		  unsigned int timeout_ms);
 void vgpu_req_cancel(struct vgpu_session *s, struct vgpu_req *req);

@@ -103,7 +103,9 @@ static int vgpu_copy_reply(struct vgpu_call __user *argp,
  * @s:      the session.
  * @argp:   user pointer to struct vgpu_call.
  * @submit: SUBMIT: return once sent; the pages stay pinned until the host
- *          answers, and a failed answer is queued for VGPU_IOC_RECV.
+ *          answers, and a failed answer is queued for VGPU_IOC_RECV. At
+ *          most VGPU_MAX_SUBMITS answers may be outstanding; beyond that
+ *          SUBMIT waits (killably) for one.
  *
  * Context: process; sleeps (killably while waiting for the reply).
  * Return: 0 (the host's status is in the reply header); -EINVAL, -EPROTO,
@@ -194,12 +196,17 @@ long vgpu_ioctl_call(struct vgpu_session *s, void __user *argp, bool submit)
 		no_reply = false;
 	}
 
+	if (submit && !no_reply) {
+		err = vgpu_submit_reserve(s);
+		if (err)
+			goto free_segs;
+	}
 	if (!no_reply) {
 		err = vgpu_req_enqueue(s, req);
 		if (err) {
 			vgpu_user_err(err, "request id %llu already pending",
 				      hdr->request_id);
-			goto free_segs;
+			goto release_submit;
 		}
 	}
 	err = vgpu_session_send(s, hdr, frame + VGPU_HEADER_SIZE,
@@ -210,7 +217,7 @@ long vgpu_ioctl_call(struct vgpu_session *s, void __user *argp, bool submit)
 		vgpu_req_cancel(s, req);
 		if (err == -E2BIG)
 			vgpu_user_err(err, "too many segments");
-		goto free_req;
+		goto release_submit;
 	}
 	kvfree(frame);
 	if (submit) {
@@ -226,6 +233,9 @@ long vgpu_ioctl_call(struct vgpu_session *s, void __user *argp, bool submit)
 	vgpu_req_free(req);
 	return err;
 
+release_submit:
+	if (submit && !no_reply)
+		vgpu_submit_release(s);
 free_segs:
 	kvfree(segs);
 free_req:

@@ -255,10 +255,14 @@ static void vgpu_dispatch(struct vgpu_session *s, struct vgpu_frame *f)
 		vgpu_queue_notify(s, f);
 		return;
 	}
-	if (found->kind == VGPU_REQ_SUBMIT && h->status)
-		vgpu_queue_notify(s, f);
-	else
-		kvfree(f);
+	if (found->kind == VGPU_REQ_SUBMIT) {
+		vgpu_submit_release(s);
+		if (h->status) {
+			vgpu_queue_notify(s, f);
+			f = NULL;
+		}
+	}
+	kvfree(f);
 	vgpu_req_free(found);
 	wake_up_all(&s->drain_wq);
 }
@@ -588,6 +592,55 @@ int vgpu_req_enqueue(struct vgpu_session *s, struct vgpu_req *req)
 	list_add_tail(&req->node, &s->pending);
 	spin_unlock(&s->lock);
 	return 0;
+}
+
+static bool vgpu_submit_slot(struct vgpu_session *s, int *err)
+{
+	bool ok = true;
+
+	spin_lock(&s->lock);
+	if (s->dead)
+		*err = s->dead;
+	else if (s->nr_submits < VGPU_MAX_SUBMITS)
+		s->nr_submits++;
+	else
+		ok = false;
+	spin_unlock(&s->lock);
+	return ok;
+}
+
+/**
+ * vgpu_submit_reserve() - wait for room for one more submission with
+ * pinned pages, so that a process cannot pin without bound ahead of the
+ * host.
+ * @s: the session.
+ *
+ * Context: process; sleeps killably until the host answers an earlier
+ * submission.
+ * Return: 0 (release the slot with vgpu_submit_release() when the reply
+ * arrives or the frame is not sent); -EINTR; the session's error.
+ */
+int vgpu_submit_reserve(struct vgpu_session *s)
+{
+	int err = 0;
+
+	if (wait_event_killable(s->drain_wq, vgpu_submit_slot(s, &err)))
+		return -EINTR;
+	return err;
+}
+
+/**
+ * vgpu_submit_release() - give back a slot taken by vgpu_submit_reserve().
+ * @s: the session.
+ *
+ * Context: any; takes the session lock.
+ */
+void vgpu_submit_release(struct vgpu_session *s)
+{
+	spin_lock(&s->lock);
+	s->nr_submits--;
+	spin_unlock(&s->lock);
+	wake_up_all(&s->drain_wq);
 }
 
 /**

@@ -760,6 +760,27 @@ static void t_submit(void)
 	CHECK(ioctl(fd, VGPU_IOC_RECV, &rv) == -1 && errno == EAGAIN,
 	      "RECV with nothing queued: %s", strerror(errno));
 
+	/* Flow control: the 1025th submission with buffers waits for a reply. */
+	{
+		double t0 = now(), t1;
+		int i;
+
+		for (i = 0; i < 1024; i++) {
+			e = do_copy(fd, false, 40, m + (i % 256) * 4096, 4096,
+				    PAT_STREAM_DELAY, VGPU_IOC_SUBMIT, 0, NULL);
+			CHECK(e == 0, "SUBMIT %d: %d", i, e);
+		}
+		t1 = now();
+		e = do_copy(fd, false, 40, m, 4096, 0, VGPU_IOC_SUBMIT, 0, NULL);
+		CHECK(e == 0, "SUBMIT 1025: %d", e);
+		printf("INFO 1024 submissions in %.2f s; the 1025th waited %.2f s\n",
+		       t1 - t0, now() - t1);
+		CHECK(now() - t1 > 0.5, "the 1025th submission did not wait");
+		rv.timeout_ms = 300;
+		CHECK(ioctl(fd, VGPU_IOC_RECV, &rv) == -1 && errno == EAGAIN,
+		      "RECV after successful submissions: %s", strerror(errno));
+	}
+
 	/* No buffers, no reply: the host's error comes as a notification. */
 	{
 		struct vgpu_header h;

@@ -101,7 +101,9 @@ struct vgpu_buf {
  * buffers, the driver clears VGPU_FLAG_NO_REPLY so that it learns when the
  * host is done with the pages; they stay pinned until then. A reply with a
  * non-zero status is queued for VGPU_IOC_RECV (it carries VGPU_FLAG_REPLY
- * and the call's request id); a successful one is dropped. Without buffers
+ * and the call's request id); a successful one is dropped. At most 1024
+ * submissions with buffers may await their reply; beyond that SUBMIT waits
+ * (killably) until the host answers one. Without buffers
  * and with VGPU_FLAG_NO_REPLY nothing is kept; the host reports a failure
  * as a VGPU_OP_NOTIFY_ERROR notification.
  */
