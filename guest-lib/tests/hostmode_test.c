@@ -167,8 +167,16 @@ static void test_properties(void)
 	} libs[] = {{"libcudart.so.11.0", "libcudart.so.11.0", 11},
 		    {"libcudart.so.12", "libcudart.so.12", 12},
 		    {"libcudart.so.13", "libcudart.so.13", 13}};
+	/* ours, from the directory of the libcudart this test runs on (the
+	 * toolkit installs NVIDIA's libcudart.so.11.0 in the default path) */
+	Dl_info di;
+	char dir[4096] = "";
+	if (dladdr((void *)cudaMalloc, &di) && di.dli_fname && strrchr(di.dli_fname, '/'))
+		snprintf(dir, sizeof dir, "%.*s/", (int)(strrchr(di.dli_fname, '/') - di.dli_fname), di.dli_fname);
 	for (size_t i = 0; i < 3; i++) {
-		void *h = dlopen(libs[i].lib, RTLD_NOW | RTLD_LOCAL);
+		char path[4200];
+		snprintf(path, sizeof path, "%s%s", dir, libs[i].lib);
+		void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 		CHECK(h != NULL);
 		cudaError_t (*get)(void *, int) = (cudaError_t (*)(void *, int))dlvsym(h, "cudaGetDeviceProperties", libs[i].node);
 		CHECK(get != NULL);
