@@ -19,6 +19,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/device/sim"
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/hostmode"
+	"github.com/vgpu-project/vgpu/backend/kvsock"
 	"github.com/vgpu-project/vgpu/backend/metrics"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/transport"
@@ -37,7 +38,7 @@ type serveFlags struct {
 	vhostUserSocket                                                                   string
 	simDevices                                                                        int
 	guestCID                                                                          uint64
-	logJSON, allowUnprivileged                                                        bool
+	logJSON, allowUnprivileged, kernelVsock                                           bool
 	isolate                                                                           string
 }
 
@@ -57,6 +58,7 @@ func cmdServe(args []string) int {
 	fs.StringVar(&f.statusSocket, "status-socket", "", "answer 'vgpu status' on this unix socket")
 	fs.StringVar(&f.vhostUserSocket, "vhost-user-socket", "", "serve a VM's vhost-user-vsock device on this socket")
 	fs.Uint64Var(&f.guestCID, "guest-cid", 3, "the VM's vsock CID (with --vhost-user-socket)")
+	fs.BoolVar(&f.kernelVsock, "kernel-vsock", false, "also listen on the host kernel's vhost-vsock (AF_VSOCK port 30311); guest memory is not known there, so data travels inline")
 	fs.StringVar(&f.isolate, "isolate", "none", "where GPU work runs: none (in this process) or vm (one 'vgpu worker' process per VM: a crash or sticky CUDA error ends only that VM's work)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	if err := fs.Parse(args); err != nil {
@@ -146,8 +148,8 @@ func openDriver(f serveFlags, log hclog.Logger) (device.Driver, error) {
 }
 
 func serve(f serveFlags, log hclog.Logger) error {
-	if f.unix == "" && f.vhostUserSocket == "" {
-		return errors.New("nothing to serve: give --unix PATH and/or --vhost-user-socket PATH")
+	if f.unix == "" && f.vhostUserSocket == "" && !f.kernelVsock {
+		return errors.New("nothing to serve: give --unix PATH, --vhost-user-socket PATH and/or --kernel-vsock")
 	}
 	gpus, err := parseGPUs(f.gpus)
 	if err != nil {
@@ -231,6 +233,15 @@ func serve(f serveFlags, log hclog.Logger) error {
 			return err
 		}
 		running += n
+	}
+	if f.kernelVsock {
+		ln, err := kvsock.Listen(kvsock.Config{Port: transport.DefaultPort, RequirePrivileged: !f.allowUnprivileged, Logger: log.Named("kvsock")})
+		if err != nil {
+			return err
+		}
+		running++
+		go func() { errc <- srv.Serve(ctx, ln) }()
+		log.Info("serving guests over the kernel's vhost-vsock", "port", transport.DefaultPort)
 	}
 	for i := 0; i < running; i++ {
 		if err := <-errc; err != nil {
