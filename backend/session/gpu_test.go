@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/device/cuda"
+	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
 	"github.com/vgpu-project/vgpu/protocol"
 	"golang.org/x/sys/unix"
@@ -348,6 +349,37 @@ func TestGPUEngineBandwidth(t *testing.T) {
 			}
 		}
 	}
+	// The gather engine alone (no session, no transport): the kernel's own
+	// bandwidth over the same scattered pages.
+	{
+		regions := e.table.Regions()
+		r := &regions[1]
+		var ps engine.Pieces
+		for _, sg := range scattered {
+			off := sg.GPA - uint64(r.GuestPhys)
+			ps = append(ps, engine.Piece{Host: r.Host[off : off+page], Region: r, Off: off})
+		}
+		eng := engine.New(engine.Gather, engine.NewRegistry())
+		defer eng.Registry().Close()
+		for _, dir := range []engine.Dir{engine.HtoD, engine.DtoH} {
+			run := func() {
+				if _, err := eng.Copy(ctx, dir, device.Ptr(dev), total, ps, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := ctx.StreamSynchronize(0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run()
+			gbps := best(run)
+			native, d := nativeH2D, "HtoD"
+			if dir == engine.DtoH {
+				native, d = nativeD2H, "DtoH"
+			}
+			rows = append(rows, row{"gather (engine only)", "4 KiB scattered", d, gbps, gbps, 100 * gbps / native})
+		}
+	}
+
 	// DtoH correctness: device bytes land in the scattered guest pages.
 	for i, eng := range []uint64{protocol.EngineGather, protocol.EngineRuns, protocol.EngineStaging} {
 		must[protocol.SetOptionReq, protocol.Empty](e, protocol.OpSetOption, protocol.SetOptionReq{Key: protocol.OptionCopyEngine, Value: eng}, nil)
