@@ -359,8 +359,8 @@ func TestGPUEngineBandwidth(t *testing.T) {
 			off := sg.GPA - uint64(r.GuestPhys)
 			ps = append(ps, engine.Piece{Host: r.Host[off : off+page], Region: r, Off: off})
 		}
-		eng := engine.New(engine.Gather, engine.NewRegistry())
-		defer eng.Registry().Close()
+		// Same registry as the session: guest RAM is registered once.
+		eng := engine.New(engine.Gather, e.cfgEngine.Registry())
 		for _, dir := range []engine.Dir{engine.HtoD, engine.DtoH} {
 			run := func() {
 				if _, err := eng.Copy(ctx, dir, device.Ptr(dev), total, ps, 0); err != nil {
