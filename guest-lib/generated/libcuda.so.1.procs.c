@@ -709,6 +709,8 @@ extern void cudbgResumeForAttachDetach(void);
 extern void cudbgRpcEnabled(void);
 extern void cudbgSessionId(void);
 extern void cudbgUseExternalDebugger(void);
+extern void vgpuGetStats(void);
+extern void vgpuSetOption(void);
 
 const struct vgpu_proc vgpu_procs[] = {
 	{"cuArray3DCreate", cuArray3DCreate},
@@ -1418,6 +1420,8 @@ const struct vgpu_proc vgpu_procs[] = {
 	{"cudbgRpcEnabled", cudbgRpcEnabled},
 	{"cudbgSessionId", cudbgSessionId},
 	{"cudbgUseExternalDebugger", cudbgUseExternalDebugger},
+	{"vgpuGetStats", vgpuGetStats},
+	{"vgpuSetOption", vgpuSetOption},
 };
 
 const unsigned vgpu_nprocs = sizeof vgpu_procs / sizeof vgpu_procs[0];

@@ -79,6 +79,11 @@ static uint32_t batch_count;
 static int deferred_err;
 
 int vgpu_host_mode(void) { return host_mode; }
+
+/* vgpuSetOption(0x100): carry copy data inline even in guest mode. */
+static int force_inline;
+void vgpu_set_force_inline(int on) { __atomic_store_n(&force_inline, on, __ATOMIC_RELAXED); }
+static int inline_copies(void) { return host_mode || __atomic_load_n(&force_inline, __ATOMIC_RELAXED); }
 const struct vgpu_hello_reply *vgpu_hello(void) { return &hello; }
 int vgpu_dev_fd(void) { return host_mode ? -1 : fd; }
 
@@ -490,7 +495,7 @@ int vgpu_init(void)
 
 uint64_t vgpu_max_chunk(void)
 {
-	if (host_mode) {
+	if (inline_copies()) {
 		uint64_t m = hello.max_payload ? hello.max_payload : VGPU_DEFAULT_MAX_PAYLOAD;
 		return m > 8192 ? m - 4096 : m / 2;
 	}
@@ -621,7 +626,7 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 		memset(&ref, 0, sizeof ref);
 		ref.len = bufs[i].len;
 		struct vgpu_hostrange hr;
-		if (host_mode) {
+		if (inline_copies()) {
 			ref.kind = VGPU_BUF_INLINE;
 			if (bufs[i].dir & VGPU_DIR_TO_HOST) {
 				if (inl) { /* one inline buffer per call is all we need */
@@ -657,7 +662,7 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 	uint8_t *r = NULL;
 	uint32_t rl = 0;
 	uint64_t id = new_id();
-	uint32_t cap = reply_len + tail_cap + (uint32_t)(host_mode ? from_host_len : 0) + 64;
+	uint32_t cap = reply_len + tail_cap + (uint32_t)(inline_copies() ? from_host_len : 0) + 64;
 	rc = roundtrip(op, id, payload, req_len, inl, inl_len, dbufs, ndbufs, cap, &r, &rl);
 	free(payload);
 	if (rc)

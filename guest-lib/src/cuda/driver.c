@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cuda_types.h"
+#include "core.h"
 
 #define CU_API VGPU_EXPORT CUresult
 
@@ -1052,4 +1053,45 @@ CU_API cuGetExportTable(const void **table, const void *id)
 		*table = NULL;
 	VDEBUG("cuGetExportTable: no export tables");
 	return VGPU_E_NOT_SUPPORTED;
+}
+
+/*
+ * vgpu's own extensions, found with dlsym by tools that know vgpu (vgpu
+ * bench); NVIDIA's library has neither, which is how they tell them apart.
+ *
+ * vgpuSetOption(key, value):
+ *   VGPU_OPTION_COPY_ENGINE (1): the backend's memcpy engine for this
+ *     process's copies (VGPU_ENGINE_*), sent to the host (SET_OPTION).
+ *   0x100: library-local: 1 sends copy data inline in the frame instead of
+ *     naming guest-physical segments (the path through the vsock stream).
+ * vgpuGetStats(out, size): the backend's view of this session
+ *   (struct vgpu_session_stats, GET_STATS); copies min(size, sizeof) bytes.
+ */
+#define VGPU_LIBOPT_INLINE 0x100u
+
+VGPU_EXPORT int vgpuSetOption(uint32_t key, uint64_t value)
+{
+	int rc = vgpu_init();
+	if (rc)
+		return rc;
+	if (key == VGPU_LIBOPT_INLINE) {
+		vgpu_set_force_inline(value != 0);
+		return 0;
+	}
+	struct vgpu_set_option_req req = {.key = key, .value = value};
+	return vgpu_call(VGPU_OP_SET_OPTION, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+VGPU_EXPORT int vgpuGetStats(void *out, uint64_t size)
+{
+	struct vgpu_session_stats s;
+	if (!out)
+		return VGPU_E_INVALID_VALUE;
+	int rc = vgpu_init();
+	if (!rc)
+		rc = vgpu_session_stats(&s);
+	if (rc)
+		return rc;
+	memcpy(out, &s, size < sizeof s ? size : sizeof s);
+	return 0;
 }

@@ -126,8 +126,11 @@ VGPU_EXPORT const char *cudaGetErrorString(cudaError_t e)
 RT_API cudaGetLastError(void)
 {
 	VGPU_API();
+	/* Like the real runtime (seen on the H100, CUDA 13.0): reading the
+	 * last error clears it even when the context stays broken; the next
+	 * call that needs the context fails again and sets it again. */
 	cudaError_t e = last_err;
-	last_err = __atomic_load_n(&sticky_err, __ATOMIC_RELAXED);
+	last_err = cudaSuccess;
 	return e;
 }
 
