@@ -101,9 +101,10 @@ func (d *Driver) Close() error {
 
 // alloc is one range of the device's address space.
 type alloc struct {
-	base device.Ptr
-	mem  []byte // device memory, or the registered host memory itself
-	host bool   // registered host memory
+	base   device.Ptr
+	mem    []byte // device memory, or the registered host memory itself
+	host   bool   // registered host memory
+	mapped bool   // mem is an anonymous mapping (large allocations), not Go heap
 }
 
 func (a *alloc) end() uint64 { return uint64(a.base) + uint64(len(a.mem)) }
@@ -246,13 +247,54 @@ func (c *Context) MemAlloc(n uint64) (device.Ptr, error) {
 	if n > c.total-c.used {
 		return 0, device.Errorf("cuMemAlloc", device.ErrOutOfMemory, "%d bytes requested, %d of %d free", n, c.total-c.used, c.total)
 	}
-	a := &alloc{mem: make([]byte, n)}
+	mem, mapped, err := allocMem(n)
+	if err != nil {
+		return 0, device.Errorf("cuMemAlloc", device.ErrOutOfMemory, "%d bytes of host memory for the simulated device: %v", n, err)
+	}
+	a := &alloc{mem: mem, mapped: mapped}
 	lo := uint64(baseAddr) + uint64(c.ord)*window
 	if err := c.place(a, lo, lo+hostWindow); err != nil {
+		freeMem(mem, mapped)
 		return 0, err
 	}
 	c.used += n
 	return a.base, nil
+}
+
+// release returns an allocation's memory once every stream has passed the
+// work queued so far (which may still touch it), without blocking.
+func (c *Context) releaseLocked(a *alloc) {
+	if !a.mapped {
+		return // the garbage collector frees it when no queued work holds it
+	}
+	type point struct {
+		s *stream
+		n uint64
+	}
+	var waits []point
+	for _, s := range append([]*stream{c.nullStrm}, mapValues(c.streams)...) {
+		if !s.idle() {
+			waits = append(waits, point{s, s.mark()})
+		}
+	}
+	if len(waits) == 0 {
+		freeMem(a.mem, true)
+		return
+	}
+	go func() {
+		for _, w := range waits {
+			w.s.waitFor(w.n)
+		}
+		freeMem(a.mem, true)
+	}()
+}
+
+func mapValues(m map[device.Stream]*stream) []*stream {
+	out := make([]*stream, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	return out
 }
 
 // MemFree frees an allocation by its base address.
@@ -265,6 +307,7 @@ func (c *Context) MemFree(p device.Ptr) error {
 	}
 	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
 	c.used -= uint64(len(a.mem))
+	c.releaseLocked(a)
 	return nil
 }
 
@@ -362,23 +405,20 @@ func (c *Context) Memset(dst device.Ptr, value uint32, elemSize int, width, heig
 	if height > 1 && pitch < rowBytes {
 		return device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d < row of %d bytes", pitch, rowBytes)
 	}
-	var rows [][]byte
-	for r := uint64(0); r < height; r++ {
-		if r > 0 && pitch > (1<<48)/r {
-			return device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d × %d rows overflows", pitch, height)
-		}
-		if rowBytes == 0 {
-			break
-		}
-		b, err := c.span("cuMemset", dst+device.Ptr(r*pitch), rowBytes)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, b)
+	if rowBytes == 0 {
+		return nil
+	}
+	if height > 1 && pitch > (1<<48)/(height-1) {
+		return device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d × %d rows overflows", pitch, height)
+	}
+	span := (height-1)*pitch + rowBytes
+	b, err := c.span("cuMemset", dst, span)
+	if err != nil {
+		return err
 	}
 	return c.run(s, async, func() {
-		for _, b := range rows {
-			fill(b, value, elemSize)
+		for r := uint64(0); r < height; r++ {
+			fill(b[r*pitch:r*pitch+rowBytes], value, elemSize)
 		}
 	})
 }
@@ -426,6 +466,11 @@ func (c *Context) Reset() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, a := range c.allocs {
+		if !a.host {
+			c.releaseLocked(a)
+		}
+	}
 	c.allocs = nil
 	c.used = 0
 	for h, s := range c.streams {
