@@ -93,6 +93,7 @@ func (c CLI) VMImage(args []string) int {
 	fs.SetOutput(c.errw())
 	var f imageFlags
 	f.register(fs)
+	out := fs.String("out", "", "also copy the image to this folder (e.g. .carry/vm/testguest, to run it on a machine without a kernel package: vm run --image)")
 	fs.Usage = func() {
 		fmt.Fprintln(c.errw(), "usage: vgpu vm image [options]\n\nBuild the test guest (kernel + initramfs) and print its folder.")
 		fs.PrintDefaults()
@@ -104,6 +105,12 @@ func (c CLI) VMImage(args []string) int {
 	if err != nil {
 		fmt.Fprintln(c.errw(), "vgpu vm image:", err)
 		return 1
+	}
+	if *out != "" {
+		if img, err = img.CopyTo(*out); err != nil {
+			fmt.Fprintln(c.errw(), "vgpu vm image:", err)
+			return 1
+		}
 	}
 	fmt.Fprintln(c.out(), img.Dir)
 	b, _ := json.MarshalIndent(img.Meta, "", "  ")

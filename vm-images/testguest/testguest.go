@@ -259,12 +259,28 @@ func Load(dir string) (*Image, error) {
 	for _, n := range []string{"initramfs.cpio.gz", "initramfs.cpio"} {
 		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
 			img.Initrd = filepath.Join(dir, n)
+			break
 		}
 	}
 	if img.Initrd == "" {
 		return nil, fmt.Errorf("testguest: %s has no initramfs: rebuild it", dir)
 	}
 	return img, nil
+}
+
+// CopyTo copies the image's files into dir (created if needed) and returns
+// the copy.
+func (img *Image) CopyTo(dir string) (*Image, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("testguest: %w", err)
+	}
+	os.Remove(filepath.Join(dir, "initramfs.cpio.gz")) // Load prefers it
+	for _, src := range []string{img.Kernel, img.Initrd, filepath.Join(img.Dir, "image.json")} {
+		if err := copyFile(src, filepath.Join(dir, filepath.Base(src))); err != nil {
+			return nil, err
+		}
+	}
+	return Load(dir)
 }
 
 // checkVermagic refuses a module built for another kernel: insmod would fail
