@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -120,9 +121,19 @@ func (d *Driver) Memcpy(opt MemcpyOptions, report func(Result)) ([]Result, error
 		if p.Pinned {
 			host = pinned
 		}
+	sizes:
 		for _, size := range opt.Sizes {
 			for _, dir := range []string{"H2D", "D2H"} {
 				r, err := d.measure(p.Name, dir, host[:size], dev, opt)
+				var ce *CUDAError
+				if errors.As(err, &ce) && ce.Code == 801 && len(out) == 0 || errors.As(err, &ce) && ce.Code == 801 && out[len(out)-1].Path != p.Name {
+					// CUDA_ERROR_NOT_SUPPORTED on a path's first copy: this
+					// backend has no such engine (the sim has no gather kernel).
+					if report != nil {
+						report(Result{Path: p.Name + " (not supported by this backend: skipped)", Dir: dir})
+					}
+					break sizes
+				}
 				if err != nil {
 					return out, fmt.Errorf("path %s %s %d bytes: %w", p.Name, dir, size, err)
 				}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# gpu-e2e.sh CARRY - the end-to-end run on a GPU machine, in one command.
+#
+#   1. builds the CUDA test programs with the machine's nvcc (-cudart shared, sm_90)
+#   2. runs them natively, then in host mode against `vgpu serve --device cuda`
+#   3. boots the TCG test guest with the vGPU (vhost-user-vsock, vgpu.ko) and runs
+#      every program in the guest, then `vgpu bench memcpy` and `vgpu bench calls`
+#      there; the same benchmarks natively in the same run
+#   4. prints a table last; logs, CSVs and the plot go under $OUT
+#
+# CARRY holds what a GPU machine without Go or QEMU needs (scripts/gpu-carry.sh
+# makes it): vgpu, lib/ (guest libraries), image/ (test guest with vgpu.ko),
+# qemu-bundle.tar.xz. Environment: BENCH_MAX (largest copy, default 1G),
+# GUEST_MEM (default 8G).
+set -uo pipefail
+carry=$(realpath "${1:-.gpu}")
+out=${OUT:-/tmp/vgpu-out}
+logs=/tmp/vgpu-logs
+mkdir -p "$out" "$logs"
+export PATH=/usr/local/cuda/bin:$PATH
+repo=$PWD
+ct=$repo/build/ct
+res=$repo/build/gpu-results
+mkdir -p "$res"
+max=${BENCH_MAX:-1G}
+vgpu=$carry/vgpu
+
+step() { echo "== $(date -u +%H:%M:%S) $*"; }
+
+step "building the CUDA test programs"
+scripts/cuda-tests/build.sh "$ct" --arch sm_90 >"$logs/build.log" 2>&1 || tail -30 "$logs/build.log"
+tail -1 "$logs/build.log"
+
+step "native"
+scripts/cuda-tests/run.sh "$ct/sm_90" --out "$res/programs-native.csv" --logs "$logs/native" >"$logs/native.txt" 2>&1
+tail -1 "$logs/native.txt"
+
+step "host mode (unix socket, data inline)"
+"$vgpu" serve --device cuda --unix /tmp/vgpu-host.sock --log-level info >"$logs/serve-host.log" 2>&1 &
+hsrv=$!
+for _ in $(seq 100); do [[ -S /tmp/vgpu-host.sock ]] && break; sleep 0.1; done
+VGPU_TRANSPORT=unix:/tmp/vgpu-host.sock scripts/cuda-tests/run.sh "$ct/sm_90" --lib "$carry/lib" \
+	--out "$res/programs-hostmode.csv" --logs "$logs/hostmode" >"$logs/hostmode.txt" 2>&1
+tail -1 "$logs/hostmode.txt"
+kill $hsrv; wait $hsrv 2>/dev/null
+
+step "native benchmarks"
+"$vgpu" bench memcpy --native --max-size "$max" --min-time 200ms --csv "$res/memcpy-native.csv" >"$logs/bench-native.txt" 2>&1
+"$vgpu" bench calls --native >"$logs/calls-native.txt" 2>&1
+
+step "guest (TCG) with the vGPU on the GPU"
+sock=/tmp/vgpu-vu.sock
+"$vgpu" serve --device cuda --vhost-user-socket "$sock" --log-level info --status-socket /tmp/vgpu-status.sock >"$logs/serve-vm.log" 2>&1 &
+srv=$!
+for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+"$vgpu" vm run --image "$carry/image" --bundle "$carry/qemu-bundle.tar.xz" --vgpu "$sock" --share "$res" \
+	--mem "${GUEST_MEM:-8G}" --cpus 4 --timings --timeout 480s \
+	-- "$repo/scripts/gpu-e2e-guest.sh" "$ct" "$carry" "$res" "$max" >"$logs/guest.txt" 2>&1
+echo "guest exit status: $?"
+"$vgpu" status --status-socket /tmp/vgpu-status.sock >"$logs/status-after.txt" 2>&1
+kill $srv; wait $srv 2>/dev/null
+
+"$vgpu" bench plot --csv "$res/memcpy-native.csv" --csv "$res/memcpy-guest.csv" --png "$res/memcpy.png" \
+	--title "memcpy: guest (TCG) through vgpu vs native, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+
+cp "$res"/*.csv "$res"/*.png "$out/" 2>/dev/null
+tar czf "$out/logs.tgz" -C /tmp vgpu-logs
+
+echo
+echo "================ summary ================"
+echo "programs native:    $(tail -1 "$logs/native.txt")"
+echo "programs host mode: $(tail -1 "$logs/hostmode.txt")"
+echo "programs guest:     $(grep -E 'passed, [0-9]+ failed' "$logs/guest.txt" | tail -1)"
+grep -E '^\s*[a-z_0-9]+ +\| (FAIL|TIMEOUT)' "$logs/native.txt" "$logs/hostmode.txt" "$logs/guest.txt" | head -20
+cat "$logs/calls-native.txt" | tail -4
+grep -A4 "vgpu bench calls" "$logs/guest.txt" | tail -4
+grep -E "268435456|1073741824" "$logs/bench-native.txt" "$logs/guest.txt" | sed 's/^.*\///'
