@@ -27,6 +27,17 @@ vgpu=$carry/vgpu
 
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 
+step "backend GPU tests (go test -c -tags gpu binaries in CARRY)"
+for t in "$carry"/*-gpu.test; do
+	[[ -x $t ]] || continue
+	name=$(basename "$t" -gpu.test)
+	pkg=backend/$name; [[ $name == cuda ]] && pkg=backend/device/cuda
+	(cd "$pkg" && timeout 300 "$t" -test.v -test.count=1) >"$logs/gotest-$name.log" 2>&1
+	echo "$name: rc=$? $(grep -c '^--- PASS' "$logs/gotest-$name.log") passed, $(grep -c '^--- FAIL' "$logs/gotest-$name.log") failed, $(grep -c '^--- SKIP' "$logs/gotest-$name.log") skipped"
+	grep -E '^--- FAIL|^panic' "$logs/gotest-$name.log" | head -5
+done
+cp bench/results/engine-*.md "$out/" 2>/dev/null
+
 step "building the CUDA test programs"
 scripts/cuda-tests/build.sh "$ct" --arch sm_90 >"$logs/build.log" 2>&1 || tail -30 "$logs/build.log"
 tail -1 "$logs/build.log"
@@ -36,7 +47,7 @@ scripts/cuda-tests/run.sh "$ct/sm_90" --out "$res/programs-native.csv" --logs "$
 tail -1 "$logs/native.txt"
 
 step "host mode (unix socket, data inline)"
-"$vgpu" serve --device cuda --unix /tmp/vgpu-host.sock --log-level info >"$logs/serve-host.log" 2>&1 &
+"$vgpu" serve --device cuda --isolate vm --unix /tmp/vgpu-host.sock --log-level info >"$logs/serve-host.log" 2>&1 &
 hsrv=$!
 for _ in $(seq 100); do [[ -S /tmp/vgpu-host.sock ]] && break; sleep 0.1; done
 VGPU_TRANSPORT=unix:/tmp/vgpu-host.sock scripts/cuda-tests/run.sh "$ct/sm_90" --lib "$carry/lib" \
@@ -50,7 +61,7 @@ step "native benchmarks"
 
 step "guest (TCG) with the vGPU on the GPU"
 sock=/tmp/vgpu-vu.sock
-"$vgpu" serve --device cuda --vhost-user-socket "$sock" --log-level info --status-socket /tmp/vgpu-status.sock >"$logs/serve-vm.log" 2>&1 &
+"$vgpu" serve --device cuda --isolate vm --vhost-user-socket "$sock" --log-level info --status-socket /tmp/vgpu-status.sock >"$logs/serve-vm.log" 2>&1 &
 srv=$!
 for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
 "$vgpu" vm run --image "$carry/image" --bundle "$carry/qemu-bundle.tar.xz" --vgpu "$sock" --share "$res" \
