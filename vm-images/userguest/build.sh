@@ -91,9 +91,13 @@ UNIT
 mkdir -p "$root/usr/local/sbin"
 cat >"$root/usr/local/sbin/vgpu-check" <<'CHECK'
 #!/bin/sh
-# Boot check of the user guest (init=/usr/local/sbin/vgpu-check): prints
-# VGPU-EXIT-STATUS like the test guest and powers off.
+# Boot check and one-shot runner of the user guest, used as
+# init=/usr/local/sbin/vgpu-check: loads vgpu.ko, checks the libraries, then
+# runs the command given as vgpu_run=<base64 of a sh -c script> on the kernel
+# command line (if any), prints VGPU-EXIT-STATUS like the test guest and
+# powers off.
 mount -t proc proc /proc 2>/dev/null; mount -t sysfs sys /sys 2>/dev/null; mount -t devtmpfs dev /dev 2>/dev/null
+mount -o remount,rw / 2>/dev/null; mount -t tmpfs tmp /tmp
 rc=0
 modprobe vmw_vsock_virtio_transport
 if modprobe vgpu; then echo "vgpu.ko: $(modinfo -F version vgpu 2>/dev/null) loaded from $(modinfo -n vgpu)"; else echo "vgpu.ko: modprobe failed"; rc=1; fi
@@ -102,6 +106,14 @@ for l in libcuda.so.1 libcudart.so.12 libcudart.so.13 libnvidia-ml.so.1; do
 	p=$(ldconfig -p | awk -v l="$l" '$1 == l { print $NF; exit }')
 	case "$p" in /opt/vgpu/*) echo "$l -> $p" ;; *) echo "$l: not from /opt/vgpu ($p)"; rc=1 ;; esac
 done
+for w in $(cat /proc/cmdline); do
+	case "$w" in vgpu_run=*) run=${w#vgpu_run=} ;; esac
+done
+if [ "$rc" = 0 ] && [ -n "${run:-}" ]; then
+	echo "VGPU-START: $(cut -d' ' -f1 /proc/uptime)"
+	(cd /root && HOME=/root sh -c "$(echo "$run" | base64 -d)" </dev/null)
+	rc=$?
+fi
 echo "VGPU-EXIT-STATUS: $rc"
 sync
 poweroff -f
