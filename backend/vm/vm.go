@@ -186,6 +186,11 @@ func Start(ctx context.Context, cfg Config) (_ *Machine, err error) {
 	case "", "tcg":
 		args = append(args, "-accel", "tcg", "-cpu", "max")
 	case "kvm":
+		if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err != nil {
+			return nil, fmt.Errorf("vm: --accel kvm: %w: use --accel tcg, or load kvm and give this user access to /dev/kvm", err)
+		} else {
+			f.Close()
+		}
 		args = append(args, "-accel", "kvm", "-cpu", "host")
 	default:
 		return nil, fmt.Errorf("vm: unknown accelerator %q: want tcg or kvm", cfg.Accel)
