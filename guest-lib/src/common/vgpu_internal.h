@@ -107,6 +107,7 @@ VGPU_PRIVATE int vgpu_init(void);
 /* Host mode (unix socket, inline data) or guest mode (/dev/vgpu). */
 VGPU_PRIVATE int vgpu_host_mode(void);
 VGPU_PRIVATE void vgpu_set_force_inline(int on);
+VGPU_PRIVATE int vgpu_inline_copies(void);
 VGPU_PRIVATE const struct vgpu_hello_reply *vgpu_hello(void);
 
 /* One synchronous call: flushes the batch first, then sends req (fixed

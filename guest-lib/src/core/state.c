@@ -392,6 +392,14 @@ int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b)
 	return rc;
 }
 
+/* Guest mode: is [p, p+n) inside one registered region (so a copy names it
+ * by region and offset, with no segment list to bound)? */
+static int vgpu_whole_region_copy(const void *p, uint64_t n)
+{
+	struct vgpu_hostrange hr;
+	return !vgpu_host_mode() && !vgpu_inline_copies() && vgpu_hostmap_find(p, n, &hr) && hr.region;
+}
+
 /* Can this host range go into a batch (no per-call pinning)? */
 static int batchable_host(const void *p, uint64_t n, struct vgpu_hostrange *hr)
 {
@@ -439,6 +447,8 @@ int vgpu_memcpy_htod(uint64_t dst, const void *src, uint64_t n, uint64_t stream,
 		}
 		return 0;
 	}
+	if (vgpu_whole_region_copy(src, n))
+		chunk = n; /* registered memory names no segments: one call, one round trip */
 	for (uint64_t off = 0; off < n; off += chunk) {
 		uint64_t len = n - off < chunk ? n - off : chunk;
 		struct vgpu_memcpy_htod_req req;
@@ -475,6 +485,8 @@ int vgpu_memcpy_dtoh(void *dst, uint64_t src, uint64_t n, uint64_t stream, int a
 	}
 	if (!async)
 		vgpu_sync_point();
+	if (vgpu_whole_region_copy(dst, n))
+		chunk = n; /* registered memory names no segments: one call, one round trip */
 	for (uint64_t off = 0; off < n; off += chunk) {
 		uint64_t len = n - off < chunk ? n - off : chunk;
 		struct vgpu_memcpy_dtoh_req req;

@@ -84,6 +84,7 @@ int vgpu_host_mode(void) { return host_mode; }
 static int force_inline;
 void vgpu_set_force_inline(int on) { __atomic_store_n(&force_inline, on, __ATOMIC_RELAXED); }
 static int inline_copies(void) { return host_mode || __atomic_load_n(&force_inline, __ATOMIC_RELAXED); }
+int vgpu_inline_copies(void) { return inline_copies(); }
 const struct vgpu_hello_reply *vgpu_hello(void) { return &hello; }
 int vgpu_dev_fd(void) { return host_mode ? -1 : fd; }
 
