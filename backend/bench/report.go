@@ -72,6 +72,10 @@ func Plot(path, title string, rs []Result) error {
 	for _, r := range rs {
 		k := r.Path + " " + r.Dir
 		series[k] = append(series[k], plotter.XY{X: float64(r.Size), Y: r.GBps})
+		if r.BackendGBps > 0 && (r.Path == "pinned" || r.Path == "pageable-auto") {
+			k := r.Path + " " + r.Dir + " (backend side)"
+			series[k] = append(series[k], plotter.XY{X: float64(r.Size), Y: r.BackendGBps})
+		}
 	}
 	keys := make([]string, 0, len(series))
 	for k := range series {
