@@ -35,7 +35,14 @@ killer() {
 		while [ ! -e "$tmp/ready" ] && kill -0 $pid 2>/dev/null && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done
 		if [ ! -e "$tmp/ready" ]; then phase "$name" FAIL "soak never got ready: $(tail -2 "$tmp/$name.$i.log")"; kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null; return; fi
 		sleep 0.$((i*3))
-		wchan=$(cat /proc/$pid/wchan 2>/dev/null)
+		# Aim for the moment the process waits on the host inside the
+		# driver (wchan vgpu_*): a call in flight.
+		n=0
+		while [ $n -lt 200 ]; do
+			wchan=$(cat /proc/$pid/wchan 2>/dev/null)
+			case "$wchan" in vgpu*) break ;; esac
+			n=$((n+1))
+		done
 		kill -9 $pid
 		wait $pid 2>/dev/null
 		echo "killed $name #$i (pid $pid) in ${wchan:-?}"
