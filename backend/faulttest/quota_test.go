@@ -3,8 +3,8 @@ package faulttest_test
 import (
 	"bytes"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/protocol"
