@@ -153,6 +153,8 @@ type vgpuHost struct {
 	vms   []*vhostuser.VsockVM
 	dir   string
 	errc  chan error
+	log   hclog.Logger
+	n     int // Serve loops started
 }
 
 func newVGPUHost(t *testing.T, memLimit uint64, names ...string) *vgpuHost {
@@ -167,29 +169,35 @@ func newVGPUHost(t *testing.T, memLimit uint64, names ...string) *vgpuHost {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &vgpuHost{t: t, srv: srv, drv: drv, ctx: ctx, socks: map[string]string{}, dir: t.TempDir(), errc: make(chan error, len(names))}
-	for i, n := range names {
-		sock := filepath.Join(h.dir, n+".sock")
-		vs, err := vhostuser.ServeVsock(ctx, vhostuser.VsockConfig{SocketPath: sock, GuestCID: uint64(3 + i), Logger: log})
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		h.socks[n] = sock
-		h.vms = append(h.vms, vs)
-		go func() { h.errc <- srv.Serve(ctx, vs.Listener) }()
-	}
+	h := &vgpuHost{t: t, srv: srv, drv: drv, ctx: ctx, socks: map[string]string{}, dir: t.TempDir(), errc: make(chan error, 16), log: log}
 	t.Cleanup(func() {
 		cancel()
 		for _, vs := range h.vms {
 			vs.Close()
 		}
-		for range names {
+		for i := 0; i < h.n; i++ {
 			<-h.errc
 		}
 		drv.Close()
 	})
+	for i, n := range names {
+		h.socks[n] = filepath.Join(h.dir, n+".sock")
+		h.serveVM(n, uint64(3+i))
+	}
 	return h
+}
+
+// serveVM serves VM name's vhost-user socket (again).
+func (h *vgpuHost) serveVM(name string, cid uint64) *vhostuser.VsockVM {
+	h.t.Helper()
+	vs, err := vhostuser.ServeVsock(h.ctx, vhostuser.VsockConfig{SocketPath: h.socks[name], GuestCID: cid, Logger: h.log})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.vms = append(h.vms, vs)
+	h.n++
+	go func() { h.errc <- h.srv.Serve(h.ctx, vs.Listener) }()
+	return vs
 }
 
 // vmUsage is the device memory VM name (its socket) holds, and its sessions.
