@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# build.sh OUTDIR - build the reliability programs (soak) with nvcc
-# -cudart shared (NVCC picks the compiler; default nvcc). nvcc's default
-# architecture plus sm_90, so the same binary runs on sim and on an H100.
+# build.sh OUTDIR - build the reliability programs with nvcc -cudart shared
+# (NVCC picks the compiler; default nvcc): OUTDIR/soak (PTX for the oldest
+# architecture the compiler supports plus sm_90 code, so the binary runs on
+# sim and on an H100) and OUTDIR/sticky_error (scripts/cuda-tests), and
+# copies the guest scripts next to them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: build.sh OUTDIR}
 mkdir -p "$out"
 NVCC=${NVCC:-nvcc}
-"$NVCC" -cudart shared -O2 -gencode arch=compute_52,code=compute_52 -gencode arch=compute_90,code=sm_90 \
-	-o "$out/soak" "$here/soak.cu"
-cp "$here"/guest-*.sh "$here"/guest-attack.py "$out/" 2>/dev/null || true
-echo "build.sh: $out/soak ($("$NVCC" --version | tail -1))"
+major=$("$NVCC" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+ptx=52
+((major >= 13)) && ptx=75 # CUDA 13 dropped Maxwell..Volta
+arch=(-gencode "arch=compute_$ptx,code=compute_$ptx" -gencode arch=compute_90,code=sm_90)
+"$NVCC" -cudart shared -O2 "${arch[@]}" -o "$out/soak" "$here/soak.cu"
+"$NVCC" -cudart shared -O2 "${arch[@]}" -I "$here/../cuda-tests" -o "$out/sticky_error" "$here/../cuda-tests/sticky_error.cu"
+cp "$here"/guest-faults.sh "$here"/guest-attack.py "$out/"
+echo "build.sh: $out/soak $out/sticky_error ($("$NVCC" --version | tail -1))"

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# gpu-reliability.sh CARRY [SOAK_SECONDS] - the GPU parts of the reliability
+# tests (docs/RELIABILITY.md), on the GPU machine, one command, <= 9 minutes
+# with the default soak (300 s; at most ~420 s fits). CARRY holds vgpu,
+# lib/ (guest libraries), image/ (test guest with vgpu.ko) and
+# qemu-bundle.tar.xz, as for scripts/gpu-guest.sh; nvcc (CUDA 13) is found
+# in /usr/local/cuda/bin. Results go to $OUT (default /tmp/vgpu-out):
+# summary.txt (one line per check, PASS/FAIL), status-*.json, logs.tgz.
+#
+# One backend (`vgpu serve --device cuda --isolate ${ISOLATE:-vm}
+# --mem-limit ${MEM_LIMIT:-4G}`) serves two VMs:
+#   VM B  host-mode clients (unix socket): 2 soak processes x 4 streams of
+#         checksummed H2D/D2D/memset/D2H with counter kernels (checked on the
+#         GPU), for SOAK_SECONDS;
+#   VM A  the TCG test guest (vhost-user-vsock): while B soaks it runs
+#         sticky_error (a kernel stores to 0x100: 700 is sticky for A), then
+#         a fresh program (must work: new session, new worker),
+#         guest-faults.sh (processes SIGKILLed mid-copy and mid-launch,
+#         device memory back to baseline, crafted frames, its own soak), and
+#         the cap: an allocation above MEM_LIMIT gets
+#         CUDA_ERROR_OUT_OF_MEMORY (2), one below works.
+# Then: B finished with 0 corrupt bytes; the backend has no sessions and no
+# device memory allocated; its fd count is back to what it was.
+set -uo pipefail
+carry=$(realpath "${1:-.gpu}")
+soak=${2:-300}
+isolate=${ISOLATE:-vm}
+device=${DEVICE:-cuda} # DEVICE=sim: a dry run on a machine without a GPU
+limit=${MEM_LIMIT:-4G}
+out=${OUT:-/tmp/vgpu-out}
+logs=/tmp/vgpu-rel-logs
+rm -rf "$logs"; mkdir -p "$out" "$logs"
+export PATH=/usr/local/cuda/bin:$PATH
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$repo/build/reliability/gpu-bin
+summary=$out/summary.txt
+: >"$summary"
+result() { echo "$1 $2${3:+: $3}" | tee -a "$summary"; }
+start=$(date +%s)
+
+"$repo/scripts/reliability/build.sh" "$bin" >"$logs/build.log" 2>&1 || { result FAIL build "$(tail -5 "$logs/build.log")"; exit 1; }
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >"$out/nvidia-smi-before.csv" 2>&1
+
+vs=/tmp/vgpu-rel-vu.sock hs=/tmp/vgpu-rel-host.sock ss=/tmp/vgpu-rel-status.sock
+rm -f "$vs" "$hs" "$ss"
+"$carry/vgpu" serve --device "$device" --isolate "$isolate" --mem-limit "$limit" --vhost-user-socket "$vs" --unix "$hs" \
+	--status-socket "$ss" --log-level info >"$logs/serve.log" 2>&1 &
+srv=$!
+trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null' EXIT
+for _ in $(seq 100); do [[ -S $vs && -S $hs && -S $ss ]] && break; sleep 0.1; done
+fds() { ls /proc/$srv/fd 2>/dev/null | wc -l; }
+fd0=$(fds)
+"$carry/vgpu" status --status-socket "$ss" --json >"$out/status-before.json"
+
+echo "== VM B: host-mode soak, 2 processes x 4 streams, ${soak}s"
+for i in 1 2; do
+	VGPU_TRANSPORT=unix:$hs LD_LIBRARY_PATH=$carry/lib "$bin/soak" --seconds "$soak" --streams 4 --bytes $((8 << 20)) --launch --seed $i \
+		>"$logs/soak-b$i.log" 2>&1 &
+	eval "b$i=$!"
+done
+
+echo "== VM A: TCG guest: sticky error, guest faults, cap"
+cat >"$bin/vm-a.sh" <<EOS
+#!/bin/sh
+export LD_LIBRARY_PATH=$carry/lib
+echo "== sticky_error"; $bin/sticky_error 2>&1 | tail -4
+echo "== after the sticky error, a new program"; $bin/soak --seconds 5 --streams 2 --launch | tail -2
+echo "== guest-faults"; $bin/guest-faults.sh $bin $carry/lib 20 2 2
+echo "== cap"; $bin/soak --alloc \$(( $(numfmt --from=iec "$limit") + (1 << 30) )); $bin/soak --alloc \$(( $(numfmt --from=iec "$limit") / 2 ))
+EOS
+chmod +x "$bin/vm-a.sh"
+bundle=()
+[[ -e $carry/qemu-bundle.tar.xz ]] && bundle=(--bundle "$carry/qemu-bundle.tar.xz")
+timeout 420 "$carry/vgpu" vm run --image "$carry/image" "${bundle[@]}" --vgpu "$vs" --mem 4G --cpus 4 --timeout 400s \
+	-- "$bin/vm-a.sh" >"$logs/vm-a.log" 2>&1
+rcA=$?
+grep -v '^!!' "$logs/vm-a.log" | grep -E '^(==|PASS|FAIL|SKIP|PHASE|SOAK|ALLOC|killed|ATTACK.*UNEXP|guest-attack|GUEST)' | tee "$out/vm-a.txt"
+if [[ $device == sim ]] && grep -q '^SKIP sticky_error' "$logs/vm-a.log"; then result SKIP "A: sticky error (the sim device cannot fault)"
+elif grep -q '^PASS sticky_error' "$logs/vm-a.log"; then result PASS "A: sticky error detected (700)"
+else result FAIL "A: sticky_error" "$(grep -E '^(FAIL|SKIP) sticky' "$logs/vm-a.log")"; fi
+[[ $(grep -c '^PASS soak' "$logs/vm-a.log") -ge 1 ]] && result PASS "A: a new program works after A's sticky error" || result FAIL "A: program after the sticky error"
+grep -q 'GUEST-FAULTS PASS' "$logs/vm-a.log" && result PASS "A: guest faults (kills mid-copy/mid-launch, cleanup, attacks, soak)" || result FAIL "A: guest-faults.sh" "$(grep 'PHASE.*FAIL' "$logs/vm-a.log" | head -3)"
+grep -qE '^ALLOC [0-9]+ 2 ' "$logs/vm-a.log" && result PASS "A: over the cap gets CUDA_ERROR_OUT_OF_MEMORY" || result FAIL "A: over-cap allocation"
+grep -qE '^ALLOC [0-9]+ 0 ' "$logs/vm-a.log" && result PASS "A: within the cap works" || result FAIL "A: within-cap allocation"
+[[ $rcA == 0 ]] || result FAIL "A: vm run exit $rcA"
+
+# B must still be running now (it must have run through all of A).
+kill -0 $b1 2>/dev/null && kill -0 $b2 2>/dev/null && result PASS "B still running after A finished" || result WARN "B ended before A finished (soak shorter than A's run)"
+okB=1
+for i in 1 2; do eval "wait \$b$i" || okB=0; grep -q '^PASS soak' "$logs/soak-b$i.log" || okB=0; done
+grep -h '^SOAK' "$logs"/soak-b*.log | tee "$out/soak-b.txt"
+((okB)) && result PASS "B: soak, 0 corrupt bytes, kernels counted" || result FAIL "B: soak" "$(tail -qn2 "$logs"/soak-b*.log)"
+awk '{for(i=1;i<=NF;i++){split($i,a,"=");v[a[1]]+=a[2]}} END{printf "B totals: calls=%.0f moved=%.0f checked=%.0f corrupt=%.0f launches=%.0f calls_per_s=%.0f bytes_per_s=%.0f\n", v["calls"], v["moved"], v["checked"], v["corrupt"], v["launches"], v["calls_per_s"], v["bytes_per_s"]}' "$out/soak-b.txt" | tee -a "$summary"
+
+sleep 2
+"$carry/vgpu" status --status-socket "$ss" --json >"$out/status-after.json"
+python3 - "$out/status-after.json" <<'EOP' | tee -a "$summary"
+import json, sys
+s = json.load(open(sys.argv[1]))
+used = sum(d.get("mem_used_by_vgpu", 0) for d in s.get("devices") or [])
+allocs = sum(d.get("allocations", 0) for d in s.get("devices") or [])
+vms = [v for v in s.get("vms") or [] if v.get("mem_used")]
+print(("PASS" if not s.get("sessions") and not used and not allocs and not vms else "FAIL"),
+      "backend after both VMs: %d sessions, %d bytes in %d allocations, VMs holding memory: %s" % (len(s.get("sessions") or []), used, allocs, vms))
+EOP
+# Worker processes (--isolate vm) outlive their sessions; each holds a
+# few fds in the manager. Report them, and what guest RAM they still map
+# although VM A's QEMU has exited.
+fd1=$(fds)
+workers=$(python3 -c 'import json,sys; w=(json.load(open(sys.argv[1])).get("workers") or {}).get("workers") or []; print(" ".join(str(x["pid"]) for x in w))' "$out/status-after.json" 2>/dev/null)
+nw=$(echo $workers | wc -w)
+ramw=0
+for p in $workers; do n=$(grep -c 'memfd:' "/proc/$p/maps" 2>/dev/null); ramw=$((ramw + ${n:-0})); done
+((fd1 <= fd0 + 4 * nw)) && result PASS "backend fds: $fd0 before, $fd1 after ($nw live workers)" || result FAIL "backend fds" "$fd0 before, $fd1 after ($nw live workers)"
+((ramw == 0)) && result PASS "no worker maps guest RAM after the VMs ended" || result WARN "live workers ($workers) still map $ramw guest-RAM (memfd) regions after VM A's QEMU exited"
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >"$out/nvidia-smi-after.csv" 2>&1
+kill $srv; wait $srv 2>/dev/null; trap - EXIT
+echo "elapsed $(( $(date +%s) - start )) s, isolate=$isolate, mem-limit=$limit, soak=${soak}s" | tee -a "$summary"
+tar czf "$out/logs.tgz" -C /tmp vgpu-rel-logs
+! grep -q '^FAIL' "$summary"
