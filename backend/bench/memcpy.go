@@ -14,6 +14,10 @@ type Path struct {
 	Engine uint64 // vgpu copy engine (protocol.Engine*), 0 = auto
 	Inline bool   // vgpu: data inline in the frame instead of guest-physical segments
 	VGPU   bool   // only through vgpu's library
+	// MaxSize bounds the sizes measured on this path (0: all): the inline
+	// path moves every byte through the vsock stream, which under TCG runs
+	// at tens of MB/s, so a 1 GiB copy would take minutes.
+	MaxSize uint64
 }
 
 // vgpu library option keys (vgpuSetOption); see guest-lib.
@@ -28,11 +32,11 @@ func (d *Driver) Paths() []Path {
 		return []Path{{Name: "native-pageable"}, {Name: "native-pinned", Pinned: true}}
 	}
 	return []Path{
-		{Name: "inline", Inline: true, VGPU: true},
+		{Name: "pinned", Pinned: true, VGPU: true},
+		{Name: "pageable-auto", VGPU: true},
 		{Name: "segments-runs", Engine: 1, VGPU: true},
 		{Name: "segments-gather", Engine: 2, VGPU: true},
-		{Name: "pageable-auto", VGPU: true},
-		{Name: "pinned", Pinned: true, VGPU: true},
+		{Name: "inline", Inline: true, VGPU: true, MaxSize: 16 << 20},
 	}
 }
 
@@ -123,6 +127,9 @@ func (d *Driver) Memcpy(opt MemcpyOptions, report func(Result)) ([]Result, error
 		}
 	sizes:
 		for _, size := range opt.Sizes {
+			if p.MaxSize != 0 && size > p.MaxSize {
+				break
+			}
 			for _, dir := range []string{"H2D", "D2H"} {
 				r, err := d.measure(p.Name, dir, host[:size], dev, opt)
 				var ce *CUDAError
