@@ -71,6 +71,14 @@ echo "guest exit status: $?"
 "$vgpu" status --status-socket /tmp/vgpu-status.sock >"$logs/status-after.txt" 2>&1
 kill $srv; wait $srv 2>/dev/null
 
+step "guest call latency with the backend in one process (--isolate none)"
+"$vgpu" serve --device cuda --isolate none --vhost-user-socket /tmp/vgpu-vu2.sock --log-level warn >"$logs/serve-vm2.log" 2>&1 &
+srv2=$!
+for _ in $(seq 100); do [[ -S /tmp/vgpu-vu2.sock ]] && break; sleep 0.1; done
+"$vgpu" vm run --image "$carry/image" --bundle "$carry/qemu-bundle.tar.xz" --vgpu /tmp/vgpu-vu2.sock \
+	--mem 2G --cpus 2 --timeout 120s --env LD_LIBRARY_PATH="$carry/lib" -- "$vgpu" bench calls >"$logs/calls-guest-noisolate.txt" 2>&1
+kill $srv2; wait $srv2 2>/dev/null
+
 "$vgpu" bench plot --csv "$res/memcpy-native.csv" --csv "$res/memcpy-guest.csv" --png "$res/memcpy.png" \
 	--title "memcpy: guest (TCG) through vgpu vs native, $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
@@ -85,4 +93,5 @@ echo "programs guest:     $(grep -E 'passed, [0-9]+ failed' "$logs/guest.txt" | 
 grep -E '^\s*[a-z_0-9]+ +\| (FAIL|TIMEOUT)' "$logs/native.txt" "$logs/hostmode.txt" "$logs/guest.txt" | head -20
 cat "$logs/calls-native.txt" | tail -4
 grep -A4 "vgpu bench calls" "$logs/guest.txt" | tail -4
+echo "(--isolate none)"; grep -A4 "vgpu bench calls" "$logs/calls-guest-noisolate.txt" | tail -3
 grep -E "268435456|1073741824" "$logs/bench-native.txt" "$logs/guest.txt" | sed 's/^.*\///'
