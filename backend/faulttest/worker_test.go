@@ -1,0 +1,119 @@
+package faulttest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vgpu-project/vgpu/backend/server"
+	"github.com/vgpu-project/vgpu/backend/vm"
+)
+
+// TestWorkerKilled runs the real `vgpu serve --isolate vm` (bin/vgpu) for a
+// TCG guest, SIGKILLs the VM's worker process while a soak runs in the
+// guest, and checks: the guest program gets an error and exits (no hang),
+// the next program works (a fresh worker), the manager records the exit and
+// holds no sessions afterwards.
+func TestWorkerKilled(t *testing.T) {
+	k := needGuest(t)
+	vgpu := filepath.Join(k.root, "bin/vgpu")
+	if _, err := os.Stat(vgpu); err != nil {
+		skipOrFail(t, "%s is missing: run make vgpu", vgpu)
+	}
+	dir := t.TempDir()
+	vsock, status := filepath.Join(dir, "vu.sock"), filepath.Join(dir, "status.sock")
+	cmd := exec.Command(vgpu, "serve", "--device", "sim", "--sim-mem", "4G", "--isolate", "vm", "--vhost-user-socket", vsock,
+		"--status-socket", status, "--log-level", "error")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	var st *server.Status
+	waitFor(t, 20*time.Second, "the backend's status socket", func() bool {
+		s, err := server.ReadStatus(status, time.Second)
+		st = s
+		return err == nil
+	})
+	_ = st
+
+	var con console
+	killNow := con.on("KILL-WORKER-NOW")
+	script := fmt.Sprintf(`export LD_LIBRARY_PATH=%[1]s
+%[2]s/soak --seconds 0 --ready-file /tmp/ready --bytes 4194304 --streams 2 > /tmp/k.log 2>&1 & pid=$!
+n=0; while [ ! -e /tmp/ready ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
+echo KILL-WORKER-NOW
+n=0; while kill -0 $pid 2>/dev/null && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
+if kill -0 $pid 2>/dev/null; then echo "SOAK-HUNG"; kill -9 $pid; exit 1; fi
+wait $pid; echo "soak after the worker was killed: exit $? ($(tail -1 /tmp/k.log))"
+%[2]s/soak --seconds 3 --streams 2 | tail -1 | grep -q '^PASS soak' && echo WORKER-RECOVERED`, k.lib, k.bin)
+	m, err := vm.Start(context.Background(), vm.Config{Image: k.img, Command: []string{"/bin/sh", "-c", script}, Console: &con,
+		VGPUSocket: vsock, Mem: "2G", CPUs: 1, Timeout: 6 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { m.Kill(); m.Wait(context.Background()) }()
+	select {
+	case <-killNow:
+	case <-m.Exited():
+		t.Fatalf("guest exited early:\n%s", con.String())
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("the soak never got going:\n%s", con.String())
+	}
+	pid := workerPID(t, status)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing worker %d: %v", pid, err)
+	}
+	res, err := m.Wait(context.Background())
+	out := con.String()
+	t.Logf("console:\n%s", tail(out, 6))
+	if err != nil || res.ExitStatus != 0 || !strings.Contains(out, "WORKER-RECOVERED") || !strings.Contains(out, "exit 1 (FAIL soak") {
+		t.Fatalf("after the worker was killed: %v %v; want the running program to fail with an error and the next one to work", err, res)
+	}
+	waitFor(t, 20*time.Second, "no sessions left and the killed worker's exit recorded", func() bool {
+		s, err := server.ReadStatus(status, time.Second)
+		if err != nil || len(s.Sessions) != 0 {
+			return false
+		}
+		b, _ := json.Marshal(s.Workers)
+		return strings.Contains(string(b), fmt.Sprintf(`"pid":%d`, pid)) && strings.Contains(string(b), "killed")
+	})
+}
+
+// workerPID returns the pid of the (only) live worker.
+func workerPID(t *testing.T, status string) int {
+	t.Helper()
+	s, err := server.ReadStatus(status, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		Workers []struct {
+			PID int    `json:"pid"`
+			VM  string `json:"vm"`
+		} `json:"workers"`
+	}
+	b, _ := json.Marshal(s.Workers)
+	if err := json.Unmarshal(b, &w); err != nil || len(w.Workers) != 1 {
+		t.Fatalf("want one worker in the status: %s (%v)", b, err)
+	}
+	return w.Workers[0].PID
+}
