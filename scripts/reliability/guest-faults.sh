@@ -7,6 +7,7 @@
 #   kill-copy     SIGKILL soak processes mid-copy (16 MiB buffers), 3 times
 #   kill-launch   SIGKILL soak processes mid-launch (tiny buffers, --launch), 3 times
 #   cleanup   the device's free memory returns to the baseline (poll 30 s)
+#   pins      no guest pages left pinned (/proc/vmstat nr_foll_pin_*)
 #   attack    crafted frames from a root process on a privileged port, and
 #             from an unprivileged port (guest-attack.py)
 #   soak      PROCS processes x STREAMS streams for SOAK_SECONDS, all PASS
@@ -60,6 +61,13 @@ waitbase() {
 }
 waitbase cleanup
 
+# Pinned guest pages: the driver pins user buffers with pin_user_pages
+# (FOLL_PIN); with no call in flight every pin must have been released,
+# including those of the killed processes.
+pins() { awk '/^nr_foll_pin_acquired/{a=$2} /^nr_foll_pin_released/{r=$2} END{print a-r, a}' /proc/vmstat; }
+set -- $(pins)
+[ "${1:-x}" = 0 ] && phase pins ok "0 pages pinned now, ${2:-?} pins taken so far" || phase pins FAIL "${1:-?} pages still pinned (${2:-?} taken)"
+
 if [ -x /usr/bin/python3 ]; then
 	if /usr/bin/python3 "$bin/guest-attack.py"; then phase attack ok; else phase attack FAIL; fi
 else
@@ -81,6 +89,8 @@ while [ $i -lt "$procs" ]; do
 done
 [ $ok = 1 ] && phase soak ok "$procs procs x $streams streams, $secs s" || phase soak FAIL
 waitbase final
+set -- $(pins)
+[ "${1:-x}" = 0 ] && phase pins-final ok "0 pages pinned, ${2:-?} pins taken in all" || phase pins-final FAIL "${1:-?} pages still pinned"
 
 rm -rf "$tmp"
 if [ $fail = 0 ]; then echo "GUEST-FAULTS PASS"; else echo "GUEST-FAULTS FAIL"; fi
