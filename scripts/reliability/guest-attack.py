@@ -7,8 +7,9 @@ as only root (or the vgpu.ko driver) can -- and sends frames the driver
 would never send: guest-physical ranges outside RAM (read from /proc/iomem),
 in the MMIO hole below 4 GiB, wrapping around, crossing the end of RAM;
 foreign and freed device pointers; freed streams and events; double frees;
-huge counts; a truncated frame. Each must get its documented CUresult and
-the connection must keep serving. Then the same segments from an
+huge counts; a truncated frame; a flood of connections from every
+privileged port. Each must get its documented CUresult and the connection
+must keep serving. Then the same segments from an
 unprivileged port: the backend refuses the connection. Exit 1 on any
 surprise.
 """
@@ -169,6 +170,30 @@ def main():
     c2, _ = privileged_conn()
     expect('new connection after a truncated frame', c2.call(OP['PING'])[0], 0)
     c2.s.close()
+    # Connection flood: every privileged port this process can bind. The
+    # backend caps a VM's connections (vsock.DefaultMaxConns, 256) and
+    # resets the rest; after they close, a new connection works.
+    conns, refused = [], 0
+    for port in range(1022, 0, -1):
+        try:
+            x = Conn(port)
+            conns.append(x)
+        except OSError:
+            refused += 1
+    held = len(conns)
+    for x in conns:
+        x.s.close()
+    print('ATTACK %-44s %d connections held, %d refused or port busy ok' % ('connection flood', held, refused))
+    if held > 300:
+        expect('connection flood: at most 256 held', held, 256)
+    for i in range(50):
+        try:
+            c3, _ = privileged_conn()
+            break
+        except OSError:
+            time.sleep(0.2)
+    expect('new connection after the flood', c3.call(OP['PING'])[0], 0)
+    c3.s.close()
     # Unprivileged source port: the backend refuses the connection itself.
     try:
         u = Conn(40000 + os.getpid() % 1000)
