@@ -203,7 +203,15 @@ func Start(ctx context.Context, cfg Config) (_ *Machine, err error) {
 	args = append(args, QMPArgs(qmpPath)...)
 	args = append(args, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con")
 	args = append(args, "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
-	for i, s := range cfg.Shares {
+	shares := cfg.Shares
+	if d := hiddenWorkdir(); d != "" {
+		// The guest's /tmp is its own tmpfs, which would hide a checkout
+		// under the host's /tmp (a CI clone, say) and every binary in it:
+		// show that folder, read-only like the rest of the host, first so
+		// that explicit shares inside it mount on top.
+		shares = append([]Share{{HostPath: d, ReadOnly: true}}, shares...)
+	}
+	for i, s := range shares {
 		hp, err := filepath.Abs(s.HostPath)
 		if err != nil {
 			return nil, fmt.Errorf("vm: share %s: %w", s.HostPath, err)
@@ -456,4 +464,20 @@ func unpackBundle(archive, dir string) error {
 		return fmt.Errorf("vm: unpacking QEMU bundle %s: %w: %s", archive, err, out)
 	}
 	return nil
+}
+
+// hiddenWorkdir returns the top folder under /tmp that holds the working
+// directory, or "" when the working directory is elsewhere. The test guest
+// mounts its own tmpfs at /tmp (and /run).
+func hiddenWorkdir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(filepath.Clean(wd), "/tmp/")
+	if !ok || rest == "" {
+		return ""
+	}
+	top, _, _ := strings.Cut(rest, "/")
+	return "/tmp/" + top
 }
