@@ -66,7 +66,7 @@ func needGuest(t *testing.T) *guestKit {
 			skipOrFail(t, "%s is missing: run make guest-lib guest-driver", need)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(k.bin, "soak")); err != nil || os.Getenv("VGPU_REBUILD_SOAK") == "1" {
+	if stale(filepath.Join(k.bin, "soak"), filepath.Join(root, "scripts/reliability/soak.cu")) || os.Getenv("VGPU_REBUILD_SOAK") == "1" {
 		if _, err := exec.LookPath("nvcc"); err != nil {
 			skipOrFail(t, "no nvcc to build scripts/reliability/soak.cu: %v", err)
 		}
@@ -98,6 +98,16 @@ func needGuest(t *testing.T) *guestKit {
 	}
 	k.img = img
 	return k
+}
+
+// stale reports whether bin is missing or older than src.
+func stale(bin, src string) bool {
+	b, err := os.Stat(bin)
+	if err != nil {
+		return true
+	}
+	s, err := os.Stat(src)
+	return err == nil && s.ModTime().After(b.ModTime())
 }
 
 // console collects a guest's console and signals lines that match.
