@@ -3,7 +3,8 @@
 # tests (docs/RELIABILITY.md), on the GPU machine, one command, <= 9 minutes
 # with the default soak (300 s; at most ~420 s fits). CARRY holds vgpu,
 # lib/ (guest libraries), image/ (test guest with vgpu.ko) and
-# qemu-bundle.tar.xz, as for scripts/gpu-guest.sh; nvcc (CUDA 13) is found
+# qemu-bundle.tar.xz, as for scripts/gpu-e2e.sh (scripts/gpu-carry.sh makes it);
+# nvcc (CUDA 13) is found
 # in /usr/local/cuda/bin. Results go to $OUT (default /tmp/vgpu-out):
 # summary.txt (one line per check, PASS/FAIL), status-*.json, logs.tgz.
 #
