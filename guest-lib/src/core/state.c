@@ -392,6 +392,8 @@ int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b)
 	return rc;
 }
 
+static void vgpu_wait_host_funcs(uint64_t stream);
+
 /* Guest mode: is [p, p+n) inside one registered region (so a copy names it
  * by region and offset, with no segment list to bound)? */
 static int vgpu_whole_region_copy(const void *p, uint64_t n)
@@ -414,6 +416,7 @@ int vgpu_memcpy_htod(uint64_t dst, const void *src, uint64_t n, uint64_t stream,
 	uint64_t chunk = vgpu_max_chunk();
 	const uint8_t *s = src;
 	if (async && batchable_host(src, n, &hr)) {
+		vgpu_wait_host_funcs(stream);
 		/* Queued: guest mode names the registered region; host mode
 		 * carries the bytes inline in the batch (they are copied now,
 		 * as a pinned-memory copy that was already staged). */
@@ -591,9 +594,10 @@ int vgpu_elapsed(uint64_t start, uint64_t end, float *ms)
  * and answers OpHostFuncDone, which lets the stream go on. */
 struct hostfn {
 	uint64_t id;
+	uint64_t stream;
 	vgpu_hostfn fn;
 	void *user;
-	int ready;
+	int ready; /* 1: the stream reached it; 2: running */
 	struct hostfn *next;
 };
 static pthread_mutex_t hf_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -602,6 +606,39 @@ static struct hostfn *hf_list;
 static uint64_t hf_next = 1;
 static int hf_thread_started;
 
+static int host_func_pending(uint64_t stream)
+{
+	for (struct hostfn *f = hf_list; f; f = f->next)
+		if (f->stream == stream || stream == 0 || f->stream == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Host mode carries the bytes of an asynchronous H2D copy inline, so they are
+ * read when the copy is queued, not when the stream reaches it. A host
+ * function queued before it on the stream may still write them (CUDA orders
+ * the two), so wait until the stream's earlier host functions have run.
+ * Guest mode needs none of this: the backend reads registered guest memory
+ * when the stream gets there.
+ */
+static void vgpu_wait_host_funcs(uint64_t stream)
+{
+	if (!vgpu_host_mode())
+		return;
+	pthread_mutex_lock(&hf_mu);
+	int pending = host_func_pending(stream);
+	pthread_mutex_unlock(&hf_mu);
+	if (!pending)
+		return;
+	vgpu_flush();
+	pthread_mutex_lock(&hf_mu);
+	while (host_func_pending(stream))
+		pthread_cond_wait(&hf_cv, &hf_mu);
+	pthread_mutex_unlock(&hf_mu);
+}
+
+
 static void *hf_main(void *arg)
 {
 	(void)arg;
@@ -609,10 +646,10 @@ static void *hf_main(void *arg)
 		pthread_mutex_lock(&hf_mu);
 		struct hostfn *h = NULL;
 		while (!h) {
-			for (struct hostfn **pp = &hf_list; *pp; pp = &(*pp)->next)
-				if ((*pp)->ready) {
-					h = *pp;
-					*pp = h->next;
+			for (struct hostfn *f = hf_list; f; f = f->next)
+				if (f->ready == 1) {
+					h = f;
+					h->ready = 2;
 					break;
 				}
 			if (!h)
@@ -624,6 +661,15 @@ static void *hf_main(void *arg)
 		int rc = vgpu_send_noreply(VGPU_OP_HOST_FUNC_DONE, &done, sizeof done);
 		if (rc)
 			VERR("HOST_FUNC_DONE for callback %llu failed: %d", (unsigned long long)h->id, rc);
+		/* Stays listed until done, so vgpu_wait_host_funcs sees it. */
+		pthread_mutex_lock(&hf_mu);
+		for (struct hostfn **pp = &hf_list; *pp; pp = &(*pp)->next)
+			if (*pp == h) {
+				*pp = h->next;
+				break;
+			}
+		pthread_cond_broadcast(&hf_cv);
+		pthread_mutex_unlock(&hf_mu);
 		free(h);
 	}
 	return NULL;
@@ -713,6 +759,7 @@ int vgpu_host_func(uint64_t stream, vgpu_hostfn fn, void *user)
 		return VGPU_E_OUT_OF_MEMORY;
 	h->fn = fn;
 	h->user = user;
+	h->stream = stream;
 	pthread_mutex_lock(&hf_mu);
 	h->id = hf_next++;
 	h->next = hf_list;
