@@ -90,7 +90,11 @@ func memcpyHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
 		if err != nil {
 			return device.Errorf("OpMemcpyHtoD", device.ErrInvalidValue, "%v", err)
 		}
-		return ctx.MemcpyHtoD(device.Ptr(r.Dst), data, st, async)
+		// A copy that names a stream is ordered on it even when the
+		// caller waits for it (host mode sends cudaMemcpyAsync that way):
+		// the async form from pageable memory waits for the stream's
+		// earlier work and returns once the bytes are staged.
+		return ctx.MemcpyHtoD(device.Ptr(r.Dst), data, st, async || st != device.DefaultStream)
 	}
 	return s.guestCopy(c, ctx, engine.HtoD, r.Dst, r.Src, st, async)
 }
@@ -116,9 +120,14 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 		// The bytes go straight into the reply frame's buffer.
 		n := int(r.Dst.Len)
 		c.frame, c.frameN = getBuf(protocol.HeaderSize+int(protocol.PadLen(uint32(n)))), n
-		if async {
+		if async || st != device.DefaultStream {
 			// Ordered after the stream's work and complete before the
-			// reply; no asynchronous DMA into Go memory.
+			// reply; no asynchronous DMA into Go memory. A synchronous
+			// copy alone runs on the legacy stream, which does not wait
+			// for non-blocking streams: on the H100 a host-mode soak on
+			// cudaStreamNonBlocking streams read bytes before the
+			// stream's kernel and memset had written them whenever the
+			// GPU stalled (another process's fault).
 			if err := ctx.StreamSynchronize(st); err != nil {
 				return err
 			}
