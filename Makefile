@@ -13,7 +13,7 @@ KDIR       ?= /lib/modules/$(KVER)/build
 FUZZTIME   ?= 20s
 
 .PHONY: all vgpu guest-lib guest-driver generate setup test test-go test-c test-fuzz \
-	test-guest-lib test-driver test-e2e fuzz demo clean
+	test-guest-lib test-driver test-e2e test-reliability fuzz demo clean
 
 all: vgpu guest-lib guest-driver
 
@@ -67,6 +67,10 @@ test-driver:
 
 test-e2e:
 	@if [ -x scripts/e2e.sh ]; then scripts/e2e.sh; else echo "e2e: not written yet"; fi
+
+# The reliability suite alone (also part of test-go): attacks, faults, quotas, soak.
+test-reliability:
+	VGPU_REQUIRE_VM=1 $(GO) test -count=1 -timeout 15m -v ./backend/faulttest/...
 
 # Long fuzzing run: every fuzz target for FUZZTIME each (e.g. make fuzz FUZZTIME=30m).
 fuzz:
