@@ -26,12 +26,19 @@ type Manager struct {
 	// ..."); the manager adds the control socket as fd 3.
 	Command func(vm string) *exec.Cmd
 	Log     hclog.Logger
+	// IdleTimeout stops a VM's worker once it has had no session for this
+	// long, releasing its CUDA context and its mappings of guest RAM (a
+	// VM that is gone never comes back for them). 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
 
 	mu      sync.Mutex
 	workers map[string]*proc
 	exits   []Exit
 	gen     uint64
 }
+
+// DefaultIdleTimeout is Manager.IdleTimeout's default.
+const DefaultIdleTimeout = 30 * time.Second
 
 // Exit records a worker that ended.
 type Exit struct {
@@ -102,7 +109,11 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 	defer func() {
 		m.mu.Lock()
 		delete(p.sessions, id)
+		idle := len(p.sessions) == 0 && !p.poisoned
 		m.mu.Unlock()
+		if idle {
+			m.retireWhenIdle(p)
+		}
 	}()
 
 	stop := context.AfterFunc(ctx, func() { local.Close(); conn.Close() })
@@ -325,4 +336,30 @@ func (m *Manager) Close() {
 			<-p.dead
 		}
 	}
+}
+
+// retireWhenIdle stops p after IdleTimeout if it still has no session then.
+// It is taken out of the VM's slot first, so a session that arrives meanwhile
+// starts a fresh worker instead of reaching one that is exiting.
+func (m *Manager) retireWhenIdle(p *proc) {
+	d := m.IdleTimeout
+	if d <= 0 {
+		d = DefaultIdleTimeout
+	}
+	time.AfterFunc(d, func() {
+		m.mu.Lock()
+		if len(p.sessions) != 0 || m.workers[p.vm] != p {
+			m.mu.Unlock()
+			return
+		}
+		delete(m.workers, p.vm)
+		m.mu.Unlock()
+		select {
+		case <-p.dead:
+			return
+		default:
+		}
+		m.Log.Info("worker idle; stopping it", "vm", p.vm, "pid", p.cmd.Process.Pid, "idle", d)
+		hangup(p.ctrl)
+	})
 }

@@ -158,3 +158,36 @@ func TestPoisonedWorkerIsReplaced(t *testing.T) {
 		runtimeGosched()
 	}
 }
+
+// A VM's worker that has had no session for IdleTimeout exits (its CUDA
+// context and guest-RAM mappings go with it); the VM's next connection gets
+// a fresh worker.
+func TestIdleWorkerStops(t *testing.T) {
+	m := manager(t, "ok")
+	m.IdleTimeout = 50 * time.Millisecond
+	bc, gc := sessiontest.Pipe(3, 1023, nil)
+	bc.Name = "vm-idle"
+	served := make(chan error, 1)
+	go func() { served <- m.ServeConn(context.Background(), bc, 1) }()
+	c := sessiontest.NewClient(gc)
+	if f, err := c.Call(protocol.OpPing, 0, nil, nil); err != nil || f.Status != 0 {
+		t.Fatalf("ping: %v", err)
+	}
+	c.Close()
+	<-served
+	deadline := time.Now().Add(10 * time.Second)
+	for st := m.Status(); len(st.Workers) != 0 || len(st.Exits) != 1; st = m.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle worker still running: %+v", st)
+		}
+		runtimeGosched()
+	}
+	bc2, gc2 := sessiontest.Pipe(3, 1023, nil)
+	bc2.Name = "vm-idle"
+	go m.ServeConn(context.Background(), bc2, 2)
+	c2 := sessiontest.NewClient(gc2)
+	defer c2.Close()
+	if f, err := c2.Call(protocol.OpPing, 0, nil, nil); err != nil || f.Status != 0 {
+		t.Fatalf("ping on a fresh worker after the idle one stopped: %v", err)
+	}
+}
