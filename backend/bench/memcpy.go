@@ -125,6 +125,7 @@ func (d *Driver) Memcpy(opt MemcpyOptions, report func(Result)) ([]Result, error
 		if p.Pinned {
 			host = pinned
 		}
+		measured := 0 // copies measured on this path so far
 	sizes:
 		for _, size := range opt.Sizes {
 			if p.MaxSize != 0 && size > p.MaxSize {
@@ -133,7 +134,7 @@ func (d *Driver) Memcpy(opt MemcpyOptions, report func(Result)) ([]Result, error
 			for _, dir := range []string{"H2D", "D2H"} {
 				r, err := d.measure(p.Name, dir, host[:size], dev, opt)
 				var ce *CUDAError
-				if errors.As(err, &ce) && ce.Code == 801 && len(out) == 0 || errors.As(err, &ce) && ce.Code == 801 && out[len(out)-1].Path != p.Name {
+				if measured == 0 && errors.As(err, &ce) && ce.Code == 801 {
 					// CUDA_ERROR_NOT_SUPPORTED on a path's first copy: this
 					// backend has no such engine (the sim has no gather kernel).
 					if report != nil {
@@ -145,6 +146,7 @@ func (d *Driver) Memcpy(opt MemcpyOptions, report func(Result)) ([]Result, error
 					return out, fmt.Errorf("path %s %s %d bytes: %w", p.Name, dir, size, err)
 				}
 				out = append(out, r)
+				measured++
 				if report != nil {
 					report(r)
 				}

@@ -62,7 +62,10 @@ func benchMemcpy(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	max, err := parseByteSize(*maxSize)
+	max, err := parseBytes(*maxSize) // cmd_serve.go
+	if err == nil && max == 0 {
+		err = fmt.Errorf("bad size %q (want e.g. 4096, 64K, 16M, 1G)", *maxSize)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vgpu bench memcpy: --max-size: %v\n", err)
 		return 2
@@ -180,21 +183,3 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-// parseByteSize parses 4096, 4K, 16M, 1G (powers of 1024).
-func parseByteSize(s string) (uint64, error) {
-	mult := uint64(1)
-	switch {
-	case strings.HasSuffix(s, "K"):
-		mult, s = 1<<10, strings.TrimSuffix(s, "K")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, strings.TrimSuffix(s, "M")
-	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, strings.TrimSuffix(s, "G")
-	}
-	var n uint64
-	if _, err := fmt.Sscanf(s, "%d", &n); err != nil || n == 0 {
-		return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64K, 16M, 1G)", s)
-	}
-	return n * mult, nil
-}
