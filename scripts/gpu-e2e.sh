@@ -26,6 +26,7 @@ max=${BENCH_MAX:-1G}
 vgpu=$carry/vgpu
 
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
+wait_socket() { for _ in $(seq 100); do [[ -S $1 ]] && return 0; sleep 0.1; done; echo "no socket $1 after 10 s"; }
 
 step "backend GPU tests (go test -c -tags gpu binaries in CARRY)"
 for t in "$carry"/*-gpu.test; do
@@ -49,7 +50,7 @@ tail -1 "$logs/native.txt"
 step "host mode (unix socket, data inline)"
 "$vgpu" serve --device cuda --isolate vm --unix /tmp/vgpu-host.sock --log-level info >"$logs/serve-host.log" 2>&1 &
 hsrv=$!
-for _ in $(seq 100); do [[ -S /tmp/vgpu-host.sock ]] && break; sleep 0.1; done
+wait_socket /tmp/vgpu-host.sock
 VGPU_TRANSPORT=unix:/tmp/vgpu-host.sock scripts/cuda-tests/run.sh "$ct/sm_90" --lib "$carry/lib" \
 	--out "$res/programs-hostmode.csv" --logs "$logs/hostmode" >"$logs/hostmode.txt" 2>&1
 tail -1 "$logs/hostmode.txt"
@@ -63,7 +64,7 @@ step "guest (TCG) with the vGPU on the GPU"
 sock=/tmp/vgpu-vu.sock
 "$vgpu" serve --device cuda --isolate vm --vhost-user-socket "$sock" --log-level info --status-socket /tmp/vgpu-status.sock >"$logs/serve-vm.log" 2>&1 &
 srv=$!
-for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+wait_socket "$sock"
 "$vgpu" vm run --image "$carry/image" --bundle "$carry/qemu-bundle.tar.xz" --vgpu "$sock" --share "$res" \
 	--mem "${GUEST_MEM:-8G}" --cpus 4 --timings --timeout 480s \
 	-- "$repo/scripts/gpu-e2e-guest.sh" "$ct" "$carry" "$res" "$max" >"$logs/guest.txt" 2>&1
@@ -74,7 +75,7 @@ kill $srv; wait $srv 2>/dev/null
 step "guest call latency with the backend in one process (--isolate none)"
 "$vgpu" serve --device cuda --isolate none --vhost-user-socket /tmp/vgpu-vu2.sock --log-level warn >"$logs/serve-vm2.log" 2>&1 &
 srv2=$!
-for _ in $(seq 100); do [[ -S /tmp/vgpu-vu2.sock ]] && break; sleep 0.1; done
+wait_socket /tmp/vgpu-vu2.sock
 "$vgpu" vm run --image "$carry/image" --bundle "$carry/qemu-bundle.tar.xz" --vgpu /tmp/vgpu-vu2.sock \
 	--mem 2G --cpus 2 --timeout 120s --env LD_LIBRARY_PATH="$carry/lib" -- "$vgpu" bench calls >"$logs/calls-guest-noisolate.txt" 2>&1
 kill $srv2; wait $srv2 2>/dev/null
