@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/backend/handoff"
 	"github.com/vgpu-project/vgpu/backend/transport"
 )
 
@@ -53,8 +54,7 @@ type proc struct {
 	cmd      *exec.Cmd
 	ctrl     *os.File
 	sendMu   sync.Mutex
-	memTable *guestmem.Table // the table last sent (a reference is held)
-	memGen   uint64
+	mem      handoff.SentMemory  // guarded by sendMu
 	sessions map[uint64]net.Conn // manager ends of session streams
 	poisoned bool
 	dead     chan struct{}
@@ -76,7 +76,7 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 	if err != nil {
 		return err
 	}
-	mine, theirs, err := socketpair(unix.SOCK_STREAM)
+	mine, theirs, err := handoff.Socketpair(unix.SOCK_STREAM)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 	}
 	defer local.Close()
 
-	msg := &message{Op: msgSession, Session: id, CID: conn.PeerCID(), Port: conn.PeerPort(), VM: conn.VM()}
+	msg := &handoff.Message{Op: handoff.OpSession, Session: id, CID: conn.PeerCID(), Port: conn.PeerPort(), VM: conn.VM()}
 	if src := conn.Memory(); src != nil {
 		gen, err := m.sendMemory(p, src)
 		if err != nil {
@@ -97,7 +97,7 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 		msg.Memory = gen
 	}
 	p.sendMu.Lock()
-	err = send(p.ctrl, msg, []int{int(theirs.Fd())})
+	err = handoff.Send(p.ctrl, msg, []int{int(theirs.Fd())})
 	p.sendMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("worker for %s: handing over session %d: %w", conn.VM(), id, err)
@@ -161,7 +161,7 @@ func (m *Manager) worker(vm string) (*proc, error) {
 			return p, nil
 		}
 	}
-	parent, child, err := socketpair(unix.SOCK_SEQPACKET)
+	parent, child, err := handoff.Socketpair(unix.SOCK_SEQPACKET)
 	if err != nil {
 		return nil, err
 	}
@@ -203,12 +203,9 @@ func (m *Manager) watch(p *proc) {
 		m.exits = m.exits[1:]
 	}
 	m.mu.Unlock()
-	hangup(p.ctrl)
+	handoff.Hangup(p.ctrl)
 	p.sendMu.Lock()
-	if p.memTable != nil {
-		p.memTable.Release()
-		p.memTable = nil
-	}
+	p.mem.Release()
 	p.sendMu.Unlock()
 	if err != nil || n > 0 {
 		m.Log.Error("worker ended; its sessions get an error", "vm", p.vm, "pid", p.cmd.Process.Pid, "status", status, "sessions", n)
@@ -220,12 +217,12 @@ func (m *Manager) watch(p *proc) {
 // listen reads the worker's reports.
 func (m *Manager) listen(p *proc) {
 	for {
-		msg, fds, err := recv(p.ctrl)
-		closeFDs(fds)
+		msg, fds, err := handoff.Recv(p.ctrl)
+		handoff.CloseFDs(fds)
 		if err != nil {
 			return
 		}
-		if msg.Op == msgPoisoned {
+		if msg.Op == handoff.OpPoisoned {
 			m.mu.Lock()
 			p.poisoned = true
 			m.mu.Unlock()
@@ -238,7 +235,7 @@ func (m *Manager) listen(p *proc) {
 					n := len(p.sessions)
 					m.mu.Unlock()
 					if n == 0 {
-						hangup(p.ctrl)
+						handoff.Hangup(p.ctrl)
 						return
 					}
 					select {
@@ -255,42 +252,14 @@ func (m *Manager) listen(p *proc) {
 // sendMemory sends the VM's current memory table if the worker does not
 // have it yet, and returns its generation.
 func (m *Manager) sendMemory(p *proc, src guestmem.Source) (uint64, error) {
-	t, err := src.Acquire()
-	if err != nil {
-		return 0, err
-	}
-	keep := false // the reference is kept while t is the table last sent
-	defer func() {
-		if !keep {
-			t.Release()
-		}
-	}()
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
-	if p.memTable == t {
-		return p.memGen, nil
-	}
-	var regions []Region
-	var fds []int
-	for _, r := range t.Regions() {
-		if r.FD < 0 {
-			return 0, fmt.Errorf("guest RAM region at %#x has no fd to hand over", r.GuestPhys)
-		}
-		regions = append(regions, Region{GPA: uint64(r.GuestPhys), Size: r.Size, UserAddr: r.UserAddr, MmapOffset: r.MmapOffset})
-		fds = append(fds, r.FD)
-	}
-	m.mu.Lock()
-	m.gen++
-	gen := m.gen
-	m.mu.Unlock()
-	if err := send(p.ctrl, &message{Op: msgMemory, Memory: gen, Regions: regions}, fds); err != nil {
-		return 0, err
-	}
-	if p.memTable != nil {
-		p.memTable.Release()
-	}
-	p.memTable, p.memGen, keep = t, gen, true
-	return gen, nil
+	return p.mem.Send(p.ctrl, src, func() uint64 {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.gen++
+		return m.gen
+	})
 }
 
 // Status describes the workers.
@@ -328,7 +297,7 @@ func (m *Manager) Close() {
 	}
 	m.mu.Unlock()
 	for _, p := range ps {
-		hangup(p.ctrl)
+		handoff.Hangup(p.ctrl)
 		select {
 		case <-p.dead:
 		case <-time.After(5 * time.Second):
@@ -360,6 +329,6 @@ func (m *Manager) retireWhenIdle(p *proc) {
 		default:
 		}
 		m.Log.Info("worker idle; stopping it", "vm", p.vm, "pid", p.cmd.Process.Pid, "idle", d)
-		hangup(p.ctrl)
+		handoff.Hangup(p.ctrl)
 	})
 }
