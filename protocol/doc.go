@@ -29,15 +29,27 @@
 //
 // # Guest-physical segments
 //
-// A segment is {gpa u64, len u64}. Only the guest kernel driver appends
-// segments (FlagSegments set, nsegs > 0); the backend refuses frames with
-// segments from connections whose source port is unprivileged. Payloads name
+// A segment is {gpa u64, len u64}. In a VM only the guest kernel driver
+// appends segments (FlagSegments set, nsegs > 0); the backend refuses frames
+// with segments from connections whose source port is unprivileged. Payloads name
 // guest memory with a BufRef: BufSegments refers to the i-th buffer; the
 // segment list holds the buffers' segments in order and is split by the
 // lengths the BufRefs declare (a segment never spans two buffers). When a
 // call has more segments than fit in one frame, the driver sends the first
 // frame with FlagMoreSegments and the rest in OpSegments frames carrying the
 // same request id; the host executes the call when the last one arrives.
+//
+// # Host mode: shared memory
+//
+// Over a unix socket (host mode) there is no guest RAM. A backend that offers
+// FeatureHostShare in its HELLO reply lets the library share memfds instead:
+// OpHostShare carries one fd beside the frame (SCM_RIGHTS, in the sendmsg of
+// the frame's first byte) and asks the backend to map it at a pseudo
+// guest-physical range [Base, Base+Size) that the library chose (page-aligned,
+// not overlapping another share). From then on the library names that memory
+// with segments and OpGuestRegister exactly as the guest driver names guest
+// RAM; OpHostUnshare ends a share. Fds that come with any other frame are
+// closed unread. Without the feature (an older backend) data travels inline.
 //
 // # Trust
 //

@@ -74,6 +74,20 @@ func notifyHostFunc() []byte {
 	return AppendFrame(nil, h, Bytes(&p), nil)
 }
 
+// hostShare is a host-mode share of a 2 MiB memfd at pseudo-GPA 1 TiB (the
+// fd itself travels beside the frame, SCM_RIGHTS).
+func hostShare() []byte {
+	p := HostShareReq{Base: 1 << 40, Size: 2 << 20}
+	return AppendFrame(nil, NewHeader(OpHostShare, 9), Bytes(&p), nil)
+}
+
+// guestRegisterHostMapped registers that share, mapped: the host-mode
+// library's own segment list (one segment: the share is contiguous).
+func guestRegisterHostMapped() []byte {
+	p := GuestRegisterReq{Flags: RegisterMapped, Size: 2 << 20}
+	return AppendFrame(nil, NewHeader(OpGuestRegister, 10), Bytes(&p), []Segment{{GPA: 1 << 40, Len: 2 << 20}})
+}
+
 var goldenFrames = []goldenFrame{
 	{"hello_req", helloReq},
 	{"hello_reply", helloReply},
@@ -83,6 +97,8 @@ var goldenFrames = []goldenFrame{
 	{"batch_two", batchTwo},
 	{"error_reply", errorReply},
 	{"notify_host_func", notifyHostFunc},
+	{"host_share", hostShare},
+	{"guest_register_host_mapped", guestRegisterHostMapped},
 }
 
 func TestGoldenFrames(t *testing.T) {
@@ -143,6 +159,9 @@ func TestOpcodeTable(t *testing.T) {
 		}
 		if op.Batchable && op.Segments && op.Op != OpMemcpyHtoD && op.Op != OpMemcpyDtoH {
 			t.Errorf("%s: batchable calls cannot carry segments", op.Name)
+		}
+		if op.FD && (op.Batchable || op.Segments) {
+			t.Errorf("%s: a call that carries an fd travels alone, without segments", op.Name)
 		}
 	}
 }

@@ -52,6 +52,8 @@ const (
 	OpGuestRegister      Opcode = 0x0207
 	OpGuestUnregister    Opcode = 0x0208
 	OpMemGetAddressRange Opcode = 0x0209
+	OpHostShare          Opcode = 0x020a
+	OpHostUnshare        Opcode = 0x020b
 
 	OpModuleLoad         Opcode = 0x0301
 	OpModuleUnload       Opcode = 0x0302
@@ -105,6 +107,9 @@ type OpInfo struct {
 	Batchable bool
 	// Segments: may carry guest-physical segments.
 	Segments bool
+	// FD: carries one file descriptor beside the frame (host mode's unix
+	// socket, SCM_RIGHTS in the sendmsg of the frame's first byte).
+	FD bool
 }
 
 // Ops is the opcode table: one line per opcode. To add a call: pick the next
@@ -138,6 +143,8 @@ var Ops = []OpInfo{
 	{Op: OpGuestRegister, Name: "GUEST_REGISTER", Req: GuestRegisterReq{}, Reply: GuestRegisterReply{}, Segments: true},
 	{Op: OpGuestUnregister, Name: "GUEST_UNREGISTER", Req: HandleReq{}, Reply: Empty{}},
 	{Op: OpMemGetAddressRange, Name: "MEM_GET_ADDRESS_RANGE", Req: PtrReq{}, Reply: AddressRangeReply{}},
+	{Op: OpHostShare, Name: "HOST_SHARE", Req: HostShareReq{}, Reply: Empty{}, FD: true},
+	{Op: OpHostUnshare, Name: "HOST_UNSHARE", Req: HostUnshareReq{}, Reply: Empty{}},
 
 	{Op: OpModuleLoad, Name: "MODULE_LOAD", Req: ModuleLoadReq{}, ReqTail: TailBytes, Reply: ModuleLoadReply{}, Segments: true},
 	{Op: OpModuleUnload, Name: "MODULE_UNLOAD", Req: HandleReq{}, Reply: Empty{}},

@@ -38,6 +38,7 @@ const (
 	FeatureHostFunc   uint64 = 1 << 2 // host functions (OpHostFuncLaunch + notifications)
 	FeatureInline     uint64 = 1 << 3 // inline data (host mode)
 	FeatureModuleHash uint64 = 1 << 4 // OpModuleLoad by content hash
+	FeatureHostShare  uint64 = 1 << 5 // OpHostShare/OpHostUnshare: host-mode memfds shared over the unix socket
 )
 
 // Roles of a HELLO sender.
@@ -270,6 +271,26 @@ type GuestRegisterReq struct {
 type GuestRegisterReply struct {
 	Region uint64
 	DevPtr uint64 // RegisterMapped: device address of the first byte
+}
+
+// HostShareReq shares a memfd with the backend (OpHostShare, host mode
+// only): the fd travels beside the frame on the unix socket (SCM_RIGHTS,
+// exactly one, in the same sendmsg as the frame's first byte). The backend
+// maps [0, Size) of it at the pseudo guest-physical range [Base, Base+Size)
+// of the connection's memory, where segments and OpGuestRegister can name
+// it as in guest mode. Base and Size are page-aligned, Size > 0, the range
+// must not wrap or overlap an existing share; the fd must be a memfd sealed
+// against shrinking (F_SEAL_SHRINK) and at least Size bytes long.
+type HostShareReq struct {
+	Base  uint64
+	Size  uint64
+	Flags uint64 // none defined: 0
+}
+
+// HostUnshareReq ends a share (OpHostUnshare). The backend unmaps it once
+// nothing uses it any more (registered regions keep it until unregistered).
+type HostUnshareReq struct {
+	Base uint64
 }
 
 // HandleReq names one handle (module, function, stream, event, region).

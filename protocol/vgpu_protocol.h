@@ -80,6 +80,8 @@ typedef float vgpu_f32;
 #define VGPU_OP_GUEST_REGISTER 0x0207u
 #define VGPU_OP_GUEST_UNREGISTER 0x0208u
 #define VGPU_OP_MEM_GET_ADDRESS_RANGE 0x0209u
+#define VGPU_OP_HOST_SHARE 0x020au
+#define VGPU_OP_HOST_UNSHARE 0x020bu
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
 #define VGPU_OP_MODULE_GET_FUNCTION 0x0303u
@@ -448,6 +450,22 @@ _Static_assert(offsetof(struct vgpu_address_range_reply, size) == 8, "vgpu_addre
 _Static_assert(offsetof(struct vgpu_address_range_reply, device) == 16, "vgpu_address_range_reply.device");
 _Static_assert(offsetof(struct vgpu_address_range_reply, pad0) == 20, "vgpu_address_range_reply.pad0");
 
+struct vgpu_host_share_req {
+	uint64_t base;
+	uint64_t size;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_host_share_req) == 24, "vgpu_host_share_req size");
+_Static_assert(offsetof(struct vgpu_host_share_req, base) == 0, "vgpu_host_share_req.base");
+_Static_assert(offsetof(struct vgpu_host_share_req, size) == 8, "vgpu_host_share_req.size");
+_Static_assert(offsetof(struct vgpu_host_share_req, flags) == 16, "vgpu_host_share_req.flags");
+
+struct vgpu_host_unshare_req {
+	uint64_t base;
+};
+_Static_assert(sizeof(struct vgpu_host_unshare_req) == 8, "vgpu_host_unshare_req size");
+_Static_assert(offsetof(struct vgpu_host_unshare_req, base) == 0, "vgpu_host_unshare_req.base");
+
 struct vgpu_module_load_req {
 	uint32_t device;
 	uint32_t kind;
@@ -694,6 +712,8 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GUEST_REGISTER: return "GUEST_REGISTER";
 	case VGPU_OP_GUEST_UNREGISTER: return "GUEST_UNREGISTER";
 	case VGPU_OP_MEM_GET_ADDRESS_RANGE: return "MEM_GET_ADDRESS_RANGE";
+	case VGPU_OP_HOST_SHARE: return "HOST_SHARE";
+	case VGPU_OP_HOST_UNSHARE: return "HOST_UNSHARE";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
 	case VGPU_OP_MODULE_GET_FUNCTION: return "MODULE_GET_FUNCTION";

@@ -146,6 +146,24 @@ static void notify_host_func(struct frame *f)
 	end_payload(f, 0);
 }
 
+static void host_share(struct frame *f)
+{
+	struct vgpu_host_share_req p = { .base = 1ull << 40, .size = 2u << 20 };
+	begin(f, VGPU_OP_HOST_SHARE, 9, 0, 0);
+	put(f, &p, sizeof(p));
+	end_payload(f, 0);
+}
+
+static void guest_register_host_mapped(struct frame *f)
+{
+	struct vgpu_guest_register_req p = { .flags = VGPU_REGISTER_MAPPED, .size = 2u << 20 };
+	struct vgpu_segment s = { .gpa = 1ull << 40, .len = 2u << 20 };
+	begin(f, VGPU_OP_GUEST_REGISTER, 10, 0, 0);
+	put(f, &p, sizeof(p));
+	end_payload(f, 0);
+	segments(f, 0, &s, 1);
+}
+
 static const struct {
 	const char *name;
 	void (*build)(struct frame *f);
@@ -158,6 +176,8 @@ static const struct {
 	{ "batch_two", batch_two },
 	{ "error_reply", error_reply },
 	{ "notify_host_func", notify_host_func },
+	{ "host_share", host_share },
+	{ "guest_register_host_mapped", guest_register_host_mapped },
 };
 
 int main(int argc, char **argv)

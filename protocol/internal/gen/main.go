@@ -64,7 +64,10 @@ func GenerateDoc() []byte {
 			rules = append(rules, "may travel inside BATCH")
 		}
 		if op.Segments {
-			rules = append(rules, "may carry guest-physical segments (guest kernel only)")
+			rules = append(rules, "may carry guest-physical segments (the guest kernel driver; in host mode the library, naming memory it shared with HOST_SHARE)")
+		}
+		if op.FD {
+			rules = append(rules, "carries one file descriptor beside the frame (host mode: SCM_RIGHTS in the sendmsg of the frame's first byte)")
 		}
 		if len(rules) > 0 {
 			p("- %s\n", strings.Join(rules, "; "))
