@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,8 +60,14 @@ func Socketpair(typ int) (a, b *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "vgpu-a"), os.NewFile(uintptr(fds[1]), "vgpu-b"), nil
 }
 
+// Socket is a control socket: an *os.File or a *net.UnixConn.
+type Socket interface {
+	syscall.Conn
+	Close() error
+}
+
 // Send writes one message with fds (which stay the caller's).
-func Send(f *os.File, m *Message, fds []int) error {
+func Send(f Socket, m *Message, fds []int) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -90,7 +97,7 @@ func Send(f *os.File, m *Message, fds []int) error {
 // Recv reads one message and the fds attached to it, which the caller owns
 // (on error none are left open). A record longer than MaxMsg, or with more
 // than MaxFDs fds, is refused with ErrMalformed.
-func Recv(f *os.File) (*Message, []int, error) {
+func Recv(f Socket) (*Message, []int, error) {
 	b := make([]byte, MaxMsg+1)
 	oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
 	rc, err := f.SyscallConn()
@@ -153,7 +160,7 @@ func CloseFDs(fds []int) {
 
 // Hangup shuts a socket down (waking a reader blocked on it, and telling
 // the peer) and closes it.
-func Hangup(f *os.File) {
+func Hangup(f Socket) {
 	if rc, err := f.SyscallConn(); err == nil {
 		_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
 	}

@@ -3,7 +3,6 @@ package handoff
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +20,7 @@ type SentMemory struct {
 
 // Send sends src's current table on ctrl unless it is the one last sent,
 // and returns its generation; next numbers a new one.
-func (s *SentMemory) Send(ctrl *os.File, src guestmem.Source, next func() uint64) (uint64, error) {
+func (s *SentMemory) Send(ctrl Socket, src guestmem.Source, next func() uint64) (uint64, error) {
 	t, err := src.Acquire()
 	if err != nil {
 		return 0, err

@@ -79,16 +79,12 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 		handoff.CloseFDs(fds)
 		return fmt.Errorf("worker: session message with %d fds", len(fds))
 	}
-	var mem *handoff.Latest
-	if m.Memory != 0 {
-		mem = &w.mem
-	}
 	c, err := handoff.NewConn(fds[0], m.CID, m.Port, m.VM, nil)
 	if err != nil {
 		return err
 	}
-	if mem != nil {
-		c.Mem = mem
+	if m.Memory != 0 {
+		c.Mem = &w.mem
 	}
 	w.wg.Add(1)
 	go func() {

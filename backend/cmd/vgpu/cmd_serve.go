@@ -18,6 +18,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/device/cuda"
 	"github.com/vgpu-project/vgpu/backend/device/sim"
 	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/front"
 	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/kvsock"
 	"github.com/vgpu-project/vgpu/backend/metrics"
@@ -35,7 +36,7 @@ func init() {
 // serveFlags are the options of "vgpu serve".
 type serveFlags struct {
 	device, unix, gpus, memLimit, simMem, logLevel, metricsAddr, statusSocket, engine string
-	vhostUserSocket                                                                   string
+	vhostUserSocket, frontSocket                                                      string
 	simDevices                                                                        int
 	guestCID                                                                          uint64
 	logJSON, allowUnprivileged, kernelVsock                                           bool
@@ -57,6 +58,7 @@ func cmdServe(args []string) int {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9477")
 	fs.StringVar(&f.statusSocket, "status-socket", "", "answer 'vgpu status' on this unix socket")
 	fs.StringVar(&f.vhostUserSocket, "vhost-user-socket", "", "serve a VM's vhost-user-vsock device on this socket")
+	fs.StringVar(&f.frontSocket, "front-socket", "", "accept 'vgpu front' processes on this unix socket: each forwards one VM's guest connections, and its VM keeps its device across restarts of this backend")
 	fs.Uint64Var(&f.guestCID, "guest-cid", 3, "the VM's vsock CID (with --vhost-user-socket)")
 	fs.BoolVar(&f.kernelVsock, "kernel-vsock", false, "also listen on the host kernel's vhost-vsock (AF_VSOCK port 30311); guest memory is not known there, so data travels inline")
 	fs.StringVar(&f.isolate, "isolate", "none", "where GPU work runs: none (in this process) or vm (one 'vgpu worker' process per VM: a crash or sticky CUDA error ends only that VM's work)")
@@ -148,8 +150,8 @@ func openDriver(f serveFlags, log hclog.Logger) (device.Driver, error) {
 }
 
 func serve(f serveFlags, log hclog.Logger) error {
-	if f.unix == "" && f.vhostUserSocket == "" && !f.kernelVsock {
-		return errors.New("nothing to serve: give --unix PATH, --vhost-user-socket PATH and/or --kernel-vsock")
+	if f.unix == "" && f.vhostUserSocket == "" && f.frontSocket == "" && !f.kernelVsock {
+		return errors.New("nothing to serve: give --unix PATH, --vhost-user-socket PATH, --front-socket PATH and/or --kernel-vsock")
 	}
 	gpus, err := parseGPUs(f.gpus)
 	if err != nil {
@@ -233,6 +235,15 @@ func serve(f serveFlags, log hclog.Logger) error {
 			return err
 		}
 		running += n
+	}
+	if f.frontSocket != "" {
+		ln, err := front.Listen(f.frontSocket, front.ListenOptions{Logger: log.Named("front")})
+		if err != nil {
+			return err
+		}
+		running++
+		go func() { errc <- srv.Serve(ctx, ln) }()
+		log.Info("serving VMs through vgpu front processes", "socket", f.frontSocket)
 	}
 	if f.kernelVsock {
 		ln, err := kvsock.Listen(kvsock.Config{Port: transport.DefaultPort, RequirePrivileged: !f.allowUnprivileged, Logger: log.Named("kvsock")})
