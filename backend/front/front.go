@@ -300,8 +300,27 @@ func (f *forwarder) forward(ctx context.Context, l *link, c transport.Conn) {
 	}
 	defer local.Close()
 	id := f.nextID.Add(1)
-	msg := &handoff.Message{Op: handoff.OpSession, Session: id, CID: c.PeerCID(), Port: c.PeerPort(), VM: f.cfg.VM}
+	closeBoth := func() { local.Close(); c.Close() }
+	// The stream is registered before it is sent, under sendMu, so that
+	// forget never releases the memory a stream just named.
 	l.sendMu.Lock()
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		l.sendMu.Unlock()
+		return
+	}
+	l.streams[id] = closeBoth
+	l.mu.Unlock()
+	f.streams.Add(1)
+	defer func() {
+		l.mu.Lock()
+		delete(l.streams, id)
+		l.mu.Unlock()
+		f.streams.Add(-1)
+		f.forget(l)
+	}()
+	msg := &handoff.Message{Op: handoff.OpSession, Session: id, CID: c.PeerCID(), Port: c.PeerPort(), VM: f.cfg.VM}
 	if src := c.Memory(); src != nil {
 		gen, err := l.mem.Send(l.ctrl, src, func() uint64 { return f.memGen.Add(1) })
 		if err != nil {
@@ -316,21 +335,6 @@ func (f *forwarder) forward(ctx context.Context, l *link, c transport.Conn) {
 		f.log.Warn("guest connection not handed to the backend; closing it", "session", id, "err", err)
 		return
 	}
-	closeBoth := func() { local.Close(); c.Close() }
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
-	l.streams[id] = closeBoth
-	l.mu.Unlock()
-	f.streams.Add(1)
-	defer func() {
-		l.mu.Lock()
-		delete(l.streams, id)
-		l.mu.Unlock()
-		f.streams.Add(-1)
-	}()
 	stop := context.AfterFunc(ctx, closeBoth)
 	defer stop()
 	done := make(chan struct{}, 2)
@@ -338,4 +342,23 @@ func (f *forwarder) forward(ctx context.Context, l *link, c transport.Conn) {
 	go func() { _, _ = io.Copy(c, local); c.Close(); done <- struct{}{} }()
 	<-done
 	<-done
+}
+
+// forget drops the guest memory table once no stream is forwarded, here
+// and (with an empty memory message) at the backend: the VM may be gone
+// (QEMU exited), and its RAM must not stay mapped on its behalf. The next
+// stream sends the table again.
+func (f *forwarder) forget(l *link) {
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	l.mu.Lock()
+	idle := len(l.streams) == 0 && !l.closed
+	l.mu.Unlock()
+	if !idle || !l.mem.Held() {
+		return
+	}
+	l.mem.Release()
+	if err := handoff.Send(l.ctrl, &handoff.Message{Op: handoff.OpMemory}, nil); err != nil {
+		f.log.Debug("backend gone before it heard that guest memory is unused", "err", err)
+	}
 }

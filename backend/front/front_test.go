@@ -307,9 +307,9 @@ func TestBackendRestartBehindFront(t *testing.T) {
 		t.Fatalf("front status after the restart: %+v", st)
 	}
 	c2.Close()
-	waitFor(t, 10*time.Second, "the stream ended on both sides", func() bool {
+	waitFor(t, 10*time.Second, "the stream ended on both sides and guest memory was let go", func() bool {
 		fs := b2.ln.Fronts()
-		return fwd.status().Streams == 0 && len(fs) == 1 && fs[0].Streams == 0 && len(b2.srv.Status().Sessions) == 0
+		return fwd.status().Streams == 0 && len(fs) == 1 && fs[0].Streams == 0 && !fs[0].Memory && len(b2.srv.Status().Sessions) == 0
 	})
 
 	cancel()

@@ -337,6 +337,14 @@ func checkName(s string) error {
 }
 
 func (p *peer) memory(m *handoff.Message, fds []int) error {
+	if m.Memory == 0 && len(m.Regions) == 0 && len(fds) == 0 {
+		// The front forwards no stream: the VM may be gone; unmap its RAM.
+		p.mem.Set(nil)
+		p.mu.Lock()
+		p.gen = 0
+		p.mu.Unlock()
+		return nil
+	}
 	if m.Memory == 0 {
 		handoff.CloseFDs(fds)
 		return violation("memory message without a generation")

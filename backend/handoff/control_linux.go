@@ -13,7 +13,7 @@ import (
 // Control messages (Message.Op).
 const (
 	OpHello    = "hello"    // front -> backend: who the front serves (VM, CID); no fds
-	OpMemory   = "memory"   // guest RAM regions, one fd each
+	OpMemory   = "memory"   // guest RAM regions, one fd each; none (and generation 0): forget the table
 	OpSession  = "session"  // one guest stream, one fd
 	OpPoisoned = "poisoned" // worker -> manager: sticky error; send no more sessions
 )

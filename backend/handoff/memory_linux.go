@@ -49,7 +49,11 @@ func (s *SentMemory) Send(ctrl Socket, src guestmem.Source, next func() uint64) 
 	return gen, nil
 }
 
-// Release drops the reference to the table last sent (the socket is gone).
+// Held reports whether a table was sent and is still referenced.
+func (s *SentMemory) Held() bool { return s.table != nil }
+
+// Release drops the reference to the table last sent (the socket is gone,
+// or the receiver was told to forget it).
 func (s *SentMemory) Release() {
 	if s.table != nil {
 		s.table.Release()
