@@ -74,6 +74,31 @@ func (g *Registry) Ensure(c device.Context, r *guestmem.Region, off, n uint64) (
 	return devFirst, nil
 }
 
+// Forget unregisters every chunk inside host, which its owner is about to
+// unmap (host mode's shared memory ends with its connection or with
+// HOST_UNSHARE, while the VM's other sessions keep the registry): a later
+// mapping at the same address must not find the old registration.
+func (g *Registry) Forget(host []byte) {
+	if len(host) == 0 {
+		return
+	}
+	lo := addrOf(host)
+	hi := lo + uintptr(len(host))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, ck := range g.chunks {
+		if k.base >= lo && k.base < hi {
+			_ = k.ctx.HostUnregister(ck.host)
+			delete(g.chunks, k)
+		}
+	}
+	for k := range g.failed {
+		if k.base >= lo && k.base < hi {
+			delete(g.failed, k)
+		}
+	}
+}
+
 // Close unregisters every chunk. The regions must still be mapped.
 func (g *Registry) Close() {
 	g.mu.Lock()

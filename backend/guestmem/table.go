@@ -60,6 +60,14 @@ func FromMemory(regions []Region) (*Table, error) {
 	return newTable(rs, nil)
 }
 
+// NewTableFunc builds a table over mappings the caller owns (host mode's
+// shared memfds), with the same checks as NewTable. release runs once, when
+// the last reference is dropped; on error it is not called. Regions' FD
+// fields are kept as given (-1: not fd-backed).
+func NewTableFunc(regions []Region, release func()) (*Table, error) {
+	return newTable(append([]Region(nil), regions...), release)
+}
+
 // Regions returns the table's regions, sorted by guest-physical address.
 // The slice must not be modified.
 func (t *Table) Regions() []Region { return t.regions }

@@ -2,12 +2,26 @@
 // program on the host itself (or a test) can use the backend through the
 // guest library without a VM: VGPU_TRANSPORT=unix:PATH.
 //
-// There is no guest memory in host mode: Conn.Memory is nil, so sessions
-// refuse guest-physical segments and all data travels inline. PeerCID and
-// PeerPort are 0.
+// There is no guest RAM in host mode. Data travels inline, except in
+// memory the client shared: the library allocates pinned memory
+// (cudaMallocHost, cudaHostAlloc, cuMemHostAlloc) from a sealed memfd and
+// sends the fd beside an OpHostShare frame (SCM_RIGHTS). Conn reads with
+// recvmsg and keeps the fds that arrive, in order (TakeFDs); the session
+// hands the one that came with an OpHostShare frame to Conn.Share, which
+// maps it at the pseudo guest-physical range the client chose. Conn.Memory
+// serves those shares as a guestmem.Source, so segments, registered
+// regions and device-mapped (zero-copy) registration work as they do for
+// a VM's RAM. PeerCID and PeerPort are 0.
 //
 // Trust: anyone who can connect to the socket can use the GPU; the socket
-// is created with mode 0660 by default (see Options).
+// is created with mode 0660 by default (see Options). Nothing the client
+// sends is trusted: a shared fd must be a memfd sealed against shrinking
+// (a file the client could truncate would fault the backend on its next
+// access), hold the whole range, and the range must be page-aligned,
+// non-wrapping and disjoint from the other shares; shares are capped in
+// number and bytes per connection (Options); fds that come with any other
+// frame, extra fds, and every mapping when the connection ends are closed
+// and released.
 package hostmode
 
 import (
@@ -16,28 +30,52 @@ import (
 	"net"
 	"os"
 
-	"github.com/vgpu-project/vgpu/backend/guestmem"
 	"github.com/vgpu-project/vgpu/backend/transport"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxShares     = 1024
+	DefaultMaxShareBytes = 256 << 30
 )
 
 // Options tune the listener.
 type Options struct {
 	// Mode is the socket file's permission bits (default 0660).
 	Mode os.FileMode
+	// MaxShares caps one connection's shared memfds, counting shares
+	// that were ended but are still in use (default DefaultMaxShares).
+	MaxShares int
+	// MaxShareBytes caps their total size (default DefaultMaxShareBytes).
+	MaxShareBytes uint64
+	// NoShare refuses OpHostShare: every connection carries data inline.
+	NoShare bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Mode == 0 {
+		o.Mode = 0o660
+	}
+	if o.MaxShares <= 0 {
+		o.MaxShares = DefaultMaxShares
+	}
+	if o.MaxShareBytes == 0 {
+		o.MaxShareBytes = DefaultMaxShareBytes
+	}
+	return o
 }
 
 // Listener is a transport.Listener on a unix stream socket.
 type Listener struct {
 	ln   *net.UnixListener
 	path string
+	opt  Options
 }
 
 // Listen creates the socket at path, replacing a stale socket file (but
 // never a regular file).
 func Listen(path string, opt Options) (*Listener, error) {
-	if opt.Mode == 0 {
-		opt.Mode = 0o660
-	}
+	opt = opt.withDefaults()
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("hostmode: %s exists and is not a socket; remove it or choose another path", path)
@@ -57,7 +95,7 @@ func Listen(path string, opt Options) (*Listener, error) {
 		ln.Close()
 		return nil, fmt.Errorf("hostmode: chmod %s: %w", path, err)
 	}
-	return &Listener{ln: ln, path: path}, nil
+	return &Listener{ln: ln, path: path, opt: opt}, nil
 }
 
 // Accept waits for a client.
@@ -69,7 +107,7 @@ func (l *Listener) Accept() (transport.Conn, error) {
 		}
 		return nil, err
 	}
-	return &Conn{UnixConn: c, vm: "unix:" + l.path}, nil
+	return NewConn(c, "unix:"+l.path, l.opt), nil
 }
 
 // Close stops listening and removes the socket file.
@@ -77,23 +115,5 @@ func (l *Listener) Close() error { return l.ln.Close() }
 
 // Addr is the socket's address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
-
-// Conn is one host-mode client.
-type Conn struct {
-	*net.UnixConn
-	vm string
-}
-
-// PeerCID is 0: the host itself.
-func (c *Conn) PeerCID() uint32 { return 0 }
-
-// PeerPort is 0.
-func (c *Conn) PeerPort() uint32 { return 0 }
-
-// Memory is nil: host mode has no guest memory.
-func (c *Conn) Memory() guestmem.Source { return nil }
-
-// VM is "unix:PATH".
-func (c *Conn) VM() string { return c.vm }
 
 var _ transport.Listener = (*Listener)(nil)

@@ -66,8 +66,8 @@ func TestHostModeEndToEnd(t *testing.T) {
 	seg := []protocol.Segment{{GPA: 0, Len: 4096}}
 	hreq := protocol.MemcpyHtoDReq{Dst: p.Ptr, Src: protocol.BufRef{Kind: protocol.BufSegments, Len: 4096}}
 	f, err := c.Call(protocol.OpMemcpyHtoD, 0, protocol.Bytes(&hreq), seg)
-	if err != nil || device.Result(f.Status) != device.ErrNotSupported {
-		t.Fatalf("segments in host mode: %v %v", err, device.Result(f.Status))
+	if err != nil || device.Result(f.Status) != device.ErrInvalidValue {
+		t.Fatalf("segments in host mode outside shared memory: %v %v", err, device.Result(f.Status))
 	}
 	status, err := server.ReadStatus(statusPath, 5e9)
 	if err != nil {

@@ -47,6 +47,8 @@ func init() {
 		protocol.OpGuestRegister:      reply(guestRegister),
 		protocol.OpGuestUnregister:    do(guestUnregister),
 		protocol.OpMemGetAddressRange: reply(memGetAddressRange),
+		protocol.OpHostShare:          do(hostShare),
+		protocol.OpHostUnshare:        do(hostUnshare),
 
 		protocol.OpModuleLoad:         reply(moduleLoad),
 		protocol.OpModuleUnload:       do(moduleUnload),

@@ -11,7 +11,10 @@ const baseFeatures = protocol.FeatureBatch | protocol.FeatureHostFunc | protocol
 
 func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, error) {
 	offer := baseFeatures
-	if s.segsOK {
+	switch {
+	case s.sharer != nil: // host mode: segments name memory shared with OpHostShare
+		offer |= protocol.FeatureHostShare
+	case s.segsOK:
 		offer |= protocol.FeatureSegments
 	}
 	rep := protocol.HelloReply{

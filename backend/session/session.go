@@ -27,7 +27,11 @@ type Session struct {
 	stats *Stats
 	mods  *ModuleCache
 	eng   *engine.Engine
-	mem   guestmem.Source // nil: no guest memory (host mode)
+	mem   guestmem.Source // nil: no guest memory (a VM transport that cannot see it)
+	// fdc is set when the peer can pass fds (host mode); sharer when it
+	// can share memory with them (OpHostShare).
+	fdc    transport.FDConn
+	sharer transport.MemorySharer
 	// segsOK: frames may carry guest-physical segments.
 	segsOK    bool
 	segsWhy   error
@@ -43,6 +47,9 @@ type Session struct {
 	c       call // the executor's reusable call
 	sub     call // the batch's reusable sub-call
 	pending map[uint64]*pendingSegs
+	// frameFDs are the fds that came with the frame being executed
+	// (OpHostShare takes one); the executor closes what is left.
+	frameFDs []int
 
 	hfMu      sync.Mutex
 	hostFuncs map[uint64]chan int32
@@ -55,6 +62,7 @@ type inFrame struct {
 	buf  *[]byte
 	f    protocol.Frame
 	recv time.Time // when its header arrived
+	fds  []int     // OpHostShare: the fds that came with it
 }
 
 type pendingSegs struct {
@@ -103,9 +111,19 @@ func New(conn transport.Conn, cfg Config) *Session {
 	}
 	s.st.init()
 	s.mem = conn.Memory()
+	s.fdc, _ = conn.(transport.FDConn)
+	if sh, ok := conn.(transport.MemorySharer); ok && s.mem != nil {
+		s.sharer = sh
+		// A share's memory may have been registered with the device
+		// (engine.Registry, shared by the VM's sessions): forget it before
+		// it is unmapped, or a later mapping at its address would find it.
+		if reg := cfg.Engine.Registry(); reg != nil {
+			sh.OnUnmap(reg.Forget)
+		}
+	}
 	switch {
 	case s.mem == nil:
-		s.segsWhy = device.Errorf("segments", device.ErrNotSupported, "this connection has no guest memory (host mode): send data inline")
+		s.segsWhy = device.Errorf("segments", device.ErrNotSupported, "this connection has no guest memory (host mode without shared memory): send data inline")
 	case !cfg.AllowUnprivilegedSegments && !transport.PrivilegedPort(conn.PeerPort()):
 		s.segsWhy = device.Errorf("segments", device.ErrNotPermitted, "guest-physical segments from unprivileged source port %d: only the guest kernel driver may send them", conn.PeerPort())
 	default:
@@ -148,7 +166,8 @@ func (s *Session) Serve(ctx context.Context) error {
 	defer stop()
 
 	err := s.readLoop()
-	close(s.closing) // host functions waiting for the guest give up
+	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
+	close(s.closing)        // host functions waiting for the guest give up
 	close(s.execq)
 	<-execDone
 	s.releaseAll(-1)
@@ -235,6 +254,7 @@ func (s *Session) readLoop() error {
 			if _, err := io.CopyN(io.Discard, s.conn, int64(h.FrameLen()-protocol.HeaderSize)); err != nil {
 				return err
 			}
+			s.strayFDs(&h, s.takeFDs())
 			continue
 		}
 		recv := time.Now()
@@ -245,10 +265,18 @@ func (s *Session) readLoop() error {
 			putBuf(bp)
 			return fmt.Errorf("session: frame %v (request %d) truncated: %w", h.Opcode, h.RequestID, err)
 		}
+		// The frame was read exactly, so the fds that came with its bytes
+		// are its own.
+		fds := s.takeFDs()
 		f, _, err := protocol.ParseFrame(*bp, s.lim)
 		if err != nil { // cannot happen after DecodeHeader and a full read
 			putBuf(bp)
+			s.closeFDs(fds)
 			return fmt.Errorf("session: %w", err)
+		}
+		if len(fds) > 0 && f.Opcode != protocol.OpHostShare {
+			s.strayFDs(&f.Header, fds)
+			fds = nil
 		}
 		if f.Opcode == protocol.OpHostFuncDone && f.NumSegs == 0 {
 			var c call
@@ -256,14 +284,17 @@ func (s *Session) readLoop() error {
 			putBuf(bp)
 			continue
 		}
-		s.execq <- &inFrame{buf: bp, f: f, recv: recv}
+		s.execq <- &inFrame{buf: bp, f: f, recv: recv, fds: fds}
 	}
 }
 
 func (s *Session) executor(done chan struct{}) {
 	defer close(done)
 	for in := range s.execq {
+		s.frameFDs = in.fds
 		s.handleFrame(&in.f, in.recv)
+		s.closeFDs(s.frameFDs) // unclaimed (a refused or continued frame)
+		s.frameFDs = nil
 		putBuf(in.buf)
 	}
 }

@@ -17,6 +17,7 @@ type Stats struct {
 	nanos      [opSlots]atomic.Uint64
 	unknownOps atomic.Uint64
 	badFrames  atomic.Uint64
+	strayFDs   atomic.Uint64
 	sessions   atomic.Int64
 	total      atomic.Uint64
 	deferred   atomic.Uint64
@@ -49,6 +50,7 @@ type Snapshot struct {
 	Ops            map[string]OpStats `json:"ops"`
 	UnknownOps     uint64             `json:"unknown_ops"`
 	BadFrames      uint64             `json:"bad_frames"`
+	StrayFDs       uint64             `json:"stray_fds,omitempty"` // host mode: fds sent with frames that take none (closed)
 	ActiveSessions int64              `json:"active_sessions"`
 	TotalSessions  uint64             `json:"total_sessions"`
 	DeferredErrors uint64             `json:"deferred_errors"`
@@ -68,6 +70,7 @@ func (s *Stats) Snapshot() Snapshot {
 	}
 	out.UnknownOps = s.unknownOps.Load()
 	out.BadFrames = s.badFrames.Load()
+	out.StrayFDs = s.strayFDs.Load()
 	out.ActiveSessions = s.sessions.Load()
 	out.TotalSessions = s.total.Load()
 	out.DeferredErrors = s.deferred.Load()

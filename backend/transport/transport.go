@@ -12,6 +12,7 @@
 package transport
 
 import (
+	"errors"
 	"net"
 
 	"github.com/vgpu-project/vgpu/backend/guestmem"
@@ -57,3 +58,40 @@ type Listener interface {
 // PrivilegedPort reports whether a guest source port could only have been
 // bound by the guest kernel or guest root.
 func PrivilegedPort(port uint32) bool { return port < PrivilegedPortLimit }
+
+// FDConn is a Conn whose peer can pass file descriptors beside its bytes
+// (host mode's unix socket, SCM_RIGHTS).
+type FDConn interface {
+	Conn
+	// TakeFDs returns the file descriptors that arrived with the bytes
+	// read since the previous call, in order, and hands them over: the
+	// caller must close them. A reader that reads exactly one frame at a
+	// time learns which frame each fd came with.
+	TakeFDs() []int
+}
+
+// MemorySharer is an FDConn whose peer can share memory with the backend
+// (host mode, OpHostShare): Memory then serves the shared memfds at the
+// pseudo guest-physical ranges the peer chose.
+type MemorySharer interface {
+	FDConn
+	// Share maps fd (whose ownership it takes, closing it on error) at
+	// [base, base+size) of Memory. Errors wrap ErrBadShare or
+	// ErrShareLimit.
+	Share(base guestmem.GPA, size uint64, fd int) error
+	// Unshare removes the share at base from Memory; its mapping lasts
+	// while tables taken before still use it.
+	Unshare(base guestmem.GPA) error
+	// OnUnmap registers f to run with each share's mapping just before it
+	// is unmapped (to drop device registrations of that memory).
+	OnUnmap(f func(host []byte))
+}
+
+// Share errors.
+var (
+	// ErrBadShare: the fd or range of a share is not acceptable (not a
+	// sealed memfd, too short, misaligned, overlapping, unknown base).
+	ErrBadShare = errors.New("transport: bad memory share")
+	// ErrShareLimit: the connection's cap on shares or shared bytes.
+	ErrShareLimit = errors.New("transport: memory share limit reached")
+)
