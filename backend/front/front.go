@@ -276,9 +276,9 @@ func (f *forwarder) serve(ctx context.Context, ctrl *net.UnixConn) {
 	l.mem.Release()
 	l.sendMu.Unlock()
 	if errors.Is(why, handoff.ErrClosed) {
-		f.log.Warn("backend gone; its guest connections were closed; reconnecting", "closed", len(closers))
+		f.log.Warn("backend gone; its guest connections were closed; reconnecting", "still_open", len(closers))
 	} else if ctx.Err() == nil {
-		f.log.Warn("backend connection failed; its guest connections were closed; reconnecting", "err", why, "closed", len(closers))
+		f.log.Warn("backend connection failed; its guest connections were closed; reconnecting", "err", why, "still_open", len(closers))
 	}
 }
 
