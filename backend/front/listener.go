@@ -145,7 +145,7 @@ type FrontStatus struct {
 func (l *Listener) Fronts() []FrontStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []FrontStatus
+	out := []FrontStatus{}
 	for _, p := range l.names {
 		p.mu.Lock()
 		out = append(out, FrontStatus{VM: p.vm, CID: p.cid, PID: p.pid, Streams: len(p.streams), Memory: p.gen != 0})

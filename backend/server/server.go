@@ -51,6 +51,9 @@ type Config struct {
 	OnStickyError func(error)
 	// WorkerStatus, if set, adds the worker processes to Status.
 	WorkerStatus func() any
+	// FrontStatus, if set, adds the connected "vgpu front" processes to
+	// Status.
+	FrontStatus func() any
 }
 
 // Server runs sessions.
@@ -247,6 +250,7 @@ type Status struct {
 	Sessions      []SessionStatus  `json:"sessions"`
 	Stats         session.Snapshot `json:"stats"`
 	Workers       any              `json:"workers,omitempty"`
+	Fronts        any              `json:"fronts,omitempty"`
 }
 
 // DeviceStatus describes one guest-visible device.
@@ -305,6 +309,9 @@ func (s *Server) Status() Status {
 	s.mu.Unlock()
 	if s.cfg.WorkerStatus != nil {
 		st.Workers = s.cfg.WorkerStatus()
+	}
+	if s.cfg.FrontStatus != nil {
+		st.Fronts = s.cfg.FrontStatus()
 	}
 	sort.Slice(st.VMs, func(i, j int) bool { return st.VMs[i].VM < st.VMs[j].VM })
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].ID < st.Sessions[j].ID })

@@ -193,6 +193,15 @@ func serve(f serveFlags, log hclog.Logger) error {
 	default:
 		return fmt.Errorf("--isolate %q: want none or vm", f.isolate)
 	}
+	var fronts *front.Listener
+	if f.frontSocket != "" {
+		fronts, err = front.Listen(f.frontSocket, front.ListenOptions{Logger: log.Named("front")})
+		if err != nil {
+			return err
+		}
+		defer fronts.Close()
+		cfg.FrontStatus = func() any { return fronts.Fronts() }
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
@@ -236,13 +245,9 @@ func serve(f serveFlags, log hclog.Logger) error {
 		}
 		running += n
 	}
-	if f.frontSocket != "" {
-		ln, err := front.Listen(f.frontSocket, front.ListenOptions{Logger: log.Named("front")})
-		if err != nil {
-			return err
-		}
+	if fronts != nil {
 		running++
-		go func() { errc <- srv.Serve(ctx, ln) }()
+		go func() { errc <- srv.Serve(ctx, fronts) }()
 		log.Info("serving VMs through vgpu front processes", "socket", f.frontSocket)
 	}
 	if f.kernelVsock {

@@ -87,6 +87,10 @@ func printStatus(st *server.Status) {
 		fmt.Printf("  %-24s %10d calls %8d errors %8.2f us avg\n", n, o.Calls, o.Errors, float64(o.Nanos)/float64(max(o.Calls, 1))/1000)
 	}
 	fmt.Printf("\ncopied: %s host->device, %s device->host\n", mib(st.Stats.BytesHtoD), mib(st.Stats.BytesDtoH))
+	if st.Fronts != nil {
+		b, _ := json.MarshalIndent(st.Fronts, "  ", "  ")
+		fmt.Printf("\nvgpu front processes (--front-socket):\n  %s\n", b)
+	}
 	if st.Workers != nil {
 		b, _ := json.MarshalIndent(st.Workers, "  ", "  ")
 		fmt.Printf("\nworker processes (--isolate vm; their own call counters are not included above):\n  %s\n", b)
