@@ -36,7 +36,11 @@ type Message struct {
 	VM      string   `json:"vm,omitempty"`
 	Memory  uint64   `json:"memory,omitempty"` // generation of the memory table (a session: the one it uses)
 	Regions []Region `json:"regions,omitempty"`
-	Error   string   `json:"error,omitempty"`
+	// A host-mode session (ShareMax > 0): its stream carries fds beside
+	// frames (OpHostShare), which the worker maps itself, within these caps.
+	ShareMax      int    `json:"share_max,omitempty"`
+	ShareMaxBytes uint64 `json:"share_max_bytes,omitempty"`
+	Error         string `json:"error,omitempty"`
 }
 
 // MaxMsg and MaxFDs bound one control message.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vgpu-project/vgpu/backend/guestmem"
 	"github.com/vgpu-project/vgpu/backend/handoff"
+	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/transport"
 )
 
@@ -89,7 +90,14 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 	defer local.Close()
 
 	msg := &handoff.Message{Op: handoff.OpSession, Session: id, CID: conn.PeerCID(), Port: conn.PeerPort(), VM: conn.VM()}
-	if src := conn.Memory(); src != nil {
+	hc, hostShare := conn.(*hostmode.Conn)
+	if hostShare {
+		// Host mode with shared memory: the worker maps the client's
+		// memfds itself; they travel on the session stream beside their
+		// frames (forwardFrames), not as the VM's memory table.
+		o := hc.ShareOptions()
+		msg.ShareMax, msg.ShareMaxBytes = o.MaxShares, o.MaxShareBytes
+	} else if src := conn.Memory(); src != nil {
 		gen, err := m.sendMemory(p, src)
 		if err != nil {
 			m.Log.Warn("guest memory not handed to the worker; its sessions will refuse segments", "vm", conn.VM(), "err", err)
@@ -120,7 +128,16 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 	defer stop()
 	errc := make(chan error, 2)
 	fromWorker := make(chan struct{})
-	go func() { _, err := io.Copy(local, conn); local.(*net.UnixConn).CloseWrite(); errc <- err }()
+	go func() {
+		var err error
+		if hostShare {
+			err = forwardFrames(local.(*net.UnixConn), hc)
+		} else {
+			_, err = io.Copy(local, conn)
+		}
+		local.(*net.UnixConn).CloseWrite()
+		errc <- err
+	}()
 	go func() { _, err := io.Copy(conn, local); close(fromWorker); conn.Close(); errc <- err }()
 	died := func() error { return fmt.Errorf("worker for %s died; session %d ended", conn.VM(), id) }
 	select {

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vgpu-project/vgpu/backend/handoff"
+	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/server"
+	"github.com/vgpu-project/vgpu/backend/transport"
 )
 
 // Run is the worker process's main loop: it reads control messages from
@@ -83,13 +86,22 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 	if err != nil {
 		return err
 	}
-	if m.Memory != 0 {
+	var conn transport.Conn = c
+	switch {
+	case m.ShareMax > 0: // host mode: the client's memfds come on the stream
+		uc, ok := c.Conn.(*net.UnixConn)
+		if !ok {
+			c.Close()
+			return fmt.Errorf("worker: host-mode session stream is a %T, not a unix socket", c.Conn)
+		}
+		conn = hostmode.NewConn(uc, m.VM, hostmode.Options{MaxShares: m.ShareMax, MaxShareBytes: m.ShareMaxBytes})
+	case m.Memory != 0:
 		c.Mem = &w.mem
 	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		if err := w.srv.ServeConn(ctx, c); err != nil {
+		if err := w.srv.ServeConn(ctx, conn); err != nil {
 			w.log.Warn("session ended", "manager_session", m.Session, "err", err)
 		}
 	}()

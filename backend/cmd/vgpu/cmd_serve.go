@@ -41,6 +41,9 @@ type serveFlags struct {
 	guestCID                                                                          uint64
 	logJSON, allowUnprivileged, kernelVsock                                           bool
 	isolate                                                                           string
+	unixNoShare                                                                       bool
+	unixShareMax                                                                      int
+	unixShareBytes                                                                    string
 }
 
 func cmdServe(args []string) int {
@@ -50,6 +53,9 @@ func cmdServe(args []string) int {
 	fs.IntVar(&f.simDevices, "sim-devices", 1, "number of simulated devices (--device sim)")
 	fs.StringVar(&f.simMem, "sim-mem", "80G", "device memory per simulated device (bytes; K, M, G suffixes)")
 	fs.StringVar(&f.unix, "unix", "", "serve host-mode clients on this unix socket (guest library: VGPU_TRANSPORT=unix:PATH)")
+	fs.BoolVar(&f.unixNoShare, "unix-no-share", false, "host-mode clients may not share pinned memory (memfds): all their data travels inline")
+	fs.IntVar(&f.unixShareMax, "unix-share-max", hostmode.DefaultMaxShares, "shared pinned-memory blocks (memfds) per host-mode connection")
+	fs.StringVar(&f.unixShareBytes, "unix-share-bytes", "256G", "shared pinned memory per host-mode connection (bytes; K, M, G suffixes)")
 	fs.StringVar(&f.gpus, "gpus", "", "host GPUs guests see, in guest order, e.g. 1,0 (default: all)")
 	fs.StringVar(&f.memLimit, "mem-limit", "0", "device memory cap per VM (bytes; K, M, G suffixes; 0: none)")
 	fs.StringVar(&f.engine, "engine", "auto", "memcpy engine for guest memory: auto, direct or gather")
@@ -230,7 +236,11 @@ func serve(f serveFlags, log hclog.Logger) error {
 		}()
 	}
 	if f.unix != "" {
-		ln, err := hostmode.Listen(f.unix, hostmode.Options{})
+		shareBytes, err := parseBytes(f.unixShareBytes)
+		if err != nil {
+			return fmt.Errorf("--unix-share-bytes: %w", err)
+		}
+		ln, err := hostmode.Listen(f.unix, hostmode.Options{NoShare: f.unixNoShare, MaxShares: f.unixShareMax, MaxShareBytes: shareBytes})
 		if err != nil {
 			return err
 		}
