@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/vgpu-project/vgpu/backend/front"
 	"github.com/vgpu-project/vgpu/vm-images/testguest"
 )
 
@@ -124,18 +125,20 @@ func (c CLI) VMRun(args []string) int {
 	fs := flag.NewFlagSet("vm run", flag.ContinueOnError)
 	fs.SetOutput(c.errw())
 	var (
-		f       imageFlags
-		cfg     Config
-		shares  listFlag
-		env     listFlag
-		noVGPU  bool
-		timings bool
+		f        imageFlags
+		cfg      Config
+		shares   listFlag
+		env      listFlag
+		noVGPU   bool
+		timings  bool
+		viaFront string
 	)
 	f.register(fs)
 	fs.StringVar(&cfg.Mem, "mem", DefaultMem, "guest RAM")
 	fs.IntVar(&cfg.CPUs, "cpus", DefaultCPUs, "guest CPUs")
 	fs.StringVar(&cfg.Accel, "accel", "tcg", "tcg or kvm")
 	fs.StringVar(&cfg.VGPUSocket, "vgpu", "", "vhost-user-vsock socket of a running vgpu backend (default: start one in-process)")
+	fs.StringVar(&viaFront, "front", "", "the backend's front socket (vgpu serve --front-socket PATH): serve the VM's vGPU device in this process, as 'vgpu front' does, so the VM keeps it across backend restarts")
 	fs.BoolVar(&noVGPU, "no-vgpu", false, "boot without a vGPU device")
 	fs.Var(&shares, "share", "host folder the guest may write, at the same path in the guest; HOST:GUEST to move it (repeatable)")
 	fs.Var(&env, "env", "KEY=VALUE for the command (repeatable)")
@@ -179,6 +182,19 @@ func (c CLI) VMRun(args []string) int {
 		return ExitLauncherError
 	}
 	cfg.Image = img
+	if viaFront != "" {
+		if cfg.VGPUSocket != "" || noVGPU {
+			fmt.Fprintln(c.errw(), "vgpu vm run: --front cannot be combined with --vgpu or --no-vgpu")
+			return 2
+		}
+		sock, stopFront, err := startFront(ctx, viaFront, log)
+		if err != nil {
+			fmt.Fprintln(c.errw(), "vgpu vm run: starting the front:", err)
+			return ExitLauncherError
+		}
+		defer stopFront()
+		cfg.VGPUSocket = sock
+	}
 	if cfg.VGPUSocket == "" && !noVGPU && c.StartBackend != nil {
 		sock, stopBackend, err := c.StartBackend(ctx, log)
 		if err != nil {
@@ -199,6 +215,22 @@ func (c CLI) VMRun(args []string) int {
 		return ExitLauncherError
 	}
 	return res.ExitStatus
+}
+
+// startFront serves the VM's vhost-user-vsock socket in this process and
+// forwards it to the backend's front socket (package front).
+func startFront(ctx context.Context, backend string, log hclog.Logger) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "vgpu-front-")
+	if err != nil {
+		return "", nil, err
+	}
+	sock := dir + "/vgpu.sock"
+	f, err := front.Start(ctx, front.Config{SocketPath: sock, Backend: backend, Logger: log.Named("front")})
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return sock, func() { f.Close(); os.RemoveAll(dir) }, nil
 }
 
 // Attach is `vgpu attach --qmp QMP_SOCKET --vhost-user-socket PATH`.

@@ -15,6 +15,11 @@
 //	-chardev socket,id=vgpu0,path=SOCK -device vhost-user-vsock-pci,chardev=vgpu0
 //	    when Config.VGPUSocket is set
 //
+// `vgpu vm run --front PATH` serves the VM's vhost-user-vsock socket in the
+// launcher itself (package front, as `vgpu front` does) and forwards it to
+// the backend's front socket (`vgpu serve --front-socket PATH`), so the VM
+// keeps its vGPU across backend restarts.
+//
 // Trust: the guest is not trusted; its console is parsed only for the
 // testguest marker lines, and a guest that hangs is killed at the deadline.
 package vm
