@@ -34,6 +34,7 @@ var CConstants = []NamedConst{
 	{"FEATURE_HOST_FUNC", FeatureHostFunc},
 	{"FEATURE_INLINE", FeatureInline},
 	{"FEATURE_MODULE_HASH", FeatureModuleHash},
+	{"FEATURE_HOST_SHARE", FeatureHostShare},
 
 	{"ROLE_LIBRARY", uint64(RoleLibrary)},
 	{"ROLE_DRIVER", uint64(RoleDriver)},
