@@ -15,6 +15,9 @@
 //     from a root guest process, unprivileged ports, per-VM quotas. They boot
 //     guests and skip without QEMU, a kernel, vgpu.ko, the guest libraries or
 //     nvcc unless VGPU_REQUIRE_VM=1 (then they fail).
+//   - worker_test.go, restart_test.go: the real bin/vgpu: a worker process
+//     SIGKILLed under a running program; the backend SIGKILLed and
+//     restarted under a running VM served through "vgpu front".
 //
 // Run: go test ./backend/faulttest/... (VGPU_SOAK=1m sets the soak length).
 //
