@@ -143,8 +143,12 @@ func getBuf(n int) *[]byte {
 	return bp
 }
 
+// putBuf returns a frame buffer to the pool. Buffers up to 4 MiB are kept:
+// a 256 MiB copy of scattered 4 KiB pages arrives as a frame of just over
+// 1 MiB (its segment list), and allocating and faulting in a fresh one for
+// every such call cost ~0.2 ms of the copy's ~5 ms on the H100.
 func putBuf(bp *[]byte) {
-	if cap(*bp) <= 1<<20 {
+	if cap(*bp) <= 4<<20 {
 		bufPool.Put(bp)
 	}
 }
