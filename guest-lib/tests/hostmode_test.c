@@ -37,6 +37,7 @@ cudaError_t cudaHostAlloc(void **, size_t, unsigned);
 cudaError_t cudaFreeHost(void *);
 cudaError_t cudaHostRegister(void *, size_t, unsigned);
 cudaError_t cudaHostUnregister(void *);
+cudaError_t cudaHostGetDevicePointer(void **, void *, unsigned);
 cudaError_t cudaStreamCreate(cudaStream_t *);
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *, unsigned, int);
 cudaError_t cudaStreamGetPriority(cudaStream_t, int *);
@@ -80,6 +81,10 @@ int cuMemAlloc_v2(unsigned long long *, size_t);
 int cuMemFree_v2(unsigned long long);
 int cuMemcpyHtoD_v2(unsigned long long, const void *, size_t);
 int cuMemcpyDtoH_v2(void *, unsigned long long, size_t);
+int cuMemcpyDtoD_v2(unsigned long long, unsigned long long, size_t);
+int cuMemHostAlloc(void **, size_t, unsigned);
+int cuMemHostGetDevicePointer_v2(unsigned long long *, void *, unsigned);
+int cuMemFreeHost(void *);
 int cuModuleLoadData(void **, const void *);
 int cuModuleGetFunction(void **, void *, const char *);
 int cuModuleUnload(void *);
@@ -355,6 +360,96 @@ static void test_pinned_streams_events(void)
 	OK(cudaFreeHost(q));
 }
 
+/*
+ * Mapped pinned memory (zero copy): cudaHostAlloc(cudaHostAllocMapped) and
+ * cudaHostGetDevicePointer. In host mode the library shares it with the
+ * backend as a memfd (unless VGPU_HOST_SHARE=0, or the backend does not
+ * offer it: then there is no device pointer, 801). The sim device runs no
+ * kernels, but its device address of mapped memory aliases the shared
+ * pages, so device-to-device copies through it show the device reading and
+ * writing them. The fake guest driver (fakedev.c) has no zero-copy.
+ */
+static int expect_zero_copy(void)
+{
+	const char *share = getenv("VGPU_HOST_SHARE");
+	return getenv("VGPU_TRANSPORT") && !(share && !strcmp(share, "0"));
+}
+
+static void test_mapped_host_memory(void)
+{
+	enum { N = 1 << 20 };
+	uint8_t *h, *back = malloc(N);
+	void *dh = NULL, *d;
+	CHECK(back != NULL);
+	OK(cudaHostAlloc((void **)&h, N, 2 /* cudaHostAllocMapped */));
+	for (int i = 0; i < N; i++)
+		h[i] = (uint8_t)(i * 7 + (i >> 12));
+	OK(cudaMalloc(&d, N));
+	/* ordinary copies from and to the pinned buffer */
+	OK(cudaMemcpy(d, h, N, cudaMemcpyHostToDevice));
+	OK(cudaMemcpy(back, d, N, cudaMemcpyDeviceToHost));
+	CHECK(!memcmp(back, h, N));
+	OK(cudaMemset(d, 0x11, N / 2));
+	OK(cudaMemcpy(h + N / 2, d, N / 2, cudaMemcpyDeviceToHost));
+	CHECK(h[N / 2] == 0x11 && h[N - 1] == 0x11);
+	cudaError_t e = cudaHostGetDevicePointer(&dh, h, 0);
+	if (!expect_zero_copy()) {
+		CHECK(e == cudaErrorNotSupported);
+		cudaGetLastError();
+	} else {
+		OK(e);
+		CHECK(dh != NULL);
+		/* the device reads the host pages through dh ... */
+		for (int i = 0; i < N; i++)
+			h[i] = (uint8_t)(i ^ 0xa5);
+		OK(cudaMemcpy(d, dh, N, cudaMemcpyDeviceToDevice));
+		OK(cudaMemcpy(back, d, N, cudaMemcpyDeviceToHost));
+		CHECK(!memcmp(back, h, N));
+		/* ... and writes them: the host sees it without a copy */
+		OK(cudaMemset(d, 0x5a, N));
+		OK(cudaMemcpy((uint8_t *)dh + 4096, d, 8192, cudaMemcpyDeviceToDevice));
+		OK(cudaDeviceSynchronize());
+		CHECK(h[4095] == (uint8_t)(4095 ^ 0xa5) && h[4096] == 0x5a && h[4096 + 8191] == 0x5a &&
+		      h[4096 + 8192] == (uint8_t)((4096 + 8192) ^ 0xa5));
+		/* async copies from and to it, on a stream */
+		cudaStream_t s;
+		OK(cudaStreamCreate(&s));
+		OK(cudaMemcpyAsync(d, h, N, cudaMemcpyHostToDevice, s));
+		OK(cudaMemsetAsync(d, 0x77, 16, s));
+		OK(cudaMemcpyAsync(h + N - 64, d, 64, cudaMemcpyDeviceToHost, s));
+		OK(cudaStreamSynchronize(s));
+		CHECK(h[N - 64] == 0x77 && h[N - 49] == 0x77 && h[N - 48] == h[16]);
+		OK(cudaStreamDestroy(s));
+	}
+	OK(cudaFree(d));
+	OK(cudaFreeHost(h));
+	/* many small allocations, freed in another order (bases are not reused) */
+	uint8_t *hs[16];
+	for (int i = 0; i < 16; i++)
+		OK(cudaHostAlloc((void **)&hs[i], 100 + i, i & 1 ? 2 : 0));
+	for (int i = 0; i < 16; i++)
+		OK(cudaFreeHost(hs[(i * 5) % 16]));
+	/* the driver API's spelling */
+	unsigned long long dp = 0, dd;
+	void *hp;
+	OK(cuMemHostAlloc(&hp, 65536, 2 /* CU_MEMHOSTALLOC_DEVICEMAP */));
+	int rc = cuMemHostGetDevicePointer_v2(&dp, hp, 0);
+	if (expect_zero_copy()) {
+		OK(rc);
+		memset(hp, 0x3c, 65536);
+		OK(cudaMalloc(&d, 65536)); /* the runtime's context is current */
+		dd = (unsigned long long)(uintptr_t)d;
+		OK(cuMemcpyDtoD_v2(dd, dp, 65536));
+		OK(cuMemcpyDtoH_v2(back, dd, 65536));
+		CHECK(back[0] == 0x3c && back[65535] == 0x3c);
+		OK(cudaFree(d));
+	} else {
+		CHECK(rc == 801);
+	}
+	OK(cuMemFreeHost(hp));
+	free(back);
+}
+
 static volatile int host_ran;
 static void host_fn(void *arg) { host_ran = *(int *)arg; }
 
@@ -598,6 +693,7 @@ static const struct {
 	{"memory", test_memory},
 	{"big_copy", test_big_copy},
 	{"pinned_streams_events", test_pinned_streams_events},
+	{"mapped_host_memory", test_mapped_host_memory},
 	{"host_func", test_host_func},
 	{"graph", test_graph},
 	{"errors_and_stubs", test_errors_and_stubs},

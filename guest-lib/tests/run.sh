@@ -6,8 +6,10 @@
 #      ../shared/abi/*.exports.txt (nm -D --with-symbol-versions)
 #   3. every unsupported symbol returns its error (generated list)
 #   4. struct layouts against the real CUDA 11.8 headers (if installed)
-#   5. host mode against the sim device: C tests of every API group; the same
-#      tests in guest mode through a fake /dev/vgpu (tests/fakedev.c)
+#   5. host mode against the sim device: C tests of every API group (pinned
+#      memory shared as memfds; again with VGPU_HOST_SHARE=0, inline; again
+#      with vgpu serve --isolate vm); the same tests in guest mode through a
+#      fake /dev/vgpu (tests/fakedev.c)
 #   6. nvcc-built programs (if /usr/bin/nvcc exists) against sim
 #
 # Environment: BUILD (library dir, default guest-lib/build), CC, GO,
@@ -128,7 +130,33 @@ if start_server; then
 	export VGPU_TRANSPORT=unix:$SOCK
 	if $CC $CFLAGS -DVGPU_CUDART_ABI=13 $INC -o "$T/hostmode_test" "$HERE/hostmode_test.c" \
 		-L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -Wl,-rpath,"$BUILD"; then
-		if LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test"; then pass "host mode (sim)"; else fail "host mode (sim): see $T/server.log"; fi
+		if LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test"; then pass "host mode (sim), pinned memory shared as memfds"; else fail "host mode (sim): see $T/server.log"; fi
+		# the same with pinned memory inline (an older backend, or VGPU_HOST_SHARE=0)
+		if VGPU_HOST_SHARE=0 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/noshare.out" 2>&1; then
+			pass "host mode (sim), VGPU_HOST_SHARE=0: pinned memory inline, no zero-copy"
+		else
+			fail "host mode with VGPU_HOST_SHARE=0: $(grep FAIL "$T/noshare.out" | head -3 | tr '\n' ' ')"
+		fi
+		# 5a. host mode in a worker process (vgpu serve --isolate vm): the
+		# manager forwards the memfds, the worker maps them
+		bin=${VGPU_BIN:-$ROOT/bin/vgpu}
+		if [ -x "$bin" ] && "$bin" serve -h 2>&1 | grep -q -- 'isolate'; then
+			ISOCK=$T/vgpu-isolate.sock
+			rm -f "$ISOCK"
+			"$bin" serve --device sim --isolate vm --unix "$ISOCK" >"$T/server-isolate.log" 2>&1 &
+			IPID=$!
+			i=0
+			while [ ! -S "$ISOCK" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+			if VGPU_TRANSPORT=unix:$ISOCK LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/isolate.out" 2>&1; then
+				pass "host mode (sim) with --isolate vm: shared pinned memory mapped in the worker"
+			else
+				fail "host mode with --isolate vm: $(grep FAIL "$T/isolate.out" | head -3 | tr '\n' ' ') (see $T/server-isolate.log)"
+			fi
+			kill "$IPID" 2>/dev/null
+			wait "$IPID" 2>/dev/null
+		else
+			echo "skip host mode with --isolate vm: no bin/vgpu (make vgpu)"
+		fi
 	else
 		fail "building hostmode_test"
 	fi

@@ -108,6 +108,14 @@ VGPU_PRIVATE int vgpu_init(void);
 VGPU_PRIVATE int vgpu_host_mode(void);
 VGPU_PRIVATE void vgpu_set_force_inline(int on);
 VGPU_PRIVATE int vgpu_inline_copies(void);
+/* Registered regions may name memory (not forced inline by vgpuSetOption). */
+VGPU_PRIVATE int vgpu_regions_usable(void);
+/* Host mode with a backend that maps shared memfds (VGPU_FEATURE_HOST_SHARE). */
+VGPU_PRIVATE int vgpu_host_share_ok(void);
+/* Host mode: a call with the library's own segments and/or one fd beside
+ * the frame (HOST_SHARE, GUEST_REGISTER of shared memory). */
+VGPU_PRIVATE int vgpu_host_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_segment *segs,
+				uint32_t nsegs, int sfd, void *reply, uint32_t reply_len);
 VGPU_PRIVATE const struct vgpu_hello_reply *vgpu_hello(void);
 
 /* One synchronous call: flushes the batch first, then sends req (fixed
@@ -150,11 +158,12 @@ VGPU_PRIVATE int vgpu_devmap_find(uint64_t ptr, uint64_t *base, uint64_t *size, 
 struct vgpu_hostrange {
 	void *addr;
 	uint64_t len;
-	uint64_t region; /* host region id (guest mode), 0 in host mode */
+	uint64_t region; /* host region id (guest mode; host mode: shared memory), else 0 */
 	uint64_t dev_ptr; /* device address if mapped, else 0 */
 	unsigned flags;
 	int owned; /* allocated by the library (cudaMallocHost) */
-	int mmapped; /* guest mode: mapped from /dev/vgpu */
+	int mmapped; /* guest mode: mapped from /dev/vgpu; host mode: a shared memfd */
+	uint64_t share; /* host mode: the pseudo guest-physical base it is shared at, else 0 */
 };
 VGPU_PRIVATE int vgpu_host_alloc(size_t size, unsigned flags, void **out);
 VGPU_PRIVATE int vgpu_host_free(void *p);

@@ -3,10 +3,12 @@
  * device, answers every property/attribute query without a round trip),
  * the map of device allocations (cudaMemcpyDefault, pointer queries), the
  * map of pinned host ranges (guest mode: /dev/vgpu mmap or
- * VGPU_IOC_REGISTER; host mode: plain memory), and the calls built on them:
+ * VGPU_IOC_REGISTER; host mode: memfds shared with the backend, or plain
+ * memory), and the calls built on them:
  * memory, streams, events, host functions.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -252,6 +254,67 @@ static int dev_register(void *p, uint64_t len, unsigned flags, uint64_t *region,
 	return 0;
 }
 
+/*
+ * Host mode: pinned memory shared with the backend. A sealed memfd
+ * (shrink, grow and the seals themselves), mapped here and sent beside a
+ * HOST_SHARE frame; the backend maps it at [base, base+len), a pseudo
+ * guest-physical range from a bump allocator (never reused, so a stale
+ * reference cannot name a later share). Then it is registered like guest
+ * mode's pinned memory (GUEST_REGISTER with its one segment): copies name
+ * it by region and may be batched, and a mapped one gets a device address.
+ * On any failure the caller falls back to plain memory (data inline).
+ */
+#define SHARE_BASE (1ull << 40)
+static uint64_t share_next = SHARE_BASE;
+
+static int share_alloc(struct vgpu_hostrange *r, unsigned flags)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	r->len = (r->len + pg - 1) & ~(uint64_t)(pg - 1);
+	int mfd = memfd_create("vgpu-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0) {
+		VDEBUG("memfd_create: %s", strerror(errno));
+		return VGPU_E_OUT_OF_MEMORY;
+	}
+	void *p = MAP_FAILED;
+	if (ftruncate(mfd, (off_t)r->len) != 0 ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
+	    (p = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0)) == MAP_FAILED) {
+		VDEBUG("shared pinned memory of %llu bytes: %s", (unsigned long long)r->len, strerror(errno));
+		close(mfd);
+		return VGPU_E_OUT_OF_MEMORY;
+	}
+	uint64_t base = __atomic_fetch_add(&share_next, r->len + pg, __ATOMIC_RELAXED); /* + a guard page */
+	struct vgpu_host_share_req sreq = {.base = base, .size = r->len};
+	int rc = vgpu_host_call(VGPU_OP_HOST_SHARE, &sreq, sizeof sreq, NULL, 0, mfd, NULL, 0);
+	close(mfd); /* the backend has its own copy; the mapping keeps ours */
+	if (rc) {
+		VINFO("HOST_SHARE of %llu bytes refused (error %d): this pinned memory travels inline",
+		      (unsigned long long)r->len, rc);
+		munmap(p, r->len);
+		return rc;
+	}
+	/* cudaHostAllocMapped (0x2) / CU_MEMHOSTALLOC_DEVICEMAP (0x2) */
+	struct vgpu_guest_register_req greq = {.flags = (flags & VGPU_HOSTALLOC_MAPPED) ? VGPU_REGISTER_MAPPED : 0,
+					       .size = r->len};
+	struct vgpu_segment seg = {.gpa = base, .len = r->len};
+	struct vgpu_guest_register_reply grep;
+	rc = vgpu_host_call(VGPU_OP_GUEST_REGISTER, &greq, sizeof greq, &seg, 1, -1, &grep, sizeof grep);
+	if (rc) {
+		VINFO("GUEST_REGISTER of shared memory failed (error %d): this pinned memory travels inline", rc);
+		struct vgpu_host_unshare_req ureq = {.base = base};
+		vgpu_host_call(VGPU_OP_HOST_UNSHARE, &ureq, sizeof ureq, NULL, 0, -1, NULL, 0);
+		munmap(p, r->len);
+		return rc;
+	}
+	r->addr = p;
+	r->mmapped = 1;
+	r->share = base;
+	r->region = grep.region;
+	r->dev_ptr = grep.dev_ptr;
+	return 0;
+}
+
 int vgpu_host_alloc(size_t size, unsigned flags, void **out)
 {
 	int rc = vgpu_init();
@@ -263,9 +326,12 @@ int vgpu_host_alloc(size_t size, unsigned flags, void **out)
 	r.flags = flags;
 	r.owned = 1;
 	if (vgpu_host_mode()) {
-		long pg = sysconf(_SC_PAGESIZE);
-		if (posix_memalign(&r.addr, (size_t)pg, r.len) != 0)
-			return VGPU_E_OUT_OF_MEMORY;
+		if (!vgpu_host_share_ok() || share_alloc(&r, flags) != 0) {
+			long pg = sysconf(_SC_PAGESIZE);
+			r.len = size ? size : 1;
+			if (posix_memalign(&r.addr, (size_t)pg, r.len) != 0)
+				return VGPU_E_OUT_OF_MEMORY;
+		}
 	} else {
 		size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 		r.len = (r.len + pg - 1) & ~(pg - 1);
@@ -296,6 +362,15 @@ static void release_range(struct vgpu_hostrange *r)
 		__u64 region = r->region;
 		if (ioctl(vgpu_dev_fd(), VGPU_IOC_UNREGISTER, &region) != 0)
 			VDEBUG("VGPU_IOC_UNREGISTER: %s", strerror(errno));
+	} else if (r->share) {
+		/* Host mode's shared memory: unregister, then unshare (the
+		 * backend unmaps it once nothing uses it). */
+		struct vgpu_handle_req ur = {.handle = r->region};
+		int rc = vgpu_host_call(VGPU_OP_GUEST_UNREGISTER, &ur, sizeof ur, NULL, 0, -1, NULL, 0);
+		struct vgpu_host_unshare_req us = {.base = r->share};
+		int rc2 = vgpu_host_call(VGPU_OP_HOST_UNSHARE, &us, sizeof us, NULL, 0, -1, NULL, 0);
+		if (rc || rc2)
+			VDEBUG("releasing shared memory at %#llx: errors %d %d", (unsigned long long)r->share, rc, rc2);
 	}
 	if (r->owned) {
 		if (r->mmapped)
@@ -394,12 +469,13 @@ int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b)
 
 static void vgpu_wait_host_funcs(uint64_t stream);
 
-/* Guest mode: is [p, p+n) inside one registered region (so a copy names it
- * by region and offset, with no segment list to bound)? */
+/* Is [p, p+n) inside one registered region (guest mode, or host mode's
+ * shared memory), so a copy names it by region and offset, with no segment
+ * list or inline bytes to bound? */
 static int vgpu_whole_region_copy(const void *p, uint64_t n)
 {
 	struct vgpu_hostrange hr;
-	return !vgpu_host_mode() && !vgpu_inline_copies() && vgpu_hostmap_find(p, n, &hr) && hr.region;
+	return vgpu_regions_usable() && vgpu_hostmap_find(p, n, &hr) && hr.region;
 }
 
 /* Can this host range go into a batch (no per-call pinning)? */
@@ -416,10 +492,14 @@ int vgpu_memcpy_htod(uint64_t dst, const void *src, uint64_t n, uint64_t stream,
 	uint64_t chunk = vgpu_max_chunk();
 	const uint8_t *s = src;
 	if (async && batchable_host(src, n, &hr)) {
-		vgpu_wait_host_funcs(stream);
-		/* Queued: guest mode names the registered region; host mode
-		 * carries the bytes inline in the batch (they are copied now,
-		 * as a pinned-memory copy that was already staged). */
+		int by_region = hr.region && vgpu_regions_usable();
+		if (!by_region)
+			vgpu_wait_host_funcs(stream);
+		/* Queued: registered memory (guest mode, host mode's shared
+		 * memory) is named by region and read when the stream gets
+		 * there; other host-mode pinned memory carries the bytes inline
+		 * in the batch (copied now, as a pinned-memory copy that was
+		 * already staged). */
 		for (uint64_t off = 0; off < n; off += chunk) {
 			uint64_t len = n - off < chunk ? n - off : chunk;
 			struct vgpu_memcpy_htod_req req;
@@ -429,7 +509,7 @@ int vgpu_memcpy_htod(uint64_t dst, const void *src, uint64_t n, uint64_t stream,
 			req.flags = VGPU_COPY_ASYNC;
 			req.src.len = len;
 			int rc;
-			if (vgpu_host_mode()) {
+			if (!by_region) {
 				uint8_t *b = malloc(sizeof req + len);
 				if (!b)
 					return VGPU_E_OUT_OF_MEMORY;
@@ -474,7 +554,7 @@ int vgpu_memcpy_dtoh(void *dst, uint64_t src, uint64_t n, uint64_t stream, int a
 	struct vgpu_hostrange hr;
 	uint8_t *d = dst;
 	uint64_t chunk = vgpu_max_chunk();
-	if (async && !vgpu_host_mode() && batchable_host(dst, n, &hr)) {
+	if (async && batchable_host(dst, n, &hr) && hr.region && vgpu_regions_usable()) {
 		struct vgpu_memcpy_dtoh_req req;
 		memset(&req, 0, sizeof req);
 		req.src = src;

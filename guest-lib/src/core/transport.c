@@ -18,7 +18,12 @@
  *    `vgpu serve --unix PATH`; data travels inline (BufRef{Kind=INLINE}:
  *    H2D bytes in the request tail, D2H bytes as the reply payload). A
  *    reader thread matches replies to waiting callers by request id and
- *    hands notifications to vgpu_notify.
+ *    hands notifications to vgpu_notify. Pinned memory is shared instead
+ *    when the backend offers VGPU_FEATURE_HOST_SHARE (state.c): a sealed
+ *    memfd, sent beside a HOST_SHARE frame (SCM_RIGHTS), mapped by the
+ *    backend at a pseudo guest-physical range the library chose; the
+ *    library then registers it (GUEST_REGISTER with its one segment) and
+ *    names it BufRef{Kind=REGION} as guest mode does.
  *
  * Asynchronous calls (launches, memsets, async copies from pinned memory,
  * event records, ...) are queued and sent as one BATCH frame before the
@@ -80,11 +85,17 @@ static int deferred_err;
 
 int vgpu_host_mode(void) { return host_mode; }
 
+int vgpu_host_share_ok(void)
+{
+	return host_mode && !broken && (hello.features & VGPU_FEATURE_HOST_SHARE);
+}
+
 /* vgpuSetOption(0x100): carry copy data inline even in guest mode. */
 static int force_inline;
 void vgpu_set_force_inline(int on) { __atomic_store_n(&force_inline, on, __ATOMIC_RELAXED); }
 static int inline_copies(void) { return host_mode || __atomic_load_n(&force_inline, __ATOMIC_RELAXED); }
 int vgpu_inline_copies(void) { return inline_copies(); }
+int vgpu_regions_usable(void) { return !__atomic_load_n(&force_inline, __ATOMIC_RELAXED); }
 const struct vgpu_hello_reply *vgpu_hello(void) { return &hello; }
 int vgpu_dev_fd(void) { return host_mode ? -1 : fd; }
 
@@ -131,6 +142,30 @@ static int write_all(int s, const void *p, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+/* Writes p with fd attached to its first byte (SCM_RIGHTS), then the rest. */
+static int write_with_fd(int s, const void *p, size_t n, int sfd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	memset(&cm, 0, sizeof cm);
+	struct iovec iov = {.iov_base = (void *)p, .iov_len = n};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &sfd, sizeof(int));
+	ssize_t w;
+	do
+		w = sendmsg(s, &mh, MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	if (w < 0)
+		return -1;
+	return write_all(s, (const uint8_t *)p + w, n - (size_t)w);
 }
 
 static int read_all(int s, void *p, size_t n)
@@ -212,8 +247,9 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-/* Sends iov pieces as one frame and waits for the reply (host mode). */
-static int host_roundtrip(uint64_t id, const void *a, size_t alen, const void *b, size_t blen,
+/* Sends iov pieces as one frame and waits for the reply (host mode); sfd,
+ * if >= 0, travels beside the frame's first byte. */
+static int host_roundtrip(uint64_t id, const void *a, size_t alen, const void *b, size_t blen, int sfd,
 			  uint8_t **reply, uint32_t *reply_len)
 {
 	struct waiter w = {.id = id};
@@ -227,7 +263,7 @@ static int host_roundtrip(uint64_t id, const void *a, size_t alen, const void *b
 	static const uint8_t zeros[8];
 	size_t pad = (8 - ((alen + blen) & 7)) & 7;
 	pthread_mutex_lock(&write_mu);
-	int rc = write_all(fd, a, alen);
+	int rc = sfd >= 0 ? write_with_fd(fd, a, alen, sfd) : write_all(fd, a, alen);
 	if (!rc && blen)
 		rc = write_all(fd, b, blen);
 	if (!rc && pad)
@@ -400,7 +436,7 @@ static int roundtrip(uint16_t op, uint64_t id, const void *payload_a, uint32_t a
 			return VGPU_E_OUT_OF_MEMORY;
 		memcpy(a, &h, sizeof h);
 		memcpy(a + sizeof h, payload_a, alen);
-		rc = host_roundtrip(id, a, n, payload_b, blen, reply, reply_len);
+		rc = host_roundtrip(id, a, n, payload_b, blen, -1, reply, reply_len);
 		free(a);
 	} else {
 		size_t n = vgpu_frame_len(alen + blen, 0);
@@ -434,6 +470,9 @@ static int say_hello(void)
 	req.role = VGPU_ROLE_LIBRARY;
 	req.features = VGPU_FEATURE_BATCH | VGPU_FEATURE_HOST_FUNC | VGPU_FEATURE_MODULE_HASH |
 		       (host_mode ? VGPU_FEATURE_INLINE : VGPU_FEATURE_SEGMENTS);
+	const char *share = getenv("VGPU_HOST_SHARE");
+	if (host_mode && !(share && !strcmp(share, "0")))
+		req.features |= VGPU_FEATURE_HOST_SHARE;
 	snprintf((char *)req.client_version, sizeof req.client_version, "vgpu-guest-lib/1");
 	req.pid = (uint32_t)getpid();
 	uint8_t *r = NULL;
@@ -633,7 +672,14 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 		memset(&ref, 0, sizeof ref);
 		ref.len = bufs[i].len;
 		struct vgpu_hostrange hr;
-		if (inline_copies()) {
+		if (!__atomic_load_n(&force_inline, __ATOMIC_RELAXED) && vgpu_hostmap_find(bufs[i].addr, bufs[i].len, &hr) &&
+		    hr.region) {
+			/* Registered memory (guest mode, or host mode's shared
+			 * memory): named by region and offset, no bytes inline. */
+			ref.kind = VGPU_BUF_REGION;
+			ref.region = hr.region;
+			ref.offset = (uint64_t)((uint8_t *)bufs[i].addr - (uint8_t *)hr.addr);
+		} else if (inline_copies()) {
 			ref.kind = VGPU_BUF_INLINE;
 			if (bufs[i].dir & VGPU_DIR_TO_HOST) {
 				if (inl) { /* one inline buffer per call is all we need */
@@ -648,10 +694,6 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 				from_host_len = bufs[i].len;
 				ref.offset = 0;
 			}
-		} else if (vgpu_hostmap_find(bufs[i].addr, bufs[i].len, &hr) && hr.region) {
-			ref.kind = VGPU_BUF_REGION;
-			ref.region = hr.region;
-			ref.offset = (uint64_t)((uint8_t *)bufs[i].addr - (uint8_t *)hr.addr);
 		} else {
 			ref.kind = VGPU_BUF_SEGMENTS;
 			ref.index = ndbufs;
@@ -768,4 +810,48 @@ int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len)
 {
 	int rc = vgpu_init();
 	return rc ? rc : send_only(op, new_id(), req, req_len);
+}
+
+/* Host mode: one call whose frame carries segments the library built itself
+ * (memory it shared with HOST_SHARE) and/or one fd beside it (sfd >= 0).
+ * Returns a transport error, else the reply's status; the reply's fixed
+ * part goes to reply. */
+int vgpu_host_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_segment *segs, uint32_t nsegs,
+		   int sfd, void *reply, uint32_t reply_len)
+{
+	int rc = vgpu_init();
+	if (rc)
+		return rc;
+	if (!host_mode)
+		return VGPU_E_NOT_SUPPORTED;
+	vgpu_flush();
+	uint64_t t0 = vgpu_now_ns();
+	uint64_t id = new_id();
+	size_t n = vgpu_frame_len(req_len, nsegs);
+	uint8_t *f = calloc(1, n);
+	if (!f)
+		return VGPU_E_OUT_OF_MEMORY;
+	struct vgpu_header *h = (struct vgpu_header *)f;
+	put_header(h, op, id, req_len, nsegs ? VGPU_FLAG_SEGMENTS : 0);
+	h->num_segs = nsegs;
+	memcpy(f + VGPU_HEADER_SIZE, req, req_len);
+	if (nsegs)
+		memcpy(f + n - nsegs * sizeof *segs, segs, nsegs * sizeof *segs);
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	rc = host_roundtrip(id, f, n, NULL, 0, sfd, &r, &rl);
+	free(f);
+	if (!rc)
+		rc = check_reply(r, rl, id, op);
+	if (!rc) {
+		const struct vgpu_header *rh = (const void *)r;
+		rc = rh->status;
+		if (!rc && reply) {
+			memset(reply, 0, reply_len);
+			memcpy(reply, r + VGPU_HEADER_SIZE, rh->payload_len < reply_len ? rh->payload_len : reply_len);
+		}
+	}
+	free(r);
+	vgpu_opstat_add(op, n, rl, vgpu_now_ns() - t0, 1);
+	return rc;
 }

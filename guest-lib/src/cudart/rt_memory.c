@@ -191,7 +191,8 @@ RT_API cudaHostGetDevicePointer(void **dp, void *p, unsigned flags)
 		RT_RETURN(cudaErrorInvalidValue);
 	if (!r.dev_ptr) {
 		VWARN("cudaHostGetDevicePointer: %p is not mapped for the device%s", p,
-		      vgpu_host_mode() ? " (host mode has no zero-copy memory)" : "");
+		      vgpu_host_mode() ? " (host mode: only cudaHostAlloc(cudaHostAllocMapped) memory shared with a backend "
+					 "that offers shared memory is)" : "");
 		RT_RETURN(cudaErrorNotSupported);
 	}
 	*dp = (void *)(uintptr_t)(r.dev_ptr + (uint64_t)((uint8_t *)p - (uint8_t *)r.addr));
