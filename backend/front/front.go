@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-project/vgpu/backend/guestmem"
 	"github.com/vgpu-project/vgpu/backend/handoff"
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/backend/vhostuser"
@@ -66,6 +67,7 @@ func Start(ctx context.Context, cfg Config) (*Front, error) {
 	}
 	opts := vsock.ListenOptions{RequirePrivileged: !cfg.AllowUnprivileged}
 	fwd := newForwarder(cfg, log, func() (transport.Listener, error) { return dev.Listen(cfg.Port, opts) })
+	fwd.mem = srv
 	ctx, cancel := context.WithCancel(ctx)
 	fwd.cancel = cancel
 	f := &Front{vm: srv, fwd: fwd}
@@ -111,6 +113,7 @@ type forwarder struct {
 	cfg    Config
 	log    hclog.Logger
 	listen func() (transport.Listener, error) // opened per backend connection
+	mem    guestmem.Source                    // the VM's memory now (nil: none)
 	cancel context.CancelFunc
 
 	connected atomic.Bool
@@ -253,10 +256,19 @@ func (f *forwarder) serve(ctx context.Context, ctrl *net.UnixConn) {
 		}
 	}()
 	var why error
-	select {
-	case why = <-gone:
-	case <-ctx.Done():
-		why = ctx.Err()
+	tick := time.NewTicker(staleCheck)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case why = <-gone:
+			break wait
+		case <-ctx.Done():
+			why = ctx.Err()
+			break wait
+		case <-tick.C:
+			f.forget(l)
+		}
 	}
 	f.connected.Store(false)
 	ln.Close() // new guest connections are reset from now on
@@ -344,21 +356,40 @@ func (f *forwarder) forward(ctx context.Context, l *link, c transport.Conn) {
 	<-done
 }
 
-// forget drops the guest memory table once no stream is forwarded, here
-// and (with an empty memory message) at the backend: the VM may be gone
-// (QEMU exited), and its RAM must not stay mapped on its behalf. The next
-// stream sends the table again.
+// staleCheck is how often an idle link checks whether the guest memory it
+// last sent is still the VM's.
+const staleCheck = 2 * time.Second
+
+// forget drops the guest memory table last sent, here and (with an empty
+// memory message) at the backend, once no stream is forwarded and the table
+// is no longer the VM's (QEMU exited, or changed it): the RAM of a VM that
+// is gone must not stay mapped on its behalf. A table still current is
+// kept, so the backend's mappings (and the GPU's registration of them) last
+// from one guest program to the next.
 func (f *forwarder) forget(l *link) {
 	l.sendMu.Lock()
 	defer l.sendMu.Unlock()
 	l.mu.Lock()
 	idle := len(l.streams) == 0 && !l.closed
 	l.mu.Unlock()
-	if !idle || !l.mem.Held() {
+	if !idle || !l.mem.Held() || f.current(&l.mem) {
 		return
 	}
 	l.mem.Release()
 	if err := handoff.Send(l.ctrl, &handoff.Message{Op: handoff.OpMemory}, nil); err != nil {
 		f.log.Debug("backend gone before it heard that guest memory is unused", "err", err)
 	}
+}
+
+// current reports whether sent holds the VM's memory table now.
+func (f *forwarder) current(sent *handoff.SentMemory) bool {
+	if f.mem == nil {
+		return false
+	}
+	t, err := f.mem.Acquire()
+	if err != nil {
+		return false
+	}
+	defer t.Release()
+	return sent.Is(t)
 }

@@ -56,6 +56,24 @@ func memfd(t *testing.T, size uint64, seals int) int {
 	return fd
 }
 
+// qemuMemory is the VM's memory as the vhost-user server publishes it:
+// set to nil when QEMU goes away.
+type qemuMemory struct {
+	mu sync.Mutex
+	t  *guestmem.Table
+}
+
+func (q *qemuMemory) Acquire() (*guestmem.Table, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.t == nil {
+		return nil, errors.New("QEMU is gone")
+	}
+	return q.t.Acquire()
+}
+
+func (q *qemuMemory) set(t *guestmem.Table) { q.mu.Lock(); q.t = t; q.mu.Unlock() }
+
 // fakeDevice stands in for the vsock device's vGPU port: the forwarder
 // listens on it while a backend is connected, and guest connections made
 // while nobody listens are refused (the device would answer RST).
@@ -257,12 +275,14 @@ func TestBackendRestartBehindFront(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "front.sock")
 	ram := sealedRAM(t, 1<<20)
-	dev := &fakeDevice{mem: ram}
+	qemu := &qemuMemory{t: ram}
+	dev := &fakeDevice{mem: qemu}
 	log := hclog.New(&hclog.LoggerOptions{Name: "front", Level: hclog.Error, Output: os.Stderr})
 
 	b1 := startBackend(t, sock, ListenOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	fwd := newForwarder(Config{Backend: sock, VM: "vm-under-test", GuestCID: 3, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, log, dev.listen)
+	fwd.mem = qemu
 	done := make(chan struct{})
 	go func() { fwd.run(ctx); close(done) }()
 
@@ -307,9 +327,19 @@ func TestBackendRestartBehindFront(t *testing.T) {
 		t.Fatalf("front status after the restart: %+v", st)
 	}
 	c2.Close()
-	waitFor(t, 10*time.Second, "the stream ended on both sides and guest memory was let go", func() bool {
+	waitFor(t, 10*time.Second, "the stream ended on both sides", func() bool {
 		fs := b2.ln.Fronts()
-		return fwd.status().Streams == 0 && len(fs) == 1 && fs[0].Streams == 0 && !fs[0].Memory && len(b2.srv.Status().Sessions) == 0
+		return fwd.status().Streams == 0 && len(fs) == 1 && fs[0].Streams == 0 && len(b2.srv.Status().Sessions) == 0
+	})
+	// The VM is still there: its memory stays mapped for its next program.
+	if fs := b2.ln.Fronts(); !fs[0].Memory {
+		t.Fatal("the backend let go of the memory of a VM that is still running")
+	}
+	// QEMU goes away: within a few seconds neither side maps its RAM.
+	qemu.set(nil)
+	waitFor(t, 10*time.Second, "the backend let go of the guest memory of a VM that is gone", func() bool {
+		fs := b2.ln.Fronts()
+		return len(fs) == 1 && !fs[0].Memory
 	})
 
 	cancel()

@@ -52,6 +52,9 @@ func (s *SentMemory) Send(ctrl Socket, src guestmem.Source, next func() uint64) 
 // Held reports whether a table was sent and is still referenced.
 func (s *SentMemory) Held() bool { return s.table != nil }
 
+// Is reports whether t is the table last sent.
+func (s *SentMemory) Is(t *guestmem.Table) bool { return s.table != nil && s.table == t }
+
 // Release drops the reference to the table last sent (the socket is gone,
 // or the receiver was told to forget it).
 func (s *SentMemory) Release() {
