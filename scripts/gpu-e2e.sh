@@ -47,7 +47,7 @@ step "native"
 scripts/cuda-tests/run.sh "$ct/sm_90" --out "$res/programs-native.csv" --logs "$logs/native" >"$logs/native.txt" 2>&1
 tail -1 "$logs/native.txt"
 
-step "host mode (unix socket, data inline)"
+step "host mode (unix socket; pinned memory shared as memfds, the rest inline)"
 "$vgpu" serve --device cuda --isolate vm --unix /tmp/vgpu-host.sock --log-level info >"$logs/serve-host.log" 2>&1 &
 hsrv=$!
 wait_socket /tmp/vgpu-host.sock

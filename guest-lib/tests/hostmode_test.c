@@ -429,6 +429,45 @@ static void test_mapped_host_memory(void)
 		OK(cudaHostAlloc((void **)&hs[i], 100 + i, i & 1 ? 2 : 0));
 	for (int i = 0; i < 16; i++)
 		OK(cudaFreeHost(hs[(i * 5) % 16]));
+	/* cudaHostRegister(cudaHostRegisterMapped) of the program's own
+	 * page-aligned memory: moved into shared memory in place (same
+	 * address, same bytes), and back on cudaHostUnregister */
+	uint8_t *own = aligned_alloc(4096, N);
+	CHECK(own != NULL);
+	for (int i = 0; i < N; i++)
+		own[i] = (uint8_t)(i * 13);
+	OK(cudaHostRegister(own, N, 2 /* cudaHostRegisterMapped */));
+	CHECK(own[12345] == (uint8_t)(12345 * 13));
+	e = cudaHostGetDevicePointer(&dh, own, 0);
+	if (expect_zero_copy()) {
+		OK(e);
+		OK(cudaMalloc(&d, N));
+		OK(cudaMemcpy(d, dh, N, cudaMemcpyDeviceToDevice));
+		OK(cudaMemcpy(back, d, N, cudaMemcpyDeviceToHost));
+		CHECK(!memcmp(back, own, N));
+		OK(cudaMemset(d, 0x42, 4096));
+		OK(cudaMemcpy(dh, d, 4096, cudaMemcpyDeviceToDevice));
+		OK(cudaDeviceSynchronize());
+		CHECK(own[0] == 0x42 && own[4095] == 0x42 && own[4096] == (uint8_t)(4096 * 13));
+		OK(cudaFree(d));
+	} else {
+		CHECK(e == cudaErrorNotSupported);
+		cudaGetLastError();
+		own[0] = own[4095] = 0x42;
+	}
+	OK(cudaHostUnregister(own));
+	CHECK(own[0] == 0x42 && own[4096] == (uint8_t)(4096 * 13) && own[N - 1] == (uint8_t)((N - 1) * 13));
+	own[1] = 1; /* still the program's memory */
+	free(own);
+	/* unaligned: registered, but no device pointer in host mode */
+	uint8_t *odd = malloc(10000);
+	CHECK(odd != NULL);
+	OK(cudaHostRegister(odd + 8, 5000, 2));
+	e = cudaHostGetDevicePointer(&dh, odd + 8, 0);
+	CHECK(getenv("VGPU_TRANSPORT") ? e == cudaErrorNotSupported : e == cudaErrorNotSupported || e == 0);
+	cudaGetLastError();
+	OK(cudaHostUnregister(odd + 8));
+	free(odd);
 	/* the driver API's spelling */
 	unsigned long long dp = 0, dd;
 	void *hp;

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -267,23 +268,27 @@ static int dev_register(void *p, uint64_t len, unsigned flags, uint64_t *region,
 #define SHARE_BASE (1ull << 40)
 static uint64_t share_next = SHARE_BASE;
 
-static int share_alloc(struct vgpu_hostrange *r, unsigned flags)
+/* A sealed memfd of len bytes (-1 on failure). */
+static int share_memfd(uint64_t len)
 {
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	r->len = (r->len + pg - 1) & ~(uint64_t)(pg - 1);
 	int mfd = memfd_create("vgpu-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0) {
 		VDEBUG("memfd_create: %s", strerror(errno));
-		return VGPU_E_OUT_OF_MEMORY;
+		return -1;
 	}
-	void *p = MAP_FAILED;
-	if (ftruncate(mfd, (off_t)r->len) != 0 ||
-	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
-	    (p = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0)) == MAP_FAILED) {
-		VDEBUG("shared pinned memory of %llu bytes: %s", (unsigned long long)r->len, strerror(errno));
+	if (ftruncate(mfd, (off_t)len) != 0 || fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+		VDEBUG("memfd of %llu bytes: %s", (unsigned long long)len, strerror(errno));
 		close(mfd);
-		return VGPU_E_OUT_OF_MEMORY;
+		return -1;
 	}
+	return mfd;
+}
+
+/* Shares mfd (len bytes, mapped at r->addr) with the backend and registers
+ * it; fills r's share, region and dev_ptr. Closes mfd. */
+static int share_fd(int mfd, struct vgpu_hostrange *r, unsigned flags)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 	uint64_t base = __atomic_fetch_add(&share_next, r->len + pg, __ATOMIC_RELAXED); /* + a guard page */
 	struct vgpu_host_share_req sreq = {.base = base, .size = r->len};
 	int rc = vgpu_host_call(VGPU_OP_HOST_SHARE, &sreq, sizeof sreq, NULL, 0, mfd, NULL, 0);
@@ -291,10 +296,9 @@ static int share_alloc(struct vgpu_hostrange *r, unsigned flags)
 	if (rc) {
 		VINFO("HOST_SHARE of %llu bytes refused (error %d): this pinned memory travels inline",
 		      (unsigned long long)r->len, rc);
-		munmap(p, r->len);
 		return rc;
 	}
-	/* cudaHostAllocMapped (0x2) / CU_MEMHOSTALLOC_DEVICEMAP (0x2) */
+	/* cudaHostAllocMapped, cudaHostRegisterMapped, CU_MEMHOSTALLOC_DEVICEMAP: 0x2 */
 	struct vgpu_guest_register_req greq = {.flags = (flags & VGPU_HOSTALLOC_MAPPED) ? VGPU_REGISTER_MAPPED : 0,
 					       .size = r->len};
 	struct vgpu_segment seg = {.gpa = base, .len = r->len};
@@ -304,15 +308,109 @@ static int share_alloc(struct vgpu_hostrange *r, unsigned flags)
 		VINFO("GUEST_REGISTER of shared memory failed (error %d): this pinned memory travels inline", rc);
 		struct vgpu_host_unshare_req ureq = {.base = base};
 		vgpu_host_call(VGPU_OP_HOST_UNSHARE, &ureq, sizeof ureq, NULL, 0, -1, NULL, 0);
-		munmap(p, r->len);
 		return rc;
 	}
-	r->addr = p;
-	r->mmapped = 1;
 	r->share = base;
 	r->region = grep.region;
 	r->dev_ptr = grep.dev_ptr;
 	return 0;
+}
+
+static int share_alloc(struct vgpu_hostrange *r, unsigned flags)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	r->len = (r->len + pg - 1) & ~(uint64_t)(pg - 1);
+	int mfd = share_memfd(r->len);
+	if (mfd < 0)
+		return VGPU_E_OUT_OF_MEMORY;
+	void *p = mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (p == MAP_FAILED) {
+		close(mfd);
+		return VGPU_E_OUT_OF_MEMORY;
+	}
+	r->addr = p;
+	int rc = share_fd(mfd, r, flags);
+	if (rc) {
+		munmap(p, r->len);
+		r->addr = NULL;
+		return rc;
+	}
+	r->mmapped = 1;
+	return 0;
+}
+
+/* Is [a, a+len) covered by private anonymous read-write mappings (heap,
+ * malloc'd or mmap'd memory; no file, no stack)? */
+static int anon_private(uintptr_t a, uint64_t len)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return 0;
+	char line[512];
+	uintptr_t at = a, end = a + len;
+	while (at < end && fgets(line, sizeof line, f)) {
+		unsigned long lo, hi, off;
+		char perms[8], path[256] = "";
+		unsigned dmaj, dmin;
+		unsigned long ino;
+		if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %255s", &lo, &hi, perms, &off, &dmaj, &dmin, &ino, path) < 7)
+			break;
+		if (hi <= at)
+			continue;
+		if (lo > at || strcmp(perms, "rw-p") != 0 || ino != 0 || (path[0] && strcmp(path, "[heap]") != 0))
+			break;
+		at = hi;
+	}
+	fclose(f);
+	return at >= end;
+}
+
+/* Moves [p, p+len) into a new mapping of the same bytes, in place: the
+ * memfd mfd (shared) or, with mfd < 0, private anonymous memory. The bytes
+ * are copied first, then the new mapping replaces the old one atomically
+ * (mremap); a write by another thread in between would be lost, so the
+ * range must not be in use meanwhile (it is being registered). */
+static int move_in_place(void *p, uint64_t len, int mfd)
+{
+	void *tmp = mfd >= 0 ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0)
+			     : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (tmp == MAP_FAILED)
+		return -1;
+	memcpy(tmp, p, len);
+	if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, p) == MAP_FAILED) {
+		munmap(tmp, len);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Host mode, cudaHostRegister(cudaHostRegisterMapped): the program's own
+ * memory cannot be sent as an fd, so its pages are moved into a sealed memfd
+ * in place (same address, same bytes) and shared like an allocation; the
+ * device then reaches them through a device pointer. Only whole pages of
+ * private anonymous memory qualify (no file mapping, no partial page that
+ * other data shares); cudaHostUnregister moves them back into anonymous
+ * memory. Anything else is registered as before: data inline, no device
+ * pointer.
+ */
+static int share_register(struct vgpu_hostrange *r, unsigned flags)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	if ((uintptr_t)r->addr % pg || r->len % pg || !anon_private((uintptr_t)r->addr, r->len))
+		return VGPU_E_NOT_SUPPORTED;
+	int mfd = share_memfd(r->len);
+	if (mfd < 0)
+		return VGPU_E_OUT_OF_MEMORY;
+	if (move_in_place(r->addr, r->len, mfd) != 0) {
+		VDEBUG("moving %p (%llu bytes) into shared memory: %s", r->addr, (unsigned long long)r->len, strerror(errno));
+		close(mfd);
+		return VGPU_E_OUT_OF_MEMORY;
+	}
+	int rc = share_fd(mfd, r, flags);
+	if (rc && move_in_place(r->addr, r->len, -1) != 0)
+		VERR("moving %p back into private memory failed: %s", r->addr, strerror(errno));
+	return rc;
 }
 
 int vgpu_host_alloc(size_t size, unsigned flags, void **out)
@@ -377,6 +475,9 @@ static void release_range(struct vgpu_hostrange *r)
 			munmap(r->addr, r->len);
 		else
 			free(r->addr);
+	} else if (r->share && move_in_place(r->addr, r->len, -1) != 0) {
+		VERR("cudaHostUnregister: moving %p back into private memory failed: %s (it stays shared)", r->addr,
+		     strerror(errno));
 	}
 }
 
@@ -414,8 +515,13 @@ int vgpu_host_register(void *p, size_t size, unsigned flags)
 		rc = dev_register(p, size, flags, &r.region, &r.dev_ptr);
 		if (rc)
 			return rc;
+	} else if ((flags & VGPU_HOSTALLOC_MAPPED) && vgpu_host_share_ok()) {
+		share_register(&r, flags); /* on failure: registered as before, inline */
 	}
-	return host_add(&r);
+	rc = host_add(&r);
+	if (rc && r.share)
+		release_range(&r);
+	return rc;
 }
 
 int vgpu_host_unregister(void *p)
