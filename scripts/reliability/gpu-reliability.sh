@@ -22,6 +22,15 @@
 #         CUDA_ERROR_OUT_OF_MEMORY (2), one below works.
 # Then: B finished with 0 corrupt bytes; the backend has no sessions and no
 # device memory allocated; its fd count is back to what it was.
+#
+# Meanwhile (RESTART=0 skips it), a backend restart under a running VM: a
+# second backend (`vgpu serve --front-socket`, same device and options) and
+# VM C, a TCG guest whose vGPU device is served by a front (`vgpu vm run
+# --front`: the launcher is the front). While a soak runs in C the backend
+# is SIGKILLed: the running program must fail with an error (no hang), its
+# GPU memory must be released (the killed processes leave nvidia-smi), a
+# program started while no backend is up must fail at once; a new backend on
+# the same front socket must then serve a new program in the same VM.
 set -uo pipefail
 carry=$(realpath "${1:-.gpu}")
 soak=${2:-300}
@@ -60,6 +69,110 @@ for i in 1 2; do
 	eval "b$i=$!"
 done
 
+# Phase C: backend restart under a running VM (in the background, while A
+# runs); its lines go to $out/restart.txt and then to the summary.
+restart_phase() {
+	local fsock=/tmp/vgpu-rel-front.sock ss2=/tmp/vgpu-rel-status2.sock r=$out/restart.txt log=$logs/vm-c.log srv2 vmc rcC
+	: >"$r"
+	res() { echo "$1 $2${3:+: $3}" >>"$r"; }
+	status2() { "$carry/vgpu" status --status-socket "$ss2" --json 2>/dev/null; }
+	start_serve() {
+		rm -f "$ss2"
+		"$carry/vgpu" serve --device "$device" --isolate "$isolate" --mem-limit "$limit" --front-socket "$fsock" \
+			--status-socket "$ss2" --log-level info >>"$logs/serve-restart.log" 2>&1 &
+		srv2=$!
+		for _ in $(seq 200); do status2 >/dev/null && return 0; sleep 0.1; done
+		res FAIL "C: backend did not start" "$(tail -3 "$logs/serve-restart.log")"
+		return 1
+	}
+	wait_line() { # wait_line PATTERN SECONDS: until the guest prints it (or vm run ends)
+		for _ in $(seq $(($2 * 10))); do
+			grep -q "$1" "$log" && return 0
+			kill -0 $vmc 2>/dev/null || return 1
+			sleep 0.1
+		done
+		return 1
+	}
+	trap 'kill $srv2 $vmc 2>/dev/null' EXIT
+	rm -f "$fsock"
+	start_serve || return
+	cat >"$bin/vm-c.sh" <<EOS
+#!/bin/sh
+export LD_LIBRARY_PATH=$carry/lib
+$bin/soak --seconds 3 --streams 2 --launch | tail -1
+$bin/soak --seconds 0 --ready-file /tmp/ready --bytes $((8 << 20)) --streams 2 --launch >/tmp/k.log 2>&1 & pid=\$!
+n=0; while [ ! -e /tmp/ready ] && [ \$n -lt 1200 ]; do sleep 0.1; n=\$((n+1)); done
+echo KILL-BACKEND-NOW
+n=0; while kill -0 \$pid 2>/dev/null && [ \$n -lt 1200 ]; do sleep 0.1; n=\$((n+1)); done
+if kill -0 \$pid 2>/dev/null; then echo SOAK-HUNG; kill -9 \$pid; exit 1; fi
+wait \$pid; echo "soak when the backend was killed: exit \$? (\$(tail -1 /tmp/k.log))"
+timeout 60 $bin/soak --seconds 1 --streams 1 >/tmp/p.log 2>&1; echo "soak with no backend: exit \$? (\$(tail -1 /tmp/p.log))"
+echo START-BACKEND-NOW
+i=0
+while [ \$i -lt 60 ]; do
+	if timeout 120 $bin/soak --seconds 10 --streams 2 --launch >/tmp/s.log 2>&1; then tail -2 /tmp/s.log; echo "RESTART-PASS after \$i retries"; exit 0; fi
+	i=\$((i+1)); sleep 0.5
+done
+tail -2 /tmp/s.log; echo RESTART-FAIL; exit 1
+EOS
+	chmod +x "$bin/vm-c.sh"
+	timeout 400 "$carry/vgpu" vm run --image "$carry/image" "${bundle[@]}" --front "$fsock" --mem 4G --cpus 4 --timeout 380s \
+		-- "$bin/vm-c.sh" >"$log" 2>&1 &
+	vmc=$!
+	if ! wait_line KILL-BACKEND-NOW 300; then
+		res FAIL "C: the soak in VM C never got going" "$(tail -3 "$log")"
+		kill $vmc $srv2 2>/dev/null; wait $vmc $srv2 2>/dev/null; return
+	fi
+	status2 >"$out/status-restart-before-kill.json"
+	local pids="$srv2 $(python3 -c 'import json,sys; w=(json.load(open(sys.argv[1])).get("workers") or {}).get("workers") or []; print(" ".join(str(x["pid"]) for x in w))' "$out/status-restart-before-kill.json" 2>/dev/null)"
+	nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader >"$out/nvidia-smi-restart-before-kill.csv" 2>&1
+	kill -9 $srv2; wait $srv2 2>/dev/null
+	local alive=""
+	for _ in $(seq 100); do
+		alive=""
+		for p in $pids; do kill -0 $p 2>/dev/null && alive="$alive $p"; done
+		nvidia-smi --query-compute-apps=pid --format=csv,noheader >"$out/nvidia-smi-restart-after-kill.csv" 2>/dev/null
+		for p in $pids; do grep -qx " *$p *" "$out/nvidia-smi-restart-after-kill.csv" && alive="$alive gpu:$p"; done
+		[[ -z $alive ]] && break
+		sleep 0.1
+	done
+	[[ -z $alive ]] && res PASS "C: backend SIGKILLed mid-soak; its processes ($pids) and their GPU memory are gone" \
+		|| res FAIL "C: after kill -9 of the backend, still alive or holding GPU memory:$alive"
+	if ! wait_line START-BACKEND-NOW 180; then
+		res FAIL "C: the program running in VM C did not end after the backend was killed" "$(tail -3 "$log")"
+		kill $vmc 2>/dev/null; wait $vmc 2>/dev/null; return
+	fi
+	grep -q 'backend was killed: exit 1 (FAIL soak' "$log" && res PASS "C: the running program got an error, no hang ($(grep -o 'cudaError[A-Za-z]* ([0-9]*)' "$log" | head -1))" \
+		|| res FAIL "C: the running program" "$(grep 'backend was killed' "$log")"
+	grep -q 'soak with no backend: exit 1 (FAIL soak' "$log" && res PASS "C: a program started with no backend fails at once" \
+		|| res FAIL "C: program with no backend" "$(grep 'soak with no backend' "$log")"
+	start_serve || { kill $vmc 2>/dev/null; wait $vmc 2>/dev/null; return; }
+	wait $vmc; rcC=$?
+	grep -E '^(SOAK|PASS|FAIL|RESTART|soak |KILL|START)' "$log" >"$out/vm-c.txt"
+	grep -q 'RESTART-PASS' "$log" && res PASS "C: new backend on the same front socket; a new program in the same VM works ($(grep -o 'RESTART-PASS.*' "$log"))" \
+		|| res FAIL "C: new program after the restart" "$(tail -3 "$log")"
+	[[ $rcC == 0 ]] || res FAIL "C: vm run exit $rcC"
+	sleep 2
+	status2 >"$out/status-restart-after.json"
+	python3 - "$out/status-restart-after.json" >>"$r" <<'EOP'
+import json, sys
+s = json.load(open(sys.argv[1]))
+used = sum(d.get("mem_used_by_vgpu", 0) for d in s.get("devices") or [])
+vms = [v for v in s.get("vms") or [] if v.get("mem_used")]
+print(("PASS" if not s.get("sessions") and not used and not vms else "FAIL"),
+      "C: new backend after VM C: %d sessions, %d bytes of device memory, VMs holding memory: %s" % (len(s.get("sessions") or []), used, vms))
+EOP
+	kill $srv2; wait $srv2 2>/dev/null
+}
+bundle=()
+[[ -e $carry/qemu-bundle.tar.xz ]] && bundle=(--bundle "$carry/qemu-bundle.tar.xz")
+pc=
+if [[ ${RESTART:-1} != 0 ]]; then
+	echo "== VM C: backend restart under a running VM (in the background)"
+	restart_phase &
+	pc=$!
+fi
+
 echo "== VM A: TCG guest: sticky error, guest faults, cap"
 cat >"$bin/vm-a.sh" <<EOS
 #!/bin/sh
@@ -70,8 +183,6 @@ echo "== guest-faults"; $bin/guest-faults.sh $bin $carry/lib 20 2 2
 echo "== cap"; $bin/soak --alloc \$(( $(numfmt --from=iec "$limit") + (1 << 30) )); $bin/soak --alloc \$(( $(numfmt --from=iec "$limit") / 2 ))
 EOS
 chmod +x "$bin/vm-a.sh"
-bundle=()
-[[ -e $carry/qemu-bundle.tar.xz ]] && bundle=(--bundle "$carry/qemu-bundle.tar.xz")
 timeout 420 "$carry/vgpu" vm run --image "$carry/image" "${bundle[@]}" --vgpu "$vs" --mem 4G --cpus 4 --timeout 400s \
 	-- "$bin/vm-a.sh" >"$logs/vm-a.log" 2>&1
 rcA=$?
@@ -93,6 +204,10 @@ grep -h '^SOAK' "$logs"/soak-b*.log | tee "$out/soak-b.txt"
 ((okB)) && result PASS "B: soak, 0 corrupt bytes, kernels counted" || result FAIL "B: soak" "$(tail -qn2 "$logs"/soak-b*.log)"
 awk '{for(i=1;i<=NF;i++){split($i,a,"=");v[a[1]]+=a[2]}} END{printf "B totals: calls=%.0f moved=%.0f checked=%.0f corrupt=%.0f launches=%.0f calls_per_s=%.0f bytes_per_s=%.0f\n", v["calls"], v["moved"], v["checked"], v["corrupt"], v["launches"], v["calls_per_s"], v["bytes_per_s"]}' "$out/soak-b.txt" | tee -a "$summary"
 
+if [[ -n $pc ]]; then
+	wait $pc
+	tee -a "$summary" <"$out/restart.txt"
+fi
 sleep 2
 "$carry/vgpu" status --status-socket "$ss" --json >"$out/status-after.json"
 python3 - "$out/status-after.json" <<'EOP' | tee -a "$summary"
