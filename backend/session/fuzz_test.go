@@ -40,6 +40,10 @@ func fuzzSeeds() [][]byte {
 	sub := protocol.AppendBatchCall(nil, protocol.NewHeader(protocol.OpMemset, 14), protocol.Bytes(&protocol.MemsetReq{Dst: p, Count: 8, ElemSize: 1}))
 	add(req(protocol.OpBatch, 13, protocol.BatchReq{Count: 1}, sub, nil))
 	add(req(protocol.OpHostFuncDone, 15, protocol.HostFuncDoneReq{CallbackID: 1}, nil, nil))
+	// Host mode's shares (no fd can come over this pipe: refused; the
+	// hostmode package's FuzzHostShare sends real memfds).
+	add(req(protocol.OpHostShare, 16, protocol.HostShareReq{Base: 1 << 40, Size: 4096}, nil, nil))
+	add(req(protocol.OpHostUnshare, 17, protocol.HostUnshareReq{Base: 1 << 40}, nil, nil))
 	seeds = append(seeds, conv)
 	return seeds
 }
