@@ -54,6 +54,10 @@ wait_socket /tmp/vgpu-host.sock
 VGPU_TRANSPORT=unix:/tmp/vgpu-host.sock scripts/cuda-tests/run.sh "$ct/sm_90" --lib "$carry/lib" \
 	--out "$res/programs-hostmode.csv" --logs "$logs/hostmode" >"$logs/hostmode.txt" 2>&1
 tail -1 "$logs/hostmode.txt"
+# Host-mode copies: pinned buffers are memfds shared with the backend (DMA),
+# pageable ones travel inline.
+LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT=unix:/tmp/vgpu-host.sock "$vgpu" bench memcpy --max-size 256M \
+	--min-time 200ms --max-iter 200 --csv "$res/memcpy-hostmode.csv" >"$logs/bench-hostmode.txt" 2>&1 || tail -5 "$logs/bench-hostmode.txt"
 kill $hsrv; wait $hsrv 2>/dev/null
 
 step "native benchmarks"
@@ -95,4 +99,7 @@ grep -E '^\s*[a-z_0-9]+ +\| (FAIL|TIMEOUT)' "$logs/native.txt" "$logs/hostmode.t
 cat "$logs/calls-native.txt" | tail -4
 grep -A4 "vgpu bench calls" "$logs/guest.txt" | tail -4
 echo "(--isolate none)"; grep -A4 "vgpu bench calls" "$logs/calls-guest-noisolate.txt" | tail -3
-grep -E "268435456|1073741824" "$logs/bench-native.txt" "$logs/guest.txt" | sed 's/^.*\///'
+for f in bench-native bench-hostmode guest; do
+	echo "-- $f: 256 MiB and 1 GiB copies"
+	grep -hE " (268435456|1073741824) bytes" "$logs/$f.txt"
+done
