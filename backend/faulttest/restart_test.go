@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vgpu-project/vgpu/backend/server"
-	"github.com/vgpu-project/vgpu/backend/vm"
 )
 
 // TestBackendRestart restarts the GPU backend under a running VM. QEMU
@@ -97,19 +96,8 @@ while [ $i -lt 60 ]; do
 	i=$((i+1)); sleep 0.5
 done
 tail -2 /tmp/s.log; echo RESTART-FAIL; exit 1`, k.lib, k.bin)
-	m, err := vm.Start(context.Background(), vm.Config{Image: k.img, Command: []string{"/bin/sh", "-c", script}, Console: &con,
-		VGPUSocket: vu, Mem: "2G", CPUs: 1, Timeout: 6 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := startAndWait(t, k, vu, &con, killNow, 6*time.Minute, script)
 	defer func() { m.Kill(); m.Wait(context.Background()) }()
-	select {
-	case <-killNow:
-	case <-m.Exited():
-		t.Fatalf("guest exited early:\n%s", con.String())
-	case <-time.After(4 * time.Minute):
-		t.Fatalf("the soak never got going:\n%s", con.String())
-	}
 	s, err := server.ReadStatus(status, 5*time.Second)
 	if err != nil || len(s.Sessions) == 0 || s.Devices[0].MemUsedByVGPU == 0 {
 		t.Fatalf("backend 1 while the soak runs: %v %+v", err, s)

@@ -230,6 +230,31 @@ func (h *vgpuHost) start(k *guestKit, name string, con *console, timeout time.Du
 	return m
 }
 
+// startAndWait boots the test guest on the vhost-user socket sock running
+// script (2 GiB, one vCPU, timeout as the VM's limit) and returns once ready
+// is closed (a console line the script prints). A guest that exits first, or
+// does not get there in 4 minutes, is killed and fails the test; otherwise
+// the caller kills it.
+func startAndWait(t *testing.T, k *guestKit, sock string, con *console, ready <-chan struct{}, timeout time.Duration, script string) *vm.Machine {
+	t.Helper()
+	m, err := vm.Start(context.Background(), vm.Config{Image: k.img, Command: []string{"/bin/sh", "-c", script}, Console: con,
+		VGPUSocket: sock, Mem: "2G", CPUs: 1, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+		return m
+	case <-m.Exited():
+		t.Fatalf("guest exited early:\n%s", con.String())
+	case <-time.After(4 * time.Minute):
+		m.Kill()
+		m.Wait(context.Background())
+		t.Fatalf("the guest never got going:\n%s", con.String())
+	}
+	return nil
+}
+
 func soakDuration(t *testing.T) time.Duration {
 	if s := os.Getenv("VGPU_SOAK"); s != "" {
 		d, err := time.ParseDuration(s)

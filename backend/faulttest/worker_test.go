@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/vgpu-project/vgpu/backend/server"
-	"github.com/vgpu-project/vgpu/backend/vm"
 )
 
 // TestWorkerKilled runs the real `vgpu serve --isolate vm` (bin/vgpu) for a
@@ -65,19 +64,8 @@ n=0; while kill -0 $pid 2>/dev/null && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1))
 if kill -0 $pid 2>/dev/null; then echo "SOAK-HUNG"; kill -9 $pid; exit 1; fi
 wait $pid; echo "soak after the worker was killed: exit $? ($(tail -1 /tmp/k.log))"
 %[2]s/soak --seconds 3 --streams 2 | tail -1 | grep -q '^PASS soak' && echo WORKER-RECOVERED`, k.lib, k.bin)
-	m, err := vm.Start(context.Background(), vm.Config{Image: k.img, Command: []string{"/bin/sh", "-c", script}, Console: &con,
-		VGPUSocket: vsock, Mem: "2G", CPUs: 1, Timeout: 6 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := startAndWait(t, k, vsock, &con, killNow, 6*time.Minute, script)
 	defer func() { m.Kill(); m.Wait(context.Background()) }()
-	select {
-	case <-killNow:
-	case <-m.Exited():
-		t.Fatalf("guest exited early:\n%s", con.String())
-	case <-time.After(4 * time.Minute):
-		t.Fatalf("the soak never got going:\n%s", con.String())
-	}
 	pid := workerPID(t, status)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing worker %d: %v", pid, err)
