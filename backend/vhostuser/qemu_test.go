@@ -24,6 +24,7 @@ import (
 
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/backend/vhostuser"
+	"github.com/vgpu-project/vgpu/backend/vhostuser/internal/stream"
 )
 
 // The QEMU integration test boots a stock Debian kernel under TCG with a
@@ -229,29 +230,6 @@ func (vm *vmProc) output() string {
 	return vm.out.String()
 }
 
-// pattern is the guest program's splitmix64 stream.
-func pattern(seed, w uint64) uint64 {
-	z := seed*0x9e3779b97f4a7c15 + w*0xbf58476d1ce4e5b9 + 1
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
-func fill(b []byte, seed, off uint64) {
-	for i := 0; i+8 <= len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], pattern(seed, (off+uint64(i))/8))
-	}
-}
-
-func check(b []byte, seed, off uint64) bool {
-	for i := 0; i+8 <= len(b); i += 8 {
-		if binary.LittleEndian.Uint64(b[i:]) != pattern(seed, (off+uint64(i))/8) {
-			return false
-		}
-	}
-	return true
-}
-
 // connResult is what the host saw of one connection.
 type connResult struct {
 	id                    uint32
@@ -282,7 +260,7 @@ func serveBulk(c transport.Conn, killAfter uint64, kill func(), progress func(ui
 			r.err = fmt.Errorf("conn %d: receive at %d: %w", r.id, off, err)
 			return r
 		}
-		if !check(buf[:n], 2*uint64(r.id), off) {
+		if !stream.Check(buf[:n], 2*uint64(r.id), off) {
 			r.err = fmt.Errorf("conn %d: guest data at %d does not match the pattern", r.id, off)
 			return r
 		}
@@ -298,7 +276,7 @@ func serveBulk(c transport.Conn, killAfter uint64, kill func(), progress func(ui
 	r.g2hEnd = time.Now()
 	for off := uint64(0); off < r.bytes; {
 		n := min(uint64(len(buf)), r.bytes-off)
-		fill(buf[:n], 2*uint64(r.id)+1, off)
+		stream.Fill(buf[:n], 2*uint64(r.id)+1, off)
 		if _, err := c.Write(buf[:n]); err != nil {
 			r.err = fmt.Errorf("conn %d: send at %d: %w", r.id, off, err)
 			return r

@@ -6,8 +6,8 @@
 // lines starting with "VGT ".
 //
 // Wire format per connection: the guest sends a 16-byte hello
-// (id u32, mode u32, bytes u64, little endian), then `bytes` of pattern
-// data (seed 2*id); the host verifies and sends `bytes` of pattern data
+// (id u32, mode u32, bytes u64, little endian), then `bytes` of the
+// checkable stream of package stream (seed 2*id); the host verifies and sends `bytes` of pattern data
 // (seed 2*id+1); the guest verifies and answers one byte, 'K' or 'F'.
 // Odd ids then close from the guest side first, even ids wait for the
 // host's close (EOF) first.
@@ -24,31 +24,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-project/vgpu/backend/vhostuser/internal/stream"
 )
-
-// Pattern returns the 8-byte word w of the stream with the given seed
-// (splitmix64); the host test uses the same function.
-func pattern(seed, w uint64) uint64 {
-	z := seed*0x9e3779b97f4a7c15 + w*0xbf58476d1ce4e5b9 + 1
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
-func fill(b []byte, seed, off uint64) {
-	for i := 0; i+8 <= len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], pattern(seed, (off+uint64(i))/8))
-	}
-}
-
-func check(b []byte, seed, off uint64) bool {
-	for i := 0; i+8 <= len(b); i += 8 {
-		if binary.LittleEndian.Uint64(b[i:]) != pattern(seed, (off+uint64(i))/8) {
-			return false
-		}
-	}
-	return true
-}
 
 type vconn struct{ fd int }
 
@@ -144,7 +122,7 @@ func run(id uint32, mode uint32, total uint64, port, privport uint32) error {
 	t0 := time.Now()
 	for off := uint64(0); off < total; {
 		n := min(uint64(len(buf)), total-off)
-		fill(buf[:n], 2*uint64(id), off)
+		stream.Fill(buf[:n], 2*uint64(id), off)
 		if _, err := c.Write(buf[:n]); err != nil {
 			return fmt.Errorf("send at %d: %w", off, err)
 		}
@@ -157,7 +135,7 @@ func run(id uint32, mode uint32, total uint64, port, privport uint32) error {
 		if _, err := io.ReadFull(c, buf[:n]); err != nil {
 			return fmt.Errorf("receive at %d: %w", off, err)
 		}
-		if !check(buf[:n], 2*uint64(id)+1, off) {
+		if !stream.Check(buf[:n], 2*uint64(id)+1, off) {
 			ok = false
 		}
 		off += n
