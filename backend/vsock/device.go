@@ -533,11 +533,20 @@ func (d *Device) onRST(h *Header, _ *virtq.Chain) {
 	c.mu.Unlock()
 }
 
-func (d *Device) onShutdown(h *Header, _ *virtq.Chain) {
+// lookupOrReset returns h's connection, or answers a packet for an unknown
+// connection with RST (counted) and returns nil.
+func (d *Device) lookupOrReset(h *Header) *Conn {
 	c := d.lookup(h)
 	if c == nil {
 		d.unknownConn.Add(1)
 		d.sendRST(h)
+	}
+	return c
+}
+
+func (d *Device) onShutdown(h *Header, _ *virtq.Chain) {
+	c := d.lookupOrReset(h)
+	if c == nil {
 		return
 	}
 	c.mu.Lock()
@@ -554,10 +563,8 @@ func (d *Device) onShutdown(h *Header, _ *virtq.Chain) {
 }
 
 func (d *Device) onCredit(h *Header, _ *virtq.Chain) {
-	c := d.lookup(h)
+	c := d.lookupOrReset(h)
 	if c == nil {
-		d.unknownConn.Add(1)
-		d.sendRST(h)
 		return
 	}
 	c.mu.Lock()
@@ -569,11 +576,9 @@ func (d *Device) onCredit(h *Header, _ *virtq.Chain) {
 }
 
 func (d *Device) onRW(h *Header, ch *virtq.Chain) {
-	c := d.lookup(h)
+	c := d.lookupOrReset(h)
 	if c == nil {
-		d.unknownConn.Add(1)
-		d.rl.log(d.log, "unknown", "guest sent data on an unknown connection; answering RST", "packet", h.String())
-		d.sendRST(h)
+		d.rl.log(d.log, "unknown", "guest sent data on an unknown connection; answered RST", "packet", h.String())
 		return
 	}
 	c.mu.Lock()

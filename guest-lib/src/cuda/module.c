@@ -396,10 +396,7 @@ CU_API cuKernelGetFunction(CUfunction *f, CUkernel k)
 CU_API cuKernelGetLibrary(CUlibrary *lib, CUkernel k)
 {
 	VGPU_API();
-	if (!lib || !k)
-		return VGPU_E_INVALID_VALUE;
-	*lib = k->mod;
-	return 0;
+	return cuFuncGetModule(lib, k); /* a kernel is its function, a library its module */
 }
 
 CU_API cuKernelGetName(const char **name, CUkernel k)
