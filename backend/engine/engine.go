@@ -236,12 +236,7 @@ func (e *Engine) devOf(cc *chunkCache, c device.Context, p *Piece) (device.Ptr, 
 func (e *Engine) direct(c device.Context, dir Dir, dev device.Ptr, src Source, s device.Stream) error {
 	var cc chunkCache
 	var off device.Ptr
-	var run Piece
-	have := false
-	flush := func() error {
-		if !have {
-			return nil
-		}
+	return eachRun(src, func(run *Piece) error {
 		if e.reg != nil && run.Region != nil {
 			// Register every chunk the run touches.
 			for o := run.Off; o < run.Off+uint64(len(run.Host)); o = (o/ChunkSize + 1) * ChunkSize {
@@ -259,7 +254,15 @@ func (e *Engine) direct(c device.Context, dir Dir, dev device.Ptr, src Source, s
 		}
 		off += device.Ptr(len(run.Host))
 		return err
-	}
+	})
+}
+
+// eachRun calls fn with each run of adjacent pieces of src, in order. A
+// piece is translated (src.Piece) only when the loop reaches it, so the
+// translation of later pieces overlaps the device's work on earlier runs.
+func eachRun(src Source, fn func(run *Piece) error) error {
+	var run Piece
+	have := false
 	for i, n := 0, src.Count(); i < n; i++ {
 		p, err := src.Piece(i)
 		if err != nil {
@@ -269,10 +272,15 @@ func (e *Engine) direct(c device.Context, dir Dir, dev device.Ptr, src Source, s
 			extend(&run, &p)
 			continue
 		}
-		if err := flush(); err != nil {
-			return err
+		if have {
+			if err := fn(&run); err != nil {
+				return err
+			}
 		}
 		run, have = p, true
 	}
-	return flush()
+	if !have {
+		return nil
+	}
+	return fn(&run)
 }

@@ -232,10 +232,8 @@ func (e *Engine) gather(c device.Context, dir Dir, dev device.Ptr, src Source, s
 		return err
 	}
 	var off uint64
-	var run Piece
-	have := false
-	emit := func() error {
-		p := run
+	emit := func(run *Piece) error {
+		p := *run
 		for len(p.Host) > 0 {
 			q := p
 			if p.Dev == 0 { // stop at the registration chunk's end
@@ -264,26 +262,8 @@ func (e *Engine) gather(c device.Context, dir Dir, dev device.Ptr, src Source, s
 		}
 		return nil
 	}
-	for i, cnt := 0, src.Count(); i < cnt; i++ {
-		p, err := src.Piece(i)
-		if err != nil {
-			return err
-		}
-		if have && adjacent(&run, &p) {
-			extend(&run, &p)
-			continue
-		}
-		if have {
-			if err := emit(); err != nil {
-				return err
-			}
-		}
-		run, have = p, true
-	}
-	if have {
-		if err := emit(); err != nil {
-			return err
-		}
+	if err := eachRun(src, emit); err != nil {
+		return err
 	}
 	return launch()
 }
