@@ -17,7 +17,16 @@ import (
 // open connects guest port gp to the listener and returns the host side.
 func open(t *testing.T, p *guestPeer, l *vsock.Listener, gp uint32) transport.Conn {
 	t.Helper()
-	p.send(hdr(vsock.OpRequest, gp), nil)
+	return openWithBuffer(t, p, l, gp, hdr(vsock.OpRequest, gp).BufAlloc)
+}
+
+// openWithBuffer is open with the guest announcing a receive buffer of
+// bufAlloc bytes (the host may have that much in flight).
+func openWithBuffer(t *testing.T, p *guestPeer, l *vsock.Listener, gp, bufAlloc uint32) transport.Conn {
+	t.Helper()
+	req := hdr(vsock.OpRequest, gp)
+	req.BufAlloc = bufAlloc
+	p.send(req, nil)
 	resp := p.expect(vsock.OpResponse)
 	if resp.hdr.DstPort != gp || resp.hdr.SrcPort != hostPort || resp.hdr.BufAlloc == 0 {
 		t.Fatalf("bad RESPONSE %s", resp.hdr.String())
@@ -182,15 +191,7 @@ func TestCreditHostToGuest(t *testing.T) {
 	d := newDevice(t, 0)
 	p := newPeer(t, d, 0)
 	l := listen(t, d, false)
-	req := hdr(vsock.OpRequest, 3000)
-	req.BufAlloc = 8192
-	p.send(req, nil)
-	p.expect(vsock.OpResponse)
-	c, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openWithBuffer(t, p, l, 3000, 8192)
 	data := bytes.Repeat([]byte("0123456789abcdef"), 1500) // 24000 bytes
 	done := make(chan error, 1)
 	go func() {
@@ -342,18 +343,10 @@ func TestDeadlines(t *testing.T) {
 	d := newDevice(t, 0)
 	p := newPeer(t, d, 0)
 	l := listen(t, d, false)
-	req := hdr(vsock.OpRequest, 4000)
-	req.BufAlloc = 100
-	p.send(req, nil)
-	p.expect(vsock.OpResponse)
-	c, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openWithBuffer(t, p, l, 4000, 100)
 
 	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	_, err = c.Read(make([]byte, 10))
+	_, err := c.Read(make([]byte, 10))
 	var ne net.Error
 	if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("Read past deadline = %v", err)
