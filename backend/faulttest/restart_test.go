@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,48 +30,22 @@ import (
 // has exited than before it booted.
 func TestBackendRestart(t *testing.T) {
 	k := needGuest(t)
-	vgpu := filepath.Join(k.root, "bin/vgpu")
-	if _, err := os.Stat(vgpu); err != nil {
-		skipOrFail(t, "%s is missing: run make vgpu", vgpu)
-	}
+	vgpu := vgpuBinary(t, k)
 	dir := t.TempDir()
 	frontSock, vu, status := filepath.Join(dir, "front.sock"), filepath.Join(dir, "vu.sock"), filepath.Join(dir, "status.sock")
 
-	start := func(name string, args ...string) (*exec.Cmd, <-chan error) {
-		t.Helper()
-		cmd := exec.Command(vgpu, args...)
-		cmd.Stderr = os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", name, err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(15 * time.Second):
-				_ = cmd.Process.Kill()
-			}
-		})
-		return cmd, exited
-	}
 	serve := func(extra ...string) (*exec.Cmd, <-chan error) {
 		t.Helper()
 		_ = os.Remove(status) // the killed backend's status socket stays behind
 		args := append([]string{"serve", "--device", "sim", "--sim-mem", "4G", "--front-socket", frontSock,
 			"--status-socket", status, "--log-level", "error"}, extra...)
-		cmd, exited := start("vgpu serve", args...)
-		waitFor(t, 20*time.Second, "the backend's status socket", func() bool {
-			_, err := server.ReadStatus(status, time.Second)
-			return err == nil
-		})
+		cmd, exited := startVGPU(t, vgpu, args...)
+		waitStatus(t, status)
 		return cmd, exited
 	}
 
 	backend1, exited1 := serve()
-	front, _ := start("vgpu front", "front", "--vhost-user-socket", vu, "--backend-socket", frontSock, "--log-level", "warn",
+	front, _ := startVGPU(t, vgpu, "front", "--vhost-user-socket", vu, "--backend-socket", frontSock, "--log-level", "warn",
 		"--max-backoff", "500ms")
 	waitFor(t, 20*time.Second, "the front's vhost-user socket", func() bool { _, err := os.Stat(vu); return err == nil })
 	frontBefore := procResources(t, front.Process.Pid)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,6 +229,51 @@ func (h *vgpuHost) start(k *guestKit, name string, con *console, timeout time.Du
 		h.t.Fatalf("starting VM %s: %v", name, err)
 	}
 	return m
+}
+
+// vgpuBinary returns the repository's bin/vgpu, skipping the test (failing
+// with VGPU_REQUIRE_VM=1) when it has not been built.
+func vgpuBinary(t *testing.T, k *guestKit) string {
+	t.Helper()
+	vgpu := filepath.Join(k.root, "bin/vgpu")
+	if _, err := os.Stat(vgpu); err != nil {
+		skipOrFail(t, "%s is missing: run make vgpu", vgpu)
+	}
+	return vgpu
+}
+
+// startVGPU runs vgpu with args for the rest of the test (SIGTERM at the
+// end, SIGKILL 15 s later; SIGKILL too if the test process dies) and
+// returns the command and its exit (its error once, then closed).
+func startVGPU(t *testing.T, vgpu string, args ...string) (*exec.Cmd, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(vgpu, args...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting vgpu %s: %v", args[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); close(exited) }() // closed: the cleanup also sees an exit a test already read
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	return cmd, exited
+}
+
+// waitStatus waits until a backend answers on its status socket.
+func waitStatus(t *testing.T, status string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "the backend's status socket", func() bool {
+		_, err := server.ReadStatus(status, time.Second)
+		return err == nil
+	})
 }
 
 // startAndWait boots the test guest on the vhost-user socket sock running

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,37 +20,12 @@ import (
 // holds no sessions afterwards.
 func TestWorkerKilled(t *testing.T) {
 	k := needGuest(t)
-	vgpu := filepath.Join(k.root, "bin/vgpu")
-	if _, err := os.Stat(vgpu); err != nil {
-		skipOrFail(t, "%s is missing: run make vgpu", vgpu)
-	}
+	vgpu := vgpuBinary(t, k)
 	dir := t.TempDir()
 	vsock, status := filepath.Join(dir, "vu.sock"), filepath.Join(dir, "status.sock")
-	cmd := exec.Command(vgpu, "serve", "--device", "sim", "--sim-mem", "4G", "--isolate", "vm", "--vhost-user-socket", vsock,
+	startVGPU(t, vgpu, "serve", "--device", "sim", "--sim-mem", "4G", "--isolate", "vm", "--vhost-user-socket", vsock,
 		"--status-socket", status, "--log-level", "error")
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	var st *server.Status
-	waitFor(t, 20*time.Second, "the backend's status socket", func() bool {
-		s, err := server.ReadStatus(status, time.Second)
-		st = s
-		return err == nil
-	})
-	_ = st
+	waitStatus(t, status)
 
 	var con console
 	killNow := con.on("KILL-WORKER-NOW")
