@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
 	"github.com/vgpu-project/vgpu/protocol"
 )
@@ -346,7 +347,7 @@ func TestAttacks(t *testing.T) {
 			victim.roundTrip(uint64(1000 + i))
 
 			g.close()
-			waitFor(t, 10*time.Second, "device memory back to the victim's baseline", func() bool {
+			testwait.For(t, 10*time.Second, "device memory back to the victim's baseline", func() bool {
 				m, n := b.devMem()
 				return m == baseMem && n == baseAllocs
 			})
@@ -361,7 +362,7 @@ func TestAttacks(t *testing.T) {
 	ram.Release()
 	victim.t = t
 	victim.close()
-	waitFor(t, 10*time.Second, "device memory back to zero", func() bool { m, n := b.devMem(); return m == 0 && n == 0 })
+	testwait.For(t, 10*time.Second, "device memory back to zero", func() bool { m, n := b.devMem(); return m == 0 && n == 0 })
 	victimRAM.Release()
 	noLeaks(t, before, 32)
 	st := b.srv.Status()

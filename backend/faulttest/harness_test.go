@@ -16,6 +16,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/device/sim"
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -73,7 +74,7 @@ func newBackend(t *testing.T, memLimit uint64) *backend {
 	b := &backend{t: t, drv: drv, srv: srv, ctx: ctx}
 	t.Cleanup(func() {
 		cancel()
-		waitFor(t, 10*time.Second, "every session ended", func() bool { return len(srv.Status().Sessions) == 0 })
+		testwait.For(t, 10*time.Second, "every session ended", func() bool { return len(srv.Status().Sessions) == 0 })
 		b.wg.Wait()
 		drv.Close()
 	})
@@ -231,18 +232,6 @@ func (g *guest) roundTrip(seed uint64) {
 	}
 	for _, x := range []uint64{p, q} {
 		mustOK(g.t, "free", g.call(protocol.OpMemFree, protocol.Bytes(&protocol.PtrReq{Ptr: x}), nil))
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", d, what)
-		}
-		<-time.After(5 * time.Millisecond) // poll: the condition has no channel
 	}
 }
 

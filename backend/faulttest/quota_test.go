@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -84,7 +85,7 @@ func TestQuota(t *testing.T) {
 	a1.close()
 	a2.close()
 	vb.close()
-	waitFor(t, 10*time.Second, "device memory back to zero", func() bool { m, n := b.devMem(); return m == 0 && n == 0 })
+	testwait.For(t, 10*time.Second, "device memory back to zero", func() bool { m, n := b.devMem(); return m == 0 && n == 0 })
 	if vms := b.srv.Status().VMs; len(vms) != 0 {
 		t.Fatalf("VMs left: %+v", vms)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/server"
 )
 
@@ -47,7 +48,7 @@ func TestBackendRestart(t *testing.T) {
 	backend1, exited1 := serve()
 	front, _ := startVGPU(t, vgpu, "front", "--vhost-user-socket", vu, "--backend-socket", frontSock, "--log-level", "warn",
 		"--max-backoff", "500ms")
-	waitFor(t, 20*time.Second, "the front's vhost-user socket", func() bool { _, err := os.Stat(vu); return err == nil })
+	testwait.For(t, 20*time.Second, "the front's vhost-user socket", func() bool { _, err := os.Stat(vu); return err == nil })
 	frontBefore := procResources(t, front.Process.Pid)
 
 	var con console
@@ -106,12 +107,12 @@ tail -2 /tmp/s.log; echo RESTART-FAIL; exit 1`, k.lib, k.bin)
 	if !strings.Contains(out, "soak with no backend: exit 1") {
 		t.Fatal("a program started while no backend was up did not fail with a CUDA error")
 	}
-	waitFor(t, 30*time.Second, "backend 2 holds no sessions and no device memory", func() bool {
+	testwait.For(t, 30*time.Second, "backend 2 holds no sessions and no device memory", func() bool {
 		s, err := server.ReadStatus(status, time.Second)
 		return err == nil && len(s.Sessions) == 0 && (len(s.Devices) == 0 || s.Devices[0].MemUsedByVGPU == 0)
 	})
 	var after resources
-	waitFor(t, 20*time.Second, "the front's fds and guest-RAM mappings back to where they were before the VM", func() bool {
+	testwait.For(t, 20*time.Second, "the front's fds and guest-RAM mappings back to where they were before the VM", func() bool {
 		after = procResources(t, front.Process.Pid)
 		return after.fds <= frontBefore.fds && after.ramMaps <= frontBefore.ramMaps
 	})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpu-project/vgpu/backend/device/sim"
 	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/vhostuser"
 	"github.com/vgpu-project/vgpu/backend/vm"
@@ -270,7 +271,7 @@ func startVGPU(t *testing.T, vgpu string, args ...string) (*exec.Cmd, <-chan err
 // waitStatus waits until a backend answers on its status socket.
 func waitStatus(t *testing.T, status string) {
 	t.Helper()
-	waitFor(t, 20*time.Second, "the backend's status socket", func() bool {
+	testwait.For(t, 20*time.Second, "the backend's status socket", func() bool {
 		_, err := server.ReadStatus(status, time.Second)
 		return err == nil
 	})
@@ -375,7 +376,7 @@ wait; cat /tmp/soak.*.log | grep -v READY; grep -q '^PASS soak' /tmp/soak.1.log 
 	}
 	ma.Kill() // SIGKILL to QEMU while transfers run
 	ma.Wait(context.Background())
-	waitFor(t, 30*time.Second, "VM A's sessions ended and its device memory released", func() bool {
+	testwait.For(t, 30*time.Second, "VM A's sessions ended and its device memory released", func() bool {
 		m, s := h.vmUsage("a")
 		return m == 0 && s == 0
 	})
@@ -416,7 +417,7 @@ export LD_LIBRARY_PATH=%[2]s
 	t.Logf("VM B soak: %d processes, %.0f s, %d calls (%.0f/s), %d bytes moved (%.1f MB/s), %d bytes checked, 0 corrupt",
 		procs, secs, calls, float64(calls)/secs, moved, float64(moved)/secs/1e6, checked)
 
-	waitFor(t, 30*time.Second, "no sessions and no device memory left", func() bool {
+	testwait.For(t, 30*time.Second, "no sessions and no device memory left", func() bool {
 		m, n := h.devMem()
 		return len(h.srv.Status().Sessions) == 0 && m == 0 && n == 0
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/server"
 )
 
@@ -49,7 +50,7 @@ wait $pid; echo "soak after the worker was killed: exit $? ($(tail -1 /tmp/k.log
 	if err != nil || res.ExitStatus != 0 || !strings.Contains(out, "WORKER-RECOVERED") || !strings.Contains(out, "exit 1 (FAIL soak") {
 		t.Fatalf("after the worker was killed: %v %v; want the running program to fail with an error and the next one to work", err, res)
 	}
-	waitFor(t, 20*time.Second, "no sessions left and the killed worker's exit recorded", func() bool {
+	testwait.For(t, 20*time.Second, "no sessions left and the killed worker's exit recorded", func() bool {
 		s, err := server.ReadStatus(status, time.Second)
 		if err != nil || len(s.Sessions) != 0 {
 			return false

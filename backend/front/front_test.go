@@ -19,6 +19,7 @@ import (
 
 	"github.com/vgpu-project/vgpu/backend/device/sim"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
 	"github.com/vgpu-project/vgpu/backend/transport"
@@ -196,17 +197,6 @@ func (b *testBackend) stop(t *testing.T) {
 	b.drv.Close()
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", d, what)
-		}
-		<-time.After(5 * time.Millisecond) // poll: the condition has no channel
-	}
-}
-
 func openFDs(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
@@ -286,7 +276,7 @@ func TestBackendRestartBehindFront(t *testing.T) {
 	done := make(chan struct{})
 	go func() { fwd.run(ctx); close(done) }()
 
-	waitFor(t, 10*time.Second, "the front connected to backend 1", dev.listening)
+	testwait.For(t, 10*time.Second, "the front connected to backend 1", dev.listening)
 	c1, err := dev.connect(1023)
 	if err != nil {
 		t.Fatal(err)
@@ -306,18 +296,18 @@ func TestBackendRestartBehindFront(t *testing.T) {
 	if _, err := c1.Call(protocol.OpPing, 0, nil, nil); err == nil {
 		t.Fatal("a call on a connection whose backend is gone succeeded")
 	}
-	waitFor(t, 10*time.Second, "the front stopped listening", func() bool { return !dev.listening() })
+	testwait.For(t, 10*time.Second, "the front stopped listening", func() bool { return !dev.listening() })
 	if _, err := dev.connect(1022); !errors.Is(err, errRefused) {
 		t.Fatalf("guest connection while no backend is up: %v, want refused", err)
 	}
-	waitFor(t, 10*time.Second, "the front forwards nothing", func() bool {
+	testwait.For(t, 10*time.Second, "the front forwards nothing", func() bool {
 		st := fwd.status()
 		return !st.Connected && st.Streams == 0 && st.Connects == 1
 	})
 
 	// A new backend on the same socket: the front comes back by itself.
 	b2 := startBackend(t, sock, ListenOptions{})
-	waitFor(t, 10*time.Second, "the front reconnected to backend 2", dev.listening)
+	testwait.For(t, 10*time.Second, "the front reconnected to backend 2", dev.listening)
 	c2, err := dev.connect(1021)
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +317,7 @@ func TestBackendRestartBehindFront(t *testing.T) {
 		t.Fatalf("front status after the restart: %+v", st)
 	}
 	c2.Close()
-	waitFor(t, 10*time.Second, "the stream ended on both sides", func() bool {
+	testwait.For(t, 10*time.Second, "the stream ended on both sides", func() bool {
 		fs := b2.ln.Fronts()
 		return fwd.status().Streams == 0 && len(fs) == 1 && fs[0].Streams == 0 && len(b2.srv.Status().Sessions) == 0
 	})
@@ -337,7 +327,7 @@ func TestBackendRestartBehindFront(t *testing.T) {
 	}
 	// QEMU goes away: within a few seconds neither side maps its RAM.
 	qemu.set(nil)
-	waitFor(t, 10*time.Second, "the backend let go of the guest memory of a VM that is gone", func() bool {
+	testwait.For(t, 10*time.Second, "the backend let go of the guest memory of a VM that is gone", func() bool {
 		fs := b2.ln.Fronts()
 		return len(fs) == 1 && !fs[0].Memory
 	})
@@ -360,7 +350,7 @@ func TestFrontClosesStreamsWhenBackendDies(t *testing.T) {
 	defer cancel()
 	fwd := newForwarder(Config{Backend: sock, VM: "vm", MinBackoff: 5 * time.Millisecond}, hclog.NewNullLogger(), dev.listen)
 	go fwd.run(ctx)
-	waitFor(t, 10*time.Second, "connected", dev.listening)
+	testwait.For(t, 10*time.Second, "connected", dev.listening)
 	var clients []*sessiontest.Client
 	for port := uint32(1000); port < 1010; port++ {
 		c, err := dev.connect(port)
@@ -369,7 +359,7 @@ func TestFrontClosesStreamsWhenBackendDies(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
-	waitFor(t, 10*time.Second, "10 streams forwarded", func() bool { return fwd.status().Streams == 10 })
+	testwait.For(t, 10*time.Second, "10 streams forwarded", func() bool { return fwd.status().Streams == 10 })
 	b.stop(t)
 	for i, c := range clients {
 		select {

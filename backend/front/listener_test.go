@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-project/vgpu/backend/handoff"
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
 	"github.com/vgpu-project/vgpu/protocol"
 )
@@ -236,7 +237,7 @@ func TestBadFronts(t *testing.T) {
 				t.Fatal("the backend kept a front that broke the protocol")
 			}
 			f.c.Close()
-			waitFor(t, 5*time.Second, "the drop was counted", func() bool { return b.ln.Dropped() == uint64(i+1) })
+			testwait.For(t, 5*time.Second, "the drop was counted", func() bool { return b.ln.Dropped() == uint64(i+1) })
 			noFDLeak(t, before)
 		})
 	}

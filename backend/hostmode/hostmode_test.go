@@ -13,6 +13,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/device/sim"
 	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/hostmode/hostmodetest"
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -61,18 +62,6 @@ func serve(t *testing.T, opt hostmode.Options) *backend {
 	return b
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestShareRoundTrip(t *testing.T) {
 	b := serve(t, hostmode.Options{})
 	c := hostmodetest.Dial(t, b.path)
@@ -82,7 +71,7 @@ func TestShareRoundTrip(t *testing.T) {
 	hostmodetest.RoundTrip(t, c, 1<<40)
 	// The backend's mappings of the share are gone once it is unshared
 	// and unregistered (the client still has its own).
-	waitFor(t, "the backend to unmap the share", func() bool { return hostmodetest.Mappings(t, "vgpu-hostmodetest") == 1 })
+	testwait.For(t, 10*time.Second, "the backend to unmap the share", func() bool { return hostmodetest.Mappings(t, "vgpu-hostmodetest") == 1 })
 	c.Ping(t)
 }
 
@@ -264,12 +253,12 @@ func TestNoLeaks(t *testing.T) {
 			_ = unix.Close(m.FD)
 			m.Mem, m.FD = nil, -1
 		}()
-		waitFor(t, "the session to end", func() bool { return len(b.srv.Status().Sessions) == 1 })
-		waitFor(t, "the backend to unmap the share", func() bool { return hostmodetest.Mappings(t, "vgpu-leak") == 0 })
+		testwait.For(t, 10*time.Second, "the session to end", func() bool { return len(b.srv.Status().Sessions) == 1 })
+		testwait.For(t, 10*time.Second, "the backend to unmap the share", func() bool { return hostmodetest.Mappings(t, "vgpu-leak") == 0 })
 		if s := b.srv.Status(); s.Devices[0].Allocations != 0 {
 			t.Fatalf("allocations or host registrations left after session %d: %+v", i, s.Devices[0])
 		}
 	}
-	waitFor(t, "every fd to be closed", func() bool { return hostmodetest.CountFDs(t) == before })
+	testwait.For(t, 10*time.Second, "every fd to be closed", func() bool { return hostmodetest.CountFDs(t) == before })
 	keeper.Ping(t)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/backend/vsock"
 )
@@ -101,7 +102,7 @@ func TestStreamBothWays(t *testing.T) {
 		t.Fatalf("SHUTDOWN flags %#x", sd.hdr.Flags)
 	}
 	p.send(hdr(vsock.OpRST, 1000), nil)
-	waitFor(t, "connection forgotten", func() bool { return d.Conns() == 0 })
+	testwait.For(t, 10*time.Second, "connection forgotten", func() bool { return d.Conns() == 0 })
 	if _, err := c.Read(buf); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Read after Close = %v", err)
 	}
@@ -423,7 +424,7 @@ func TestMalformedChainBreaksDevice(t *testing.T) {
 		t.Fatalf("stats %+v", d.Stats())
 	}
 	// The rejected head went back to the used ring.
-	waitFor(t, "rejected head returned", func() bool {
+	testwait.For(t, 10*time.Second, "rejected head returned", func() bool {
 		p.txMu.Lock()
 		defer p.txMu.Unlock()
 		return p.tx.UsedIdx() == p.tx.AvailIdx()

@@ -243,22 +243,6 @@ func (p *guestPeer) quiet(d time.Duration) {
 	}
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 var _ guestmem.Source = (*guestmem.Table)(nil)
 
 func guestGPA(v uint64) guestmem.GPA { return guestmem.GPA(v) }
