@@ -89,9 +89,10 @@ $L_done:
 // the one before (up to slotDescs), so the device starts moving bytes while
 // the CPU is still translating the rest of the list. Filling a whole first
 // slot kept the H100 idle for ~250 µs of a ~5 ms copy: the ramp took 256 MiB
-// of scattered 4 KiB pages from 86-87 % to 90 % of native pinned bandwidth
-// (HtoD) and from 87-90 % to 93-94 % (DtoH). Kernel variants measured at
-// the same time changed nothing (bench/results/2026-11-22-h100-engine).
+// of scattered 4 KiB pages from 84-87 % to 88-91 % of native pinned
+// bandwidth (HtoD) and from 87-90 % to 90-94 % (DtoH) over ten runs. Kernel
+// variants measured beside it changed nothing
+// (bench/results/2026-11-22-h100-engine).
 const (
 	descSize      = 24
 	slotDescs     = 8192
