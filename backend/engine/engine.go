@@ -10,10 +10,10 @@
 //     ChunkSize pieces, on first use), so the runs are DMA'd at pinned
 //     bandwidth. Good for few, large runs.
 //   - Gather: a gather (HtoD) or scatter (DtoH) kernel reads or writes
-//     device-mapped guest memory directly, from a descriptor list uploaded
-//     per request through a pinned staging buffer. Good for many small,
-//     scattered pages, where one copy per page costs more than the bytes.
-//     Needs a device that executes kernels (not sim).
+//     device-mapped guest memory directly, from descriptors the CPU
+//     publishes in pinned memory while the kernel runs (gather.go, copy.cu).
+//     Good for many small, scattered pages, where one copy per page costs
+//     more than the bytes. Needs a device that executes kernels (not sim).
 //   - Staging: the CPU gathers into (or scatters from) a pinned bounce
 //     buffer that the DMA engine moves; the baseline, needing no
 //     registration of guest RAM.
@@ -197,7 +197,7 @@ func (e *Engine) Copy(c device.Context, dir Dir, dev device.Ptr, total uint64, s
 		if e.kind == Auto && gatherBroken(c) != nil {
 			return Direct, e.direct(c, dir, dev, src, s) // chosen, not demanded: fall back
 		}
-		return k, e.gather(c, dir, dev, src, s)
+		return k, e.gather(c, dir, dev, total, src, s)
 	}
 	return Direct, e.direct(c, dir, dev, src, s)
 }
@@ -229,6 +229,27 @@ func (e *Engine) devOf(cc *chunkCache, c device.Context, p *Piece) (device.Ptr, 
 		*cc = chunkCache{c: c, region: p.Region, idx: idx, dev: d, ok: true}
 	}
 	return cc.dev + device.Ptr(p.Off-idx*ChunkSize), nil
+}
+
+// lookupDev is devOf for chunks already registered: it takes no lock and
+// calls no driver (the gather engine's rule while a launch is open). ok is
+// false where devOf must register first.
+func (e *Engine) lookupDev(cc *chunkCache, c device.Context, p *Piece) (device.Ptr, bool) {
+	if p.Dev != 0 {
+		return p.Dev, true
+	}
+	if p.Region == nil {
+		return 0, false // devOf reports it
+	}
+	idx := p.Off / ChunkSize
+	if !cc.ok || cc.region != p.Region || cc.idx != idx || cc.c != c {
+		d, ok := e.reg.lookup(c, p.Region, idx)
+		if !ok {
+			return 0, false
+		}
+		*cc = chunkCache{c: c, region: p.Region, idx: idx, dev: d, ok: true}
+	}
+	return cc.dev + device.Ptr(p.Off-idx*ChunkSize), true
 }
 
 // direct issues one asynchronous copy per run of adjacent pieces; guest RAM

@@ -1,122 +1,83 @@
 package engine
 
 import (
+	_ "embed"
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 )
 
-// copyPTX is the gather/scatter kernel: for each descriptor {dst, src, len}
-// (device addresses; guest memory is device-mapped host memory), one block
-// copies len bytes, 16 bytes per thread per step when dst, src and len are
-// all 16-byte aligned, else byte by byte. Blocks stride over descriptors.
-// The descriptors themselves are read from pinned, device-mapped host
-// memory (24 bytes per page moved: no upload step). Checked with ptxas
-// (nvcc 11.8) for sm_52 and sm_90; the driver JIT-compiles it for the
-// device at hand.
-const copyPTX = `
-.version 7.0
-.target sm_52
-.address_size 64
+// copyPTX is the gather/scatter kernel, generated from copy.cu by
+// scripts/gen-copy-ptx.sh (TestCopyPTXCurrent checks it is current). The
+// driver JIT-compiles it for the device at hand (compute_70 and newer; on
+// older devices, or drivers older than CUDA 11.8, the kernel does not load
+// and Auto falls back to the direct engine).
+//
+//go:embed copy.ptx
+var copyPTX string
 
-.visible .entry vgpu_copy(
-	.param .u64 vgpu_copy_descs,
-	.param .u32 vgpu_copy_n
-)
-{
-	.reg .pred 	%p<4>;
-	.reg .b32 	%r<12>;
-	.reg .b64 	%rd<16>;
-
-	ld.param.u64 	%rd1, [vgpu_copy_descs];
-	ld.param.u32 	%r1, [vgpu_copy_n];
-	cvta.to.global.u64 	%rd1, %rd1;
-	mov.u32 	%r2, %ctaid.x;
-	mov.u32 	%r3, %nctaid.x;
-	mov.u32 	%r4, %tid.x;
-	mov.u32 	%r5, %ntid.x;
-$L_desc:
-	setp.ge.u32 	%p1, %r2, %r1;
-	@%p1 bra 	$L_done;
-	mul.wide.u32 	%rd2, %r2, 24;
-	add.s64 	%rd3, %rd1, %rd2;
-	ld.global.u64 	%rd4, [%rd3];
-	ld.global.u64 	%rd5, [%rd3+8];
-	ld.global.u64 	%rd6, [%rd3+16];
-	cvta.to.global.u64 	%rd4, %rd4;
-	cvta.to.global.u64 	%rd5, %rd5;
-	or.b64 	%rd7, %rd4, %rd5;
-	or.b64 	%rd7, %rd7, %rd6;
-	and.b64 	%rd7, %rd7, 15;
-	setp.ne.s64 	%p2, %rd7, 0;
-	@%p2 bra 	$L_bytes;
-	mul.wide.u32 	%rd8, %r4, 16;
-	mul.wide.u32 	%rd9, %r5, 16;
-$L_vec:
-	setp.ge.u64 	%p3, %rd8, %rd6;
-	@%p3 bra 	$L_next;
-	add.s64 	%rd10, %rd5, %rd8;
-	add.s64 	%rd11, %rd4, %rd8;
-	ld.global.v4.u32 	{%r6, %r7, %r8, %r9}, [%rd10];
-	st.global.v4.u32 	[%rd11], {%r6, %r7, %r8, %r9};
-	add.s64 	%rd8, %rd8, %rd9;
-	bra.uni 	$L_vec;
-$L_bytes:
-	cvt.u64.u32 	%rd8, %r4;
-	cvt.u64.u32 	%rd9, %r5;
-$L_byte:
-	setp.ge.u64 	%p3, %rd8, %rd6;
-	@%p3 bra 	$L_next;
-	add.s64 	%rd10, %rd5, %rd8;
-	add.s64 	%rd11, %rd4, %rd8;
-	ld.global.u8 	%r6, [%rd10];
-	st.global.u8 	[%rd11], %r6;
-	add.s64 	%rd8, %rd8, %rd9;
-	bra.uni 	$L_byte;
-$L_next:
-	add.s32 	%r2, %r2, %r3;
-	bra.uni 	$L_desc;
-$L_done:
-	ret;
-}
-`
-
-// Gather geometry: descriptors go in slots of slotDescs; while the device
-// copies with one slot the CPU fills the next, so translating guest
-// addresses overlaps the transfer. The first batch of a copy is launched
-// after firstBatch descriptors and each later one may hold twice as many as
-// the one before (up to slotDescs), so the device starts moving bytes while
-// the CPU is still translating the rest of the list. Filling a whole first
-// slot kept the H100 idle for ~250 µs of a ~5 ms copy: the ramp took 256 MiB
-// of scattered 4 KiB pages from 84-87 % to 88-91 % of native pinned
-// bandwidth (HtoD) and from 87-90 % to 90-94 % (DtoH) over ten runs. Kernel
-// variants measured beside it changed nothing
-// (bench/results/2026-11-22-h100-engine).
+// Gather geometry. One launch takes up to slotDescs descriptors from one
+// slot of pinned, device-mapped host memory. The engine launches the kernel
+// before it has translated the piece list, then writes descriptors into the
+// slot and raises the slot's published count every publishEvery
+// descriptors; the kernel copies what is published, and returns once the
+// count carries finalMark and it has copied that many (copy.cu). So the GPU
+// starts moving bytes microseconds after the copy begins, and the whole list
+// takes one launch. The batches of earlier versions (a launch per 8,192
+// descriptors, the first ones ramped from 256) reached 88-91 % of native
+// pinned HtoD on scattered 4 KiB pages on the H100, this 91-92 %
+// (bench/results/2026-11-22-h100-engine-persistent).
+//
+// The rule that makes it safe: while a launch is open (its count not yet
+// final) the engine calls nothing that could wait for the GPU: no driver
+// call, no lock that someone may hold across a driver call. Translating a
+// piece and looking up a registered chunk are pure; a chunk that must be
+// registered first closes the launch (launcher.close), as does every
+// return, error and panic included.
 const (
-	descSize      = 24
-	slotDescs     = 8192
-	numSlots      = 4
-	gatherThreads = 256
-	eventNoTiming = 0x2 // CU_EVENT_DISABLE_TIMING
+	descSize            = 24
+	numSlots            = 2
+	gatherThreads       = 256 // 8 warps; copy.cu gives each warp 4 descriptors at a time
+	descsPerBlock       = 32
+	maxDescLen          = 64 << 10 // longer runs are split, so that many warps share them
+	finalMark           = 1 << 63
+	publishedOff        = 0 // the published count sits in the slot's first 64 bytes
+	slotHeader          = 64
+	mirrorSize          = 16 // struct vgpu_mirror
+	eventNoTiming       = 0x2  // CU_EVENT_DISABLE_TIMING
+	attrMultiprocessors = 16   // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 )
 
-// firstBatch is the size of a copy's first launch (a variable so that the
-// GPU benchmark can compare it with no ramp, firstBatch = slotDescs).
-var firstBatch = 256
+// slotDescs is the number of descriptors one launch takes, and
+// publishEvery how many the engine writes between raises of the published
+// count (variables so that tests can make launches small and measure the
+// GPU alone: publishEvery = slotDescs publishes only the final count).
+var (
+	slotDescs    = 65536
+	publishEvery = 64
+)
 
 type slot struct {
-	host []byte       // pinned, device-mapped descriptor buffer
-	dev  device.Ptr   // its device address
-	ev   device.Event // recorded after the launch that reads it
-	busy bool
+	host   []byte       // pinned, device-mapped: the published count, then descriptors
+	dev    device.Ptr   // device address of host
+	mirror device.Ptr   // the launch's shared count in device memory
+	ev     device.Event // recorded after the launch that reads the slot
+	busy   bool
 }
+
+// published is the slot's published count, read by the kernel over PCIe.
+func (sl *slot) published() *uint64 { return (*uint64)(unsafe.Pointer(&sl.host[publishedOff])) }
 
 // gatherState is one context's kernel and descriptor slots, shared by every
 // engine of the process (the PTX is JIT-compiled once per context).
 type gatherState struct {
 	mu    sync.Mutex
 	fn    device.Function
+	sms   uint32 // multiprocessors: the largest grid
+	descs int    // descriptors per slot
 	slots [numSlots]slot
 	next  int
 	err   error
@@ -151,8 +112,18 @@ func (g *gatherState) init(c device.Context) error {
 	if err != nil {
 		return err
 	}
+	p, err := c.Properties()
+	if err != nil {
+		return err
+	}
+	g.sms = uint32(max(p.Attrs[attrMultiprocessors], 1))
+	g.descs = slotDescs
+	mirrors, err := c.MemAlloc(numSlots * mirrorSize)
+	if err != nil {
+		return err
+	}
 	for i := range g.slots {
-		host, err := mapAnon(slotDescs * descSize)
+		host, err := mapAnon(slotHeader + g.descs*descSize)
 		if err != nil {
 			return device.Errorf("engine.Gather", device.ErrOutOfMemory, "descriptor buffer: %v", err)
 		}
@@ -165,106 +136,154 @@ func (g *gatherState) init(c device.Context) error {
 		if err != nil {
 			return err
 		}
-		g.slots[i] = slot{host: host, dev: d, ev: ev}
+		g.slots[i] = slot{host: host, dev: d, mirror: mirrors + device.Ptr(i*mirrorSize), ev: ev}
 	}
 	g.fn = fn
 	return nil
 }
 
-// gather copies with the kernel, one launch per filled slot.
-func (e *Engine) gather(c device.Context, dir Dir, dev device.Ptr, src Source, s device.Stream) error {
+// launcher is one copy's open launch, if any.
+type launcher struct {
+	c    device.Context
+	g    *gatherState
+	s    device.Stream
+	grid uint32
+	sl   *slot // the open launch's slot; nil when none is open
+	n    int   // descriptors written to sl
+}
+
+// open launches the kernel on the next slot, with nothing published yet.
+func (l *launcher) open() error {
+	g := l.g
+	sl := &g.slots[g.next]
+	if sl.busy { // its launch was closed earlier: it ends by itself
+		if err := l.c.EventSynchronize(sl.ev); err != nil {
+			return err
+		}
+		sl.busy = false
+	}
+	g.next = (g.next + 1) % numSlots
+	atomic.StoreUint64(sl.published(), 0)
+	if err := l.c.Memset(sl.mirror, 0, 4, mirrorSize/4, 1, mirrorSize, l.s, true); err != nil {
+		return err
+	}
+	var params [24]byte
+	le := binary.LittleEndian
+	le.PutUint64(params[0:], uint64(sl.dev+slotHeader))
+	le.PutUint64(params[8:], uint64(sl.dev+publishedOff))
+	le.PutUint64(params[16:], uint64(sl.mirror))
+	cfg := device.LaunchConfig{Grid: [3]uint32{l.grid, 1, 1}, Block: [3]uint32{gatherThreads, 1, 1}, Stream: l.s}
+	if err := l.c.Launch(g.fn, cfg, params[:]); err != nil {
+		return err
+	}
+	l.sl, l.n = sl, 0
+	return nil
+}
+
+// add appends one descriptor, opening a launch if none is open or the open
+// one is full.
+func (l *launcher) add(dst, src device.Ptr, n uint64) error {
+	if l.sl != nil && l.n == l.g.descs {
+		if err := l.close(); err != nil {
+			return err
+		}
+	}
+	if l.sl == nil {
+		if err := l.open(); err != nil {
+			return err
+		}
+	}
+	le := binary.LittleEndian
+	d := l.sl.host[slotHeader+l.n*descSize : slotHeader+(l.n+1)*descSize]
+	le.PutUint64(d[0:], uint64(dst))
+	le.PutUint64(d[8:], uint64(src))
+	le.PutUint64(d[16:], n)
+	l.n++
+	if l.n%publishEvery == 0 {
+		// The descriptors' stores come first: an atomic store is a release
+		// (and amd64 keeps stores in order), so the kernel, which reads the
+		// count before the descriptors, never sees one half-written.
+		atomic.StoreUint64(l.sl.published(), uint64(l.n))
+	}
+	return nil
+}
+
+// close publishes the open launch's final count, after which the kernel
+// ends by itself, and records the slot's event.
+func (l *launcher) close() error {
+	sl := l.sl
+	if sl == nil {
+		return nil
+	}
+	atomic.StoreUint64(sl.published(), uint64(l.n)|finalMark)
+	l.sl = nil
+	sl.busy = true
+	if err := l.c.EventRecord(sl.ev, l.s); err != nil {
+		// Without the event nothing says when the kernel stops reading the
+		// slot: wait for it here (a broken context returns at once).
+		_ = l.c.StreamSynchronize(l.s)
+		sl.busy = false
+		return err
+	}
+	return nil
+}
+
+// gather copies with the kernel: one launch per slot's worth of
+// descriptors, opened before the first descriptor is written.
+func (e *Engine) gather(c device.Context, dir Dir, dev device.Ptr, total uint64, src Source, s device.Stream) (err error) {
 	g := getGather(c)
 	defer g.mu.Unlock()
 	if g.err != nil {
 		return g.err
 	}
-	le := binary.LittleEndian
+	descs := max(uint64(src.Count()), total/maxDescLen) // about
+	grid := uint32((min(descs, uint64(g.descs)) + descsPerBlock - 1) / descsPerBlock)
+	l := launcher{c: c, g: g, s: s, grid: min(max(grid, 1), g.sms)}
+	defer func() { // never leave a launch open: its kernel would wait forever
+		if cerr := l.close(); err == nil {
+			err = cerr
+		}
+	}()
 	var cc chunkCache
-	var sl *slot
-	n := 0
-	limit := min(max(firstBatch, 1), slotDescs) // this batch's size
-	take := func() error {
-		sl = &g.slots[g.next]
-		g.next = (g.next + 1) % numSlots
-		n = 0
-		if sl.busy { // still read by an earlier launch
-			if err := c.EventSynchronize(sl.ev); err != nil {
-				return err
-			}
-			sl.busy = false
-		}
-		return nil
-	}
-	launch := func() error {
-		if n == 0 {
-			return nil
-		}
-		var params [16]byte
-		le.PutUint64(params[0:], uint64(sl.dev))
-		le.PutUint32(params[8:], uint32(n))
-		cfg := device.LaunchConfig{Grid: [3]uint32{uint32(n), 1, 1}, Block: [3]uint32{gatherThreads, 1, 1}, Stream: s}
-		if err := c.Launch(g.fn, cfg, params[:12]); err != nil {
-			return err
-		}
-		if err := c.EventRecord(sl.ev, s); err != nil {
-			return err
-		}
-		sl.busy = true
-		return nil
-	}
-	add := func(dst, srcp device.Ptr, l uint64) error {
-		if n == limit {
-			if err := launch(); err != nil {
-				return err
-			}
-			if err := take(); err != nil {
-				return err
-			}
-			limit = min(2*limit, slotDescs)
-		}
-		d := sl.host[n*descSize : (n+1)*descSize]
-		le.PutUint64(d[0:], uint64(dst))
-		le.PutUint64(d[8:], uint64(srcp))
-		le.PutUint64(d[16:], l)
-		n++
-		return nil
-	}
-	if err := take(); err != nil {
-		return err
-	}
 	var off uint64
 	emit := func(run *Piece) error {
 		p := *run
 		for len(p.Host) > 0 {
 			q := p
+			if len(q.Host) > maxDescLen {
+				q.Host = q.Host[:maxDescLen]
+			}
 			if p.Dev == 0 { // stop at the registration chunk's end
-				if l := (p.Off/ChunkSize+1)*ChunkSize - p.Off; uint64(len(q.Host)) > l {
-					q.Host = p.Host[:l]
+				if rest := (p.Off/ChunkSize+1)*ChunkSize - p.Off; uint64(len(q.Host)) > rest {
+					q.Host = p.Host[:rest]
 				}
 			}
-			hd, err := e.devOf(&cc, c, &q)
-			if err != nil {
-				return err
+			hd, ok := e.lookupDev(&cc, c, &q)
+			if !ok { // registering calls the driver: close the launch first
+				if err := l.close(); err != nil {
+					return err
+				}
+				var err error
+				if hd, err = e.devOf(&cc, c, &q); err != nil {
+					return err
+				}
 			}
-			l := uint64(len(q.Host))
+			n := uint64(len(q.Host))
 			dst, from := dev+device.Ptr(off), hd
 			if dir == DtoH {
 				dst, from = hd, dev+device.Ptr(off)
 			}
-			if err := add(dst, from, l); err != nil {
+			if err := l.add(dst, from, n); err != nil {
 				return err
 			}
-			off += l
-			p.Host = p.Host[l:]
-			p.Off += l
+			off += n
+			p.Host = p.Host[n:]
+			p.Off += n
 			if p.Dev != 0 {
-				p.Dev += device.Ptr(l)
+				p.Dev += device.Ptr(n)
 			}
 		}
 		return nil
 	}
-	if err := eachRun(src, emit); err != nil {
-		return err
-	}
-	return launch()
+	return eachRun(src, emit)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
@@ -17,6 +18,11 @@ type Registry struct {
 	mu     sync.Mutex
 	chunks map[chunkKey]chunk
 	failed map[chunkKey]error
+	// snap is a copy of chunks, replaced (never changed) under mu after
+	// every change: lookups read it without the lock, so the gather engine
+	// never waits on a goroutine that holds mu across a driver call while
+	// one of its kernels waits on the gather engine.
+	snap atomic.Pointer[map[chunkKey]chunk]
 }
 
 type chunkKey struct {
@@ -47,9 +53,7 @@ func (g *Registry) Ensure(c device.Context, r *guestmem.Region, off, n uint64) (
 	var devFirst device.Ptr
 	for ch := first; ch <= last; ch++ {
 		lo := ch * ChunkSize
-		hi := min(lo+ChunkSize, uint64(len(r.Host)))
-		b := r.Host[lo:hi:hi]
-		k := chunkKey{ctx: c, base: addrOf(b), bytes: hi - lo}
+		k, b := keyOf(c, r, ch)
 		g.mu.Lock()
 		ck, ok := g.chunks[k]
 		ferr := g.failed[k]
@@ -62,6 +66,7 @@ func (g *Registry) Ensure(c device.Context, r *guestmem.Region, off, n uint64) (
 			}
 			ck = chunk{dev: p, host: b}
 			g.chunks[k] = ck
+			g.publish()
 		}
 		g.mu.Unlock()
 		if ferr != nil {
@@ -72,6 +77,35 @@ func (g *Registry) Ensure(c device.Context, r *guestmem.Region, off, n uint64) (
 		}
 	}
 	return devFirst, nil
+}
+
+// keyOf returns the key and the bytes of chunk idx of r.
+func keyOf(c device.Context, r *guestmem.Region, idx uint64) (chunkKey, []byte) {
+	lo := idx * ChunkSize
+	hi := min(lo+ChunkSize, uint64(len(r.Host)))
+	b := r.Host[lo:hi:hi]
+	return chunkKey{ctx: c, base: addrOf(b), bytes: hi - lo}, b
+}
+
+// lookup returns the device address of chunk idx of r if it is registered
+// with c. It takes no lock and calls no driver.
+func (g *Registry) lookup(c device.Context, r *guestmem.Region, idx uint64) (device.Ptr, bool) {
+	m := g.snap.Load()
+	if m == nil || idx*ChunkSize >= uint64(len(r.Host)) {
+		return 0, false
+	}
+	k, _ := keyOf(c, r, idx)
+	ck, ok := (*m)[k]
+	return ck.dev, ok
+}
+
+// publish replaces snap with a copy of chunks (mu held).
+func (g *Registry) publish() {
+	m := make(map[chunkKey]chunk, len(g.chunks))
+	for k, v := range g.chunks {
+		m[k] = v
+	}
+	g.snap.Store(&m)
 }
 
 // Forget unregisters every chunk inside host, which its owner is about to
@@ -97,6 +131,7 @@ func (g *Registry) Forget(host []byte) {
 			delete(g.failed, k)
 		}
 	}
+	g.publish()
 }
 
 // Close unregisters every chunk. The regions must still be mapped.
@@ -108,4 +143,5 @@ func (g *Registry) Close() {
 		delete(g.chunks, k)
 	}
 	clear(g.failed)
+	g.publish()
 }
