@@ -46,9 +46,9 @@ const (
 	finalMark           = 1 << 63
 	publishedOff        = 0 // the published count sits in the slot's first 64 bytes
 	slotHeader          = 64
-	mirrorSize          = 16 // struct vgpu_mirror
-	eventNoTiming       = 0x2  // CU_EVENT_DISABLE_TIMING
-	attrMultiprocessors = 16   // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+	mirrorSize          = 16  // struct vgpu_mirror
+	eventNoTiming       = 0x2 // CU_EVENT_DISABLE_TIMING
+	attrMultiprocessors = 16  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 )
 
 // slotDescs is the number of descriptors one launch takes, and

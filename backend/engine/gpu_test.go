@@ -62,7 +62,7 @@ func TestGPUGatherVariants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.MemFree(dev)
-	var spent time.Duration // time fn says not to count
+	var spent time.Duration                      // time fn says not to count
 	best := func(fn func()) (float64, float64) { // best and median GB/s of 7
 		var ts []float64
 		for i := 0; i < 7; i++ {
