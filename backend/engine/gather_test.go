@@ -332,7 +332,7 @@ func BenchmarkGatherCPU(b *testing.B) {
 
 // TestCopyPTX assembles the copy kernel with ptxas (nvcc 11.8 in CI;
 // skipped where there is none) for the oldest and the newest architecture
-// the kernel supports.
+// the kernel supports (the oldest only where that ptxas still knows it).
 func TestCopyPTX(t *testing.T) {
 	ptxas, err := exec.LookPath("ptxas")
 	if err != nil {
@@ -345,6 +345,10 @@ func TestCopyPTX(t *testing.T) {
 	}
 	for _, arch := range []string{"sm_70", "sm_90"} {
 		out, err := exec.Command(ptxas, "-arch", arch, "-o", filepath.Join(dir, "copy.cubin"), src).CombinedOutput()
+		if err != nil && bytes.Contains(out, []byte("is not defined for option 'gpu-name'")) {
+			t.Logf("this ptxas does not know %s (CUDA 13 dropped Volta): not checked", arch)
+			continue
+		}
 		if err != nil {
 			t.Errorf("ptxas -arch %s: %v\n%s", arch, err, out)
 		}
