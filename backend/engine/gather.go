@@ -16,6 +16,7 @@ import (
 // older devices, or drivers older than CUDA 11.8, the kernel does not load
 // and Auto falls back to the direct engine).
 //
+//go:generate ../../scripts/gen-copy-ptx.sh
 //go:embed copy.ptx
 var copyPTX string
 
