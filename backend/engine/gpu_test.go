@@ -131,18 +131,25 @@ func TestGPUGatherVariants(t *testing.T) {
 		}
 	}
 
-	// The kernel's narrower paths: pieces aligned to 8, 4 and 1 bytes.
-	for _, align := range []int{8, 4, 1} {
+	// The kernel's narrower paths (pieces aligned to 8, 4 and 1 bytes), a
+	// last group of fewer than four descriptors, and a list longer than one
+	// launch (70,001 pieces of 1 KiB: two launches).
+	for _, tc := range []struct {
+		what          string
+		count         int
+		at, n, stride uint64
+	}{
+		{"1,023 pieces aligned to 8", 1023, 8, page - 8, page},
+		{"1,023 pieces aligned to 4", 1023, 4, page - 4, page},
+		{"1,023 pieces aligned to 1, odd lengths", 1023, 1, page - 3, page},
+		{"70,001 pieces of 1 KiB", 70001, 0, 1024, 2048},
+	} {
 		var ps Pieces
-		for i := 0; i < 1024; i++ {
-			off := uint64((i*7919)%(2*pages))*page + uint64(align)
-			n := uint64(page - align)
-			if align == 1 {
-				n-- // odd length too
-			}
-			ps = append(ps, Piece{Host: ram[off : off+n : off+n], Region: r, Off: off})
+		for i := 0; i < tc.count; i++ {
+			off := uint64(i*7919%(2*total/int(tc.stride)))*tc.stride + tc.at
+			ps = append(ps, Piece{Host: ram[off : off+tc.n : off+tc.n], Region: r, Off: off})
 		}
-		what := fmt.Sprintf("pieces aligned to %d", align)
+		what := tc.what
 		if err := c.Memset(dev, 0, 1, total, 1, total, 0, false); err != nil {
 			t.Fatal(err)
 		}
