@@ -25,10 +25,10 @@
 // the final mark on every path (the engine does it before it calls the
 // driver again and before it returns), or the launch never ends.
 //
-// Measured on the H100 (bench/results/2026-11-22-h100-engine-persistent): group size
-// 1, 2, 4 and 8, grids of 1 to 8 blocks per SM and flat or scaled sleeps
-// against the CPU publishing at 15 to 60 ns per descriptor; four per group,
-// one block per SM and the scaled sleep held up best.
+// Measured on the H100 (bench/results/2026-11-22-h100-engine-persistent):
+// group sizes 1, 2, 4 and 8, grids of 1 to 8 blocks per SM, and flat or
+// scaled sleeps, against a CPU publishing at 15 to 60 ns per descriptor;
+// four per group, one block per SM and the scaled sleep held up best.
 
 #define VGPU_FINAL (1ull << 63)
 #define VGPU_GROUP 4
