@@ -28,9 +28,9 @@ var copyPTX string
 // count carries finalMark and it has copied that many (copy.cu). So the GPU
 // starts moving bytes microseconds after the copy begins, and the whole list
 // takes one launch. The batches of earlier versions (a launch per 8,192
-// descriptors, the first ones ramped from 256) reached 88-91 % of native
-// pinned HtoD on scattered 4 KiB pages on the H100, this 91-92 %
-// (bench/results/2026-11-22-h100-engine-persistent).
+// descriptors, the first ones ramped from 256) reached 88-90 % of native
+// pinned HtoD on scattered 4 KiB pages on the H100, this 90-92 % (median
+// 91 %, same-machine A/B in bench/results/2026-11-22-h100-engine-persistent).
 //
 // The rule that makes it safe: while a launch is open (its count not yet
 // final) the engine calls nothing that could wait for the GPU: no driver
