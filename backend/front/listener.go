@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-project/vgpu/backend/guestmem"
 	"github.com/vgpu-project/vgpu/backend/handoff"
 	"github.com/vgpu-project/vgpu/backend/transport"
 )
@@ -173,7 +174,7 @@ func (l *Listener) acceptFronts() {
 			}
 			continue
 		}
-		p := &peer{l: l, ctrl: c, pid: -1, streams: map[*stream]struct{}{}}
+		p := &peer{l: l, ctrl: c, pid: -1, streams: map[*stream]struct{}{}, mem: guestmem.Latest{Missing: handoff.ErrNoMemory}}
 		if cred, err := peerCred(c); err == nil {
 			p.pid, p.uid = cred.Pid, cred.Uid
 		}
@@ -213,7 +214,7 @@ type peer struct {
 	uid     uint32
 	vm      string
 	cid     uint32
-	mem     handoff.Latest
+	mem     guestmem.Latest
 	mu      sync.Mutex
 	gen     uint64 // generation of the table in mem (0: none)
 	streams map[*stream]struct{}

@@ -3,7 +3,6 @@ package handoff
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -130,31 +129,6 @@ func checkRAMFile(fd int, r Region, requireSealed bool) error {
 	return nil
 }
 
-// Latest is a guestmem.Source serving the latest table received; sessions
-// handed over on the same control socket use it.
-type Latest struct {
-	mu  sync.Mutex
-	cur *guestmem.Table
-}
-
-// Acquire returns the latest table with a reference held.
-func (s *Latest) Acquire() (*guestmem.Table, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil {
-		return nil, errors.New("handoff: no guest memory table received")
-	}
-	return s.cur.Acquire()
-}
-
-// Set makes t (whose reference it takes over) the latest table; nil
-// releases the current one.
-func (s *Latest) Set(t *guestmem.Table) {
-	s.mu.Lock()
-	old := s.cur
-	s.cur = t
-	s.mu.Unlock()
-	if old != nil {
-		old.Release()
-	}
-}
+// ErrNoMemory is what a worker's or a backend's guest memory source
+// (guestmem.Latest) returns before a table was handed over.
+var ErrNoMemory = errors.New("handoff: no guest memory table received")

@@ -119,7 +119,7 @@ func FuzzVhostUserMessage(f *testing.F) {
 		_ = s.serveConn(ours)
 		ours.Close()
 		<-done
-		s.setMem(nil)
+		s.mem.Set(nil)
 	})
 }
 

@@ -44,8 +44,7 @@ type Server struct {
 	backend Backend
 	log     hclog.Logger
 
-	memMu sync.Mutex
-	mem   *guestmem.Table
+	mem guestmem.Latest // QEMU's memory table, for the backend
 
 	connMu sync.Mutex
 	conn   *net.UnixConn
@@ -73,7 +72,7 @@ func Listen(path string, backend Backend, log hclog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("vhost-user: listen on %s: %w", path, err)
 	}
 	ln.SetUnlinkOnClose(true)
-	return &Server{path: path, ln: ln, backend: backend, log: log.With("socket", path)}, nil
+	return &Server{path: path, ln: ln, backend: backend, log: log.With("socket", path), mem: guestmem.Latest{Missing: ErrNoMemory}}, nil
 }
 
 // Path returns the socket path.
@@ -81,29 +80,7 @@ func (s *Server) Path() string { return s.path }
 
 // Acquire returns the VM's current memory table with a reference held
 // (guestmem.Source).
-func (s *Server) Acquire() (*guestmem.Table, error) {
-	s.memMu.Lock()
-	defer s.memMu.Unlock()
-	if s.mem == nil {
-		return nil, ErrNoMemory
-	}
-	if err := s.mem.Retain(); err != nil {
-		return nil, err
-	}
-	return s.mem, nil
-}
-
-// setMem publishes t (nil: none) and drops the server's reference on the
-// previous table.
-func (s *Server) setMem(t *guestmem.Table) {
-	s.memMu.Lock()
-	old := s.mem
-	s.mem = t
-	s.memMu.Unlock()
-	if old != nil {
-		old.Release()
-	}
-}
+func (s *Server) Acquire() (*guestmem.Table, error) { return s.mem.Acquire() }
 
 // Close stops accepting and disconnects the current front-end.
 func (s *Server) Close() error {
@@ -206,7 +183,7 @@ func (f *frontEnd) teardown() {
 		f.vrings[i].closeFDs()
 	}
 	if f.table != nil {
-		f.s.setMem(nil)
+		f.s.mem.Set(nil)
 		f.table.Release()
 		f.table = nil
 	}
@@ -439,7 +416,7 @@ func (f *frontEnd) setMemTable(m *message) ([]byte, error) {
 	old := f.table
 	f.table = t
 	if err := t.Retain(); err == nil {
-		f.s.setMem(t)
+		f.s.mem.Set(t)
 	}
 	if old != nil {
 		old.Release()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/vgpu-project/vgpu/backend/guestmem"
 	"github.com/vgpu-project/vgpu/backend/handoff"
 	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/server"
@@ -23,7 +24,7 @@ import (
 func Run(ctx context.Context, ctrl *os.File, srv *server.Server, log hclog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &runner{ctrl: ctrl, srv: srv, log: log}
+	w := &runner{ctrl: ctrl, srv: srv, log: log, mem: guestmem.Latest{Missing: handoff.ErrNoMemory}}
 	var err error
 	for {
 		var m *handoff.Message
@@ -64,7 +65,7 @@ type runner struct {
 	ctrl *os.File
 	srv  *server.Server
 	log  hclog.Logger
-	mem  handoff.Latest
+	mem  guestmem.Latest
 }
 
 func (w *runner) setMemory(m *handoff.Message, fds []int) error {
