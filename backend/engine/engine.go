@@ -214,26 +214,25 @@ type chunkCache struct {
 // devOf returns the device address of guest memory piece p (which must not
 // cross a chunk boundary), registering its chunk on first use.
 func (e *Engine) devOf(cc *chunkCache, c device.Context, p *Piece) (device.Ptr, error) {
-	if p.Dev != 0 {
-		return p.Dev, nil
+	if d, ok := e.lookupDev(cc, c, p); ok {
+		return d, nil
 	}
 	if p.Region == nil {
 		return 0, device.Errorf("engine", device.ErrInvalidValue, "guest memory without a device mapping")
 	}
 	idx := p.Off / ChunkSize
-	if !cc.ok || cc.region != p.Region || cc.idx != idx || cc.c != c {
-		d, err := e.reg.Ensure(c, p.Region, idx*ChunkSize, 1)
-		if err != nil {
-			return 0, err
-		}
-		*cc = chunkCache{c: c, region: p.Region, idx: idx, dev: d, ok: true}
+	d, err := e.reg.Ensure(c, p.Region, idx*ChunkSize, 1)
+	if err != nil {
+		return 0, err
 	}
-	return cc.dev + device.Ptr(p.Off-idx*ChunkSize), nil
+	*cc = chunkCache{c: c, region: p.Region, idx: idx, dev: d, ok: true}
+	return d + device.Ptr(p.Off-idx*ChunkSize), nil
 }
 
 // lookupDev is devOf for chunks already registered: it takes no lock and
 // calls no driver (the gather engine's rule while a launch is open). ok is
-// false where devOf must register first.
+// false where devOf must register first (or report a piece that has no
+// device mapping).
 func (e *Engine) lookupDev(cc *chunkCache, c device.Context, p *Piece) (device.Ptr, bool) {
 	if p.Dev != 0 {
 		return p.Dev, true

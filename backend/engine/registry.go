@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -15,14 +16,13 @@ const ChunkSize = 1 << 30
 // ChunkSize chunks, and remembers each chunk's device address. One Registry
 // serves all sessions of a VM; Close unregisters everything.
 type Registry struct {
-	mu     sync.Mutex
-	chunks map[chunkKey]chunk
+	mu sync.Mutex // held by writers (across HostRegister and HostUnregister)
+	// chunks is never changed, only replaced (under mu): lookups read it
+	// without the lock, so the gather engine never waits on a goroutine
+	// that holds mu across a driver call while one of its kernels waits on
+	// the gather engine.
+	chunks atomic.Pointer[map[chunkKey]chunk]
 	failed map[chunkKey]error
-	// snap is a copy of chunks, replaced (never changed) under mu after
-	// every change: lookups read it without the lock, so the gather engine
-	// never waits on a goroutine that holds mu across a driver call while
-	// one of its kernels waits on the gather engine.
-	snap atomic.Pointer[map[chunkKey]chunk]
 }
 
 type chunkKey struct {
@@ -38,7 +38,9 @@ type chunk struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{chunks: map[chunkKey]chunk{}, failed: map[chunkKey]error{}}
+	g := &Registry{failed: map[chunkKey]error{}}
+	g.chunks.Store(&map[chunkKey]chunk{})
+	return g
 }
 
 // Ensure registers the chunks covering [off, off+n) of r with c and returns
@@ -55,7 +57,7 @@ func (g *Registry) Ensure(c device.Context, r *guestmem.Region, off, n uint64) (
 		lo := ch * ChunkSize
 		k, b := keyOf(c, r, ch)
 		g.mu.Lock()
-		ck, ok := g.chunks[k]
+		ck, ok := (*g.chunks.Load())[k]
 		ferr := g.failed[k]
 		if !ok && ferr == nil {
 			p, err := c.HostRegister(b, false)
@@ -65,8 +67,9 @@ func (g *Registry) Ensure(c device.Context, r *guestmem.Region, off, n uint64) (
 				return 0, err
 			}
 			ck = chunk{dev: p, host: b}
-			g.chunks[k] = ck
-			g.publish()
+			m := maps.Clone(*g.chunks.Load())
+			m[k] = ck
+			g.chunks.Store(&m)
 		}
 		g.mu.Unlock()
 		if ferr != nil {
@@ -90,22 +93,12 @@ func keyOf(c device.Context, r *guestmem.Region, idx uint64) (chunkKey, []byte) 
 // lookup returns the device address of chunk idx of r if it is registered
 // with c. It takes no lock and calls no driver.
 func (g *Registry) lookup(c device.Context, r *guestmem.Region, idx uint64) (device.Ptr, bool) {
-	m := g.snap.Load()
-	if m == nil || idx*ChunkSize >= uint64(len(r.Host)) {
+	if idx*ChunkSize >= uint64(len(r.Host)) {
 		return 0, false
 	}
 	k, _ := keyOf(c, r, idx)
-	ck, ok := (*m)[k]
+	ck, ok := (*g.chunks.Load())[k]
 	return ck.dev, ok
-}
-
-// publish replaces snap with a copy of chunks (mu held).
-func (g *Registry) publish() {
-	m := make(map[chunkKey]chunk, len(g.chunks))
-	for k, v := range g.chunks {
-		m[k] = v
-	}
-	g.snap.Store(&m)
 }
 
 // Forget unregisters every chunk inside host, which its owner is about to
@@ -120,10 +113,17 @@ func (g *Registry) Forget(host []byte) {
 	hi := lo + uintptr(len(host))
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for k, ck := range g.chunks {
+	old := *g.chunks.Load()
+	m := maps.Clone(old)
+	for k := range old {
 		if k.base >= lo && k.base < hi {
+			delete(m, k)
+		}
+	}
+	g.chunks.Store(&m) // lookups stop finding them before they go
+	for k, ck := range old {
+		if _, kept := m[k]; !kept {
 			_ = k.ctx.HostUnregister(ck.host)
-			delete(g.chunks, k)
 		}
 	}
 	for k := range g.failed {
@@ -131,17 +131,15 @@ func (g *Registry) Forget(host []byte) {
 			delete(g.failed, k)
 		}
 	}
-	g.publish()
 }
 
 // Close unregisters every chunk. The regions must still be mapped.
 func (g *Registry) Close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for k, ck := range g.chunks {
+	old := *g.chunks.Swap(&map[chunkKey]chunk{})
+	for k, ck := range old {
 		_ = k.ctx.HostUnregister(ck.host)
-		delete(g.chunks, k)
 	}
 	clear(g.failed)
-	g.publish()
 }
