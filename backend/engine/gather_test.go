@@ -174,6 +174,19 @@ func (k *kernelCPU) check(t testing.TB) {
 	}
 }
 
+// differingPiece returns the index of the first piece of ps whose bytes
+// differ from its place in buf (the pieces side by side), or -1.
+func differingPiece(buf []byte, ps Pieces) int {
+	at := 0
+	for i, p := range ps {
+		if !bytes.Equal(buf[at:at+len(p.Host)], p.Host) {
+			return i
+		}
+		at += len(p.Host)
+	}
+	return -1
+}
+
 // smallSlots makes launches take n descriptors for the rest of the test.
 func smallSlots(t testing.TB, n int) {
 	old := slotDescs
@@ -220,12 +233,8 @@ func TestGatherDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.run()
-	at := 0
-	for i, p := range ps {
-		if !bytes.Equal(k.dev[at:at+len(p.Host)], p.Host) {
-			t.Fatalf("HtoD: piece %d differs", i)
-		}
-		at += len(p.Host)
+	if i := differingPiece(k.dev, ps); i >= 0 {
+		t.Fatalf("HtoD: piece %d differs", i)
 	}
 	if want := []int{1000, 1000, 400}; fmt.Sprint(k.launches) != fmt.Sprint(want) {
 		t.Errorf("launches of %v descriptors, want %v", k.launches, want)
@@ -237,12 +246,8 @@ func TestGatherDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	k.run()
-	at = 0
-	for i, p := range ps {
-		if !bytes.Equal(k.dev[at:at+len(p.Host)], p.Host) {
-			t.Fatalf("DtoH: piece %d differs", i)
-		}
-		at += len(p.Host)
+	if i := differingPiece(k.dev, ps); i >= 0 {
+		t.Fatalf("DtoH: piece %d differs", i)
 	}
 	k.check(t)
 }
@@ -293,12 +298,8 @@ func TestGatherClosesLaunches(t *testing.T) {
 		t.Fatal(err)
 	}
 	k2.run()
-	at := 0
-	for i, p := range mixed {
-		if !bytes.Equal(k2.dev[at:at+len(p.Host)], p.Host) {
-			t.Fatalf("piece %d differs", i)
-		}
-		at += len(p.Host)
+	if i := differingPiece(k2.dev, mixed); i >= 0 {
+		t.Fatalf("piece %d differs", i)
 	}
 	if len(k2.launches) != 2 {
 		t.Errorf("launches %v, want two: the second region's registration closes the first", k2.launches)
