@@ -55,12 +55,7 @@ func TestBackendRestart(t *testing.T) {
 	killNow, startNow := con.on("KILL-BACKEND-NOW"), con.on("START-BACKEND-NOW")
 	script := fmt.Sprintf(`export LD_LIBRARY_PATH=%[1]s
 %[2]s/soak --seconds 2 --streams 2 | tail -1
-%[2]s/soak --seconds 0 --ready-file /tmp/ready --bytes 4194304 --streams 2 > /tmp/k.log 2>&1 & pid=$!
-n=0; while [ ! -e /tmp/ready ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
-echo KILL-BACKEND-NOW
-n=0; while kill -0 $pid 2>/dev/null && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
-if kill -0 $pid 2>/dev/null; then echo "SOAK-HUNG"; kill -9 $pid; exit 1; fi
-wait $pid; echo "soak when the backend was killed: exit $? ($(tail -1 /tmp/k.log))"
+%[3]s
 t0=$(date +%%s); timeout 60 %[2]s/soak --seconds 1 --streams 1 > /tmp/p.log 2>&1; rc=$?
 echo "soak with no backend: exit $rc after $(( $(date +%%s) - t0 )) s ($(tail -1 /tmp/p.log))"
 echo START-BACKEND-NOW
@@ -69,7 +64,7 @@ while [ $i -lt 60 ]; do
 	if timeout 60 %[2]s/soak --seconds 3 --streams 2 > /tmp/s.log 2>&1; then tail -2 /tmp/s.log; echo "RESTART-PASS after $i retries"; exit 0; fi
 	i=$((i+1)); sleep 0.5
 done
-tail -2 /tmp/s.log; echo RESTART-FAIL; exit 1`, k.lib, k.bin)
+tail -2 /tmp/s.log; echo RESTART-FAIL; exit 1`, k.lib, k.bin, soakKilledMidway(k.bin, "KILL-BACKEND-NOW", "when the backend was killed"))
 	m := startAndWait(t, k, vu, &con, killNow, 6*time.Minute, script)
 	defer func() { m.Kill(); m.Wait(context.Background()) }()
 	s, err := server.ReadStatus(status, 5*time.Second)

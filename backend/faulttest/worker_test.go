@@ -31,13 +31,8 @@ func TestWorkerKilled(t *testing.T) {
 	var con console
 	killNow := con.on("KILL-WORKER-NOW")
 	script := fmt.Sprintf(`export LD_LIBRARY_PATH=%[1]s
-%[2]s/soak --seconds 0 --ready-file /tmp/ready --bytes 4194304 --streams 2 > /tmp/k.log 2>&1 & pid=$!
-n=0; while [ ! -e /tmp/ready ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
-echo KILL-WORKER-NOW
-n=0; while kill -0 $pid 2>/dev/null && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
-if kill -0 $pid 2>/dev/null; then echo "SOAK-HUNG"; kill -9 $pid; exit 1; fi
-wait $pid; echo "soak after the worker was killed: exit $? ($(tail -1 /tmp/k.log))"
-%[2]s/soak --seconds 3 --streams 2 | tail -1 | grep -q '^PASS soak' && echo WORKER-RECOVERED`, k.lib, k.bin)
+%[3]s
+%[2]s/soak --seconds 3 --streams 2 | tail -1 | grep -q '^PASS soak' && echo WORKER-RECOVERED`, k.lib, k.bin, soakKilledMidway(k.bin, "KILL-WORKER-NOW", "after the worker was killed"))
 	m := startAndWait(t, k, vsock, &con, killNow, 6*time.Minute, script)
 	defer func() { m.Kill(); m.Wait(context.Background()) }()
 	pid := workerPID(t, status)
