@@ -158,11 +158,20 @@ func funcGetAttributes(s *Session, c *call, r *protocol.HandleReq) (protocol.Fun
 }
 
 func funcSetAttribute(s *Session, c *call, r *protocol.FuncSetAttributeReq) error {
-	f, err := s.function("OpFuncSetAttribute", r.Func)
+	const op = "OpFuncSetAttribute"
+	f, err := s.function(op, r.Func)
 	if err != nil {
 		return err
 	}
-	return s.cfg.Devices[f.dev].FuncSetAttribute(f.h, int(r.Attr), r.Value)
+	ctx := s.cfg.Devices[f.dev]
+	props, err := ctx.Properties()
+	if err != nil {
+		return err
+	}
+	if err := checkFuncSetAttribute(op, props, r.Attr, r.Value); err != nil {
+		return err
+	}
+	return ctx.FuncSetAttribute(f.h, int(r.Attr), r.Value)
 }
 
 func occupancyMaxBlocks(s *Session, c *call, r *protocol.OccupancyReq) (protocol.OccupancyReply, error) {
@@ -173,7 +182,20 @@ func occupancyMaxBlocks(s *Session, c *call, r *protocol.OccupancyReq) (protocol
 	if r.BlockSize == 0 || r.BlockSize > 1<<16 {
 		return protocol.OccupancyReply{}, device.Errorf("OpOccupancyMaxBlocks", device.ErrInvalidValue, "block size %d", r.BlockSize)
 	}
-	n, err := s.cfg.Devices[f.dev].OccupancyMaxBlocks(f.h, int(r.BlockSize), r.DynSmem, r.Flags)
+	if err := checkOccupancyFlags("OpOccupancyMaxBlocks", r.Flags); err != nil {
+		return protocol.OccupancyReply{}, err
+	}
+	ctx := s.cfg.Devices[f.dev]
+	props, err := ctx.Properties()
+	if err != nil {
+		return protocol.OccupancyReply{}, err
+	}
+	if r.DynSmem > uint64(max(optinSmem(props), 0)) {
+		// No block of this kernel fits: the driver's answer, without
+		// handing it a size near 2^64.
+		return protocol.OccupancyReply{}, nil
+	}
+	n, err := ctx.OccupancyMaxBlocks(f.h, int(r.BlockSize), r.DynSmem, r.Flags)
 	return protocol.OccupancyReply{NumBlocks: n}, err
 }
 

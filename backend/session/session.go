@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -56,6 +57,11 @@ type Session struct {
 
 	own        sessionStats
 	stickySeen bool
+	// broken is set when the recover boundary caught a panic: the
+	// session's state can no longer be trusted, so every later call fails
+	// with this error (as a sticky CUDA error would) until the guest
+	// process ends.
+	broken atomic.Pointer[device.Error]
 }
 
 type inFrame struct {
@@ -169,7 +175,7 @@ func (s *Session) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { _ = s.conn.Close() })
 	defer stop()
 
-	err := s.readLoop()
+	err := s.guardedReadLoop()
 	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
 	close(s.closing)        // host functions waiting for the guest give up
 	close(s.execq)
@@ -296,7 +302,7 @@ func (s *Session) executor(done chan struct{}) {
 	defer close(done)
 	for in := range s.execq {
 		s.frameFDs = in.fds
-		s.handleFrame(&in.f, in.recv)
+		s.guardedHandleFrame(&in.f, in.recv)
 		s.closeFDs(s.frameFDs) // unclaimed (a refused or continued frame)
 		s.frameFDs = nil
 		putBuf(in.buf)
@@ -362,7 +368,7 @@ func (s *Session) continueSegments(f *protocol.Frame, _ time.Time) {
 func (s *Session) execute(c *call, f *protocol.Frame, recv time.Time) {
 	start := time.Now()
 	c.reset(f)
-	err := s.run(c)
+	err := s.guardedRun(c)
 	c.release()
 	s.finish(c, f, err)
 	end := time.Now()

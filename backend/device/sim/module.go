@@ -208,6 +208,9 @@ func (c *Context) OccupancyMaxBlocks(f device.Function, blockSize int, dynSmem u
 	warps := (blockSize + 31) / 32
 	n := int(a[attrMaxThreadsPerSM]) / (warps * 32)
 	n = min(n, int(a[attrMaxBlocksPerSM]), 65536/(warps*32*32))
+	if dynSmem > uint64(a[attrMaxSmemOptin]) {
+		return 0, nil // more than a block may have: no block fits (as the driver answers)
+	}
 	if dynSmem > 0 {
 		n = min(n, int(uint64(a[attrMaxSmemPerSM])/(dynSmem+1024)))
 	}
