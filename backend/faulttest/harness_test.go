@@ -108,6 +108,9 @@ func (b *backend) connect(vm string, port uint32, ram *guestmem.Table) *guest {
 		defer b.wg.Done()
 		g.done <- b.srv.ServeConn(b.ctx, bc)
 	}()
+	if _, err := g.c.Hello(); err != nil {
+		b.t.Fatalf("vm %s: %v", vm, err)
+	}
 	return g
 }
 

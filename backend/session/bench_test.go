@@ -42,7 +42,10 @@ func benchSession(b *testing.B, eng engine.Kind, mem bool) (*sessiontest.Client,
 		Engine: engine.New(eng, engine.NewRegistry()), Stats: stats})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(context.Background()) }()
-	c := sessiontest.NewClient(gc)
+	c, err := sessiontest.NewHelloClient(gc)
+	if err != nil {
+		b.Fatal(err)
+	}
 	return c, stats, func() {
 		c.Close()
 		<-done

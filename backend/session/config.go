@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -42,6 +44,42 @@ type Config struct {
 	// error that leaves the CUDA context unusable (device.Sticky). A worker
 	// process uses it to stop taking new sessions.
 	OnStickyError func(error)
+	// Budget is this client's pool (a budget.Pool.Client below its VM's
+	// and the process's): queued request and reply bytes, objects,
+	// host-function waits, shared fds and mappings. nil: PrivateBudget.
+	Budget *budget.Pool
+	// FrameTimeout bounds how long a frame may take to arrive once its
+	// first byte has (a half-sent frame is not held for ever), and how
+	// long a session that has ended waits for its client to read what is
+	// left. 0: DefaultFrameTimeout.
+	FrameTimeout time.Duration
+	// HostFuncTimeout bounds how long a stream waits for the guest to run
+	// a host function once it has reached it; then the stream goes on and
+	// the guest gets CUDA_ERROR_TIMEOUT (909) as a deferred error of the
+	// HOST_FUNC_LAUNCH. 0: DefaultHostFuncTimeout.
+	HostFuncTimeout time.Duration
+}
+
+// Defaults for Config.
+const (
+	DefaultFrameTimeout    = 30 * time.Second
+	DefaultHostFuncTimeout = 60 * time.Second
+)
+
+// MaxFrameBytes is the largest frame (or reply) a session with limits lim
+// reads or writes: header, payload and segments.
+func MaxFrameBytes(lim protocol.Limits) int64 {
+	if lim == (protocol.Limits{}) {
+		lim = protocol.DefaultLimits
+	}
+	return protocol.HeaderSize + int64(lim.MaxPayload) + protocol.Align + int64(lim.MaxSegments)*protocol.SegmentSize
+}
+
+// PrivateBudget is a client pool under a VM and a process of its own, with
+// the default bounds (a session outside a server: tests, tools).
+func PrivateBudget(lim protocol.Limits) *budget.Pool {
+	b := budget.DefaultBounds(budget.ReadFacts(MaxFrameBytes(lim)))
+	return budget.NewRoot("process", b.Global).Child("vm", b.VM).Client("session", b.Client, b.Reserve)
 }
 
 // Quota caps the device memory of one VM (all its sessions, all devices).

@@ -32,7 +32,7 @@ func init() {
 		protocol.OpDeviceGetCount:    reply(deviceGetCount),
 		protocol.OpDeviceGetInfo:     reply(deviceGetInfo),
 		protocol.OpDriverGetVersion:  reply(driverGetVersion),
-		protocol.OpDeviceSynchronize: onDevice(func(ctx device.Context) error { return ctx.Synchronize() }),
+		protocol.OpDeviceSynchronize: do(deviceSynchronize),
 		protocol.OpDeviceReset:       do(deviceReset),
 		protocol.OpMemGetInfo:        reply(memGetInfo),
 		protocol.OpDeviceSetLimit:    do(deviceSetLimit),
@@ -62,8 +62,8 @@ func init() {
 
 		protocol.OpStreamCreate:      reply(streamCreate),
 		protocol.OpStreamDestroy:     do(streamDestroy),
-		protocol.OpStreamSynchronize: onStream(device.Context.StreamSynchronize),
-		protocol.OpStreamQuery:       onStream(device.Context.StreamQuery),
+		protocol.OpStreamSynchronize: onStream(device.Context.StreamSynchronize, true),
+		protocol.OpStreamQuery:       onStream(device.Context.StreamQuery, false),
 		protocol.OpStreamWaitEvent:   do(streamWaitEvent),
 
 		protocol.OpEventCreate:      reply(eventCreate),
@@ -91,6 +91,9 @@ func (s *Session) run(c *call) error {
 			return &device.Error{Op: "dispatch", Result: device.ErrNotSupported, Detail: err.Error()}
 		}
 		return &device.Error{Op: f.Opcode.String(), Result: device.ErrInvalidValue, Detail: err.Error()}
+	}
+	if f.Opcode != protocol.OpHello && !s.helloed.Load() {
+		return errNoHello
 	}
 	if f.NumSegs > 0 && !s.segsOK {
 		return s.segsWhy
@@ -153,10 +156,12 @@ func onDevice(f func(device.Context) error) handler {
 	})
 }
 
-// onStream is the shape "stream handle in, one context call".
-func onStream(f func(device.Context, device.Stream) error) handler {
+// onStream is the shape "stream handle in, one context call"; join says
+// the call waits for the stream (the legacy default stream's ordering is
+// applied first, see defstream.go).
+func onStream(f func(device.Context, device.Stream) error, join bool) handler {
 	return do(func(s *Session, c *call, r *protocol.HandleReq) error {
-		ctx, st, err := s.streamAny(r.Handle)
+		ctx, st, err := s.streamAny(r.Handle, 0, join)
 		if err != nil {
 			return err
 		}
@@ -175,6 +180,9 @@ func onEvent(f func(device.Context, device.Event) error) handler {
 	})
 }
 
+// errNoHello answers every call before the guest's HELLO.
+var errNoHello = device.Errorf("session", device.ErrNotInitialized, "no HELLO yet: a session starts with HELLO")
+
 func strayContinuation(s *Session, c *call, _ *protocol.Empty) error {
 	return device.Errorf("OpSegments", device.ErrInvalidValue, "request %d has no open segment list", c.f.RequestID)
 }
@@ -185,38 +193,4 @@ func (s *Session) device(d uint32) (device.Context, error) {
 		return nil, device.Errorf("device", device.ErrInvalidDevice, "device %d of %d", d, len(s.cfg.Devices))
 	}
 	return s.cfg.Devices[d], nil
-}
-
-// isDefaultStream: 0 (NULL), CU_STREAM_LEGACY (1), CU_STREAM_PER_THREAD (2).
-func isDefaultStream(h uint64) bool { return h <= 2 }
-
-// stream resolves a stream handle for work on device dev.
-func (s *Session) stream(h uint64, dev int) (device.Stream, error) {
-	if isDefaultStream(h) {
-		return device.DefaultStream, nil
-	}
-	o, ok := s.st.streams[h]
-	if !ok {
-		return 0, device.Errorf("stream", device.ErrInvalidHandle, "stream %#x is not this session's", h)
-	}
-	if o.dev != dev {
-		return 0, device.Errorf("stream", device.ErrInvalidValue, "stream %#x belongs to device %d, the memory to device %d", h, o.dev, dev)
-	}
-	return o.h, nil
-}
-
-// streamAny resolves a stream handle with its device (default streams:
-// device 0).
-func (s *Session) streamAny(h uint64) (device.Context, device.Stream, error) {
-	if isDefaultStream(h) {
-		if len(s.cfg.Devices) == 0 {
-			return nil, 0, device.Errorf("stream", device.ErrNoDevice, "no devices")
-		}
-		return s.cfg.Devices[0], device.DefaultStream, nil
-	}
-	o, ok := s.st.streams[h]
-	if !ok {
-		return nil, 0, device.Errorf("stream", device.ErrInvalidHandle, "stream %#x is not this session's", h)
-	}
-	return s.cfg.Devices[o.dev], o.h, nil
 }

@@ -18,8 +18,10 @@ import (
 func fuzzSeeds() [][]byte {
 	var seeds [][]byte
 	const p = 0x7f0000000000 // the sim's first allocation
+	// A session serves nothing before HELLO: every seed starts with it.
+	hello := req(protocol.OpHello, 1<<40, protocol.HelloReq{Major: 1, Features: ^uint64(0)}, nil, nil)
 	for i, tc := range badCases {
-		seeds = append(seeds, tc.frame(uint64(i+1), p, p+4096, p+8192))
+		seeds = append(seeds, append(append([]byte(nil), hello...), tc.frame(uint64(i+1), p, p+4096, p+8192)...))
 	}
 	var conv []byte
 	add := func(b []byte) { conv = append(conv, b...) }

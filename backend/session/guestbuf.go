@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
@@ -18,6 +19,7 @@ type region struct {
 	pieces   []engine.Piece
 	mapping  []byte     // RegisterMapped: the pieces side by side in one VA range
 	devPtr   device.Ptr // RegisterMapped: device address of mapping[0]
+	maps     int64      // RegisterMapped: mappings taken of the client's budget
 	readOnly bool
 }
 
@@ -208,33 +210,45 @@ func guestRegister(s *Session, c *call, r *protocol.GuestRegisterReq) (protocol.
 	if err != nil {
 		return protocol.GuestRegisterReply{}, err
 	}
+	if err := s.newObject(op, len(s.st.regions)); err != nil {
+		return protocol.GuestRegisterReply{}, err
+	}
 	if err := c.table.Retain(); err != nil {
+		s.dropObject()
 		return protocol.GuestRegisterReply{}, device.Errorf(op, device.ErrNotReady, "guest memory table: %v", err)
 	}
 	rg := &region{size: r.Size, table: c.table, pieces: append([]engine.Piece(nil), ps...), readOnly: r.Flags&protocol.RegisterReadOnly != 0}
+	fail := func(err error) (protocol.GuestRegisterReply, error) {
+		s.pool.Give(budget.Mappings, rg.maps)
+		rg.table.Release()
+		s.dropObject()
+		return protocol.GuestRegisterReply{}, err
+	}
 	id := s.st.handle()
 	if r.Flags&protocol.RegisterMapped != 0 {
 		if len(s.cfg.Devices) == 0 {
-			rg.table.Release()
-			return protocol.GuestRegisterReply{}, device.Errorf(op, device.ErrNoDevice, "no devices")
+			return fail(device.Errorf(op, device.ErrNoDevice, "no devices"))
 		}
+		// One mapping per piece at most (the process has
+		// vm.max_map_count): counted before any is made.
+		if err := s.pool.Take(budget.Mappings, int64(len(rg.pieces))); err != nil {
+			return fail(device.Errorf(op, device.ErrOutOfMemory, "mapping %d pieces: %v", len(rg.pieces), err))
+		}
+		rg.maps = int64(len(rg.pieces))
 		m, err := mapPieces(rg.pieces)
 		if err != nil {
-			rg.table.Release()
-			return protocol.GuestRegisterReply{}, err
+			return fail(err)
 		}
 		p, err := s.cfg.Devices[0].HostRegister(m, rg.readOnly)
 		if err != nil {
 			unmap(m)
-			rg.table.Release()
-			return protocol.GuestRegisterReply{}, err
+			return fail(err)
 		}
 		rg.mapping, rg.devPtr = m, p
 		if err := s.st.add(memRange{base: uint64(p), size: r.Size, dev: 0, kind: kindMapped, owner: id}); err != nil {
 			_ = s.cfg.Devices[0].HostUnregister(m)
 			unmap(m)
-			rg.table.Release()
-			return protocol.GuestRegisterReply{}, err
+			return fail(err)
 		}
 	}
 	s.st.regions[id] = rg
@@ -254,13 +268,15 @@ func guestUnregister(s *Session, c *call, r *protocol.HandleReq) error {
 func (s *Session) dropRegion(id uint64, rg *region) {
 	if rg.mapping != nil {
 		ctx := s.cfg.Devices[rg.dev]
-		_ = ctx.Synchronize()
+		_ = s.syncDevice(rg.dev) // kernels of this session may still read it
 		if err := ctx.HostUnregister(rg.mapping); err != nil {
 			s.log.Warn("unregistering a guest region failed", "region", id, "err", err)
 		}
 		s.st.remove(uint64(rg.devPtr))
 		unmap(rg.mapping)
 	}
+	s.pool.Give(budget.Mappings, rg.maps)
 	rg.table.Release()
 	delete(s.st.regions, id)
+	s.dropObject()
 }

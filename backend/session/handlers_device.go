@@ -27,6 +27,7 @@ func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, erro
 	}
 	protocol.SetString(rep.BackendVersion[:], s.cfg.BackendVersion)
 	protocol.SetString(rep.DeviceKind[:], s.cfg.DeviceKind)
+	s.helloed.Store(true)
 	s.log.Debug("hello", "client", protocol.GetString(r.ClientVersion[:]), "pid", r.PID, "role", r.Role, "features", rep.Features)
 	return rep, nil
 }
@@ -71,7 +72,7 @@ func deviceReset(s *Session, c *call, r *protocol.DeviceReq) error {
 	if err != nil {
 		return err
 	}
-	if err := ctx.Synchronize(); err != nil {
+	if err := s.syncDevice(int(r.Device)); err != nil {
 		return err
 	}
 	s.releaseAll(int(r.Device))
@@ -79,6 +80,15 @@ func deviceReset(s *Session, c *call, r *protocol.DeviceReq) error {
 		return ctx.Reset()
 	}
 	return nil
+}
+
+// deviceSynchronize waits for the session's work on a device (the whole
+// context only when the session owns it).
+func deviceSynchronize(s *Session, c *call, r *protocol.DeviceReq) error {
+	if _, err := s.device(r.Device); err != nil {
+		return err
+	}
+	return s.syncDevice(int(r.Device))
 }
 
 func memGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.MemInfoReply, error) {
@@ -115,19 +125,20 @@ func deviceGetLimit(s *Session, c *call, r *protocol.LimitReq) (protocol.LimitRe
 }
 
 func streamCreate(s *Session, c *call, r *protocol.StreamCreateReq) (protocol.HandleReply, error) {
-	if err := room("OpStreamCreate", len(s.st.streams)); err != nil {
-		return protocol.HandleReply{}, err
-	}
 	ctx, err := s.device(r.Device)
 	if err != nil {
 		return protocol.HandleReply{}, err
 	}
-	h, err := ctx.StreamCreate(r.Flags, r.Priority)
+	if err := s.newObject("OpStreamCreate", len(s.st.streams)); err != nil {
+		return protocol.HandleReply{}, err
+	}
+	h, err := ctx.StreamCreate(s.deviceStreamFlags(r.Flags), r.Priority)
 	if err != nil {
+		s.dropObject()
 		return protocol.HandleReply{}, err
 	}
 	id := s.st.handle()
-	s.st.streams[id] = &streamObj{dev: int(r.Device), h: h}
+	s.st.streams[id] = &streamObj{dev: int(r.Device), h: h, blocking: r.Flags&streamNonBlocking == 0}
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -137,7 +148,8 @@ func streamDestroy(s *Session, c *call, r *protocol.HandleReq) error {
 		return device.Errorf("OpStreamDestroy", device.ErrInvalidHandle, "stream %#x is not this session's", r.Handle)
 	}
 	delete(s.st.streams, r.Handle)
-	return s.cfg.Devices[o.dev].StreamDestroy(o.h)
+	s.dropObject()
+	return s.dropStream(o)
 }
 
 func streamWaitEvent(s *Session, c *call, r *protocol.StreamWaitEventReq) error {
@@ -145,26 +157,24 @@ func streamWaitEvent(s *Session, c *call, r *protocol.StreamWaitEventReq) error 
 	if !ok {
 		return device.Errorf("OpStreamWaitEvent", device.ErrInvalidHandle, "event %#x is not this session's", r.Event)
 	}
-	ctx, st, err := s.streamAny(r.Stream)
+	ctx, st, err := s.streamAny(r.Stream, e.dev, true)
 	if err != nil {
 		return err
-	}
-	if isDefaultStream(r.Stream) {
-		ctx = s.cfg.Devices[e.dev]
 	}
 	return ctx.StreamWaitEvent(st, e.h, r.Flags)
 }
 
 func eventCreate(s *Session, c *call, r *protocol.EventCreateReq) (protocol.HandleReply, error) {
-	if err := room("OpEventCreate", len(s.st.events)); err != nil {
-		return protocol.HandleReply{}, err
-	}
 	ctx, err := s.device(r.Device)
 	if err != nil {
 		return protocol.HandleReply{}, err
 	}
+	if err := s.newObject("OpEventCreate", len(s.st.events)); err != nil {
+		return protocol.HandleReply{}, err
+	}
 	h, err := ctx.EventCreate(r.Flags)
 	if err != nil {
+		s.dropObject()
 		return protocol.HandleReply{}, err
 	}
 	id := s.st.handle()
@@ -178,6 +188,7 @@ func eventDestroy(s *Session, c *call, r *protocol.HandleReq) error {
 		return device.Errorf("OpEventDestroy", device.ErrInvalidHandle, "event %#x is not this session's", r.Handle)
 	}
 	delete(s.st.events, r.Handle)
+	s.dropObject()
 	return s.cfg.Devices[e.dev].EventDestroy(e.h)
 }
 
@@ -186,7 +197,7 @@ func eventRecord(s *Session, c *call, r *protocol.EventRecordReq) error {
 	if !ok {
 		return device.Errorf("OpEventRecord", device.ErrInvalidHandle, "event %#x is not this session's", r.Event)
 	}
-	st, err := s.stream(r.Stream, e.dev)
+	st, err := s.stream(r.Stream, e.dev, true)
 	if err != nil {
 		return err
 	}
@@ -204,60 +215,4 @@ func eventElapsedTime(s *Session, c *call, r *protocol.ElapsedTimeReq) (protocol
 	}
 	ms, err := s.cfg.Devices[a.dev].EventElapsed(a.h, b.h)
 	return protocol.ElapsedTimeReply{Milliseconds: ms}, err
-}
-
-// hostFuncLaunch enqueues a guest host function: when the stream reaches
-// it, the guest is notified and the stream waits for OpHostFuncDone (or the
-// end of the session).
-func hostFuncLaunch(s *Session, c *call, r *protocol.HostFuncReq) error {
-	ctx, st, err := s.streamAny(r.Stream)
-	if err != nil {
-		return err
-	}
-	id := r.CallbackID
-	ch := make(chan int32, 1)
-	s.hfMu.Lock()
-	if err := room("OpHostFuncLaunch", len(s.hostFuncs)); err != nil {
-		s.hfMu.Unlock()
-		return err
-	}
-	if _, dup := s.hostFuncs[id]; dup {
-		s.hfMu.Unlock()
-		return device.Errorf("OpHostFuncLaunch", device.ErrInvalidValue, "callback id %d is already pending", id)
-	}
-	s.hostFuncs[id] = ch
-	s.hfMu.Unlock()
-	stream := r.Stream
-	err = ctx.LaunchHostFunc(st, func() {
-		n := protocol.HostFuncNotify{CallbackID: id, Stream: stream}
-		s.notify(protocol.OpNotifyHostFunc, protocol.Bytes(&n))
-		select {
-		case <-ch:
-		case <-s.closing:
-		}
-		s.hfMu.Lock()
-		delete(s.hostFuncs, id)
-		s.hfMu.Unlock()
-	})
-	if err != nil {
-		s.hfMu.Lock()
-		delete(s.hostFuncs, id)
-		s.hfMu.Unlock()
-	}
-	return err
-}
-
-func hostFuncDone(s *Session, c *call, r *protocol.HostFuncDoneReq) error {
-	s.hfMu.Lock()
-	ch, ok := s.hostFuncs[r.CallbackID]
-	s.hfMu.Unlock()
-	if !ok {
-		return device.Errorf("OpHostFuncDone", device.ErrInvalidHandle, "no host function %d is pending", r.CallbackID)
-	}
-	select {
-	case ch <- r.Status:
-		return nil
-	default:
-		return device.Errorf("OpHostFuncDone", device.ErrInvalidValue, "host function %d was already reported done", r.CallbackID)
-	}
 }

@@ -7,9 +7,6 @@ import (
 )
 
 func memAlloc(s *Session, c *call, r *protocol.MemAllocReq) (protocol.PtrReply, error) {
-	if err := room("OpMemAlloc", len(s.st.ranges)); err != nil {
-		return protocol.PtrReply{}, err
-	}
 	ctx, err := s.device(r.Device)
 	if err != nil {
 		return protocol.PtrReply{}, err
@@ -17,17 +14,23 @@ func memAlloc(s *Session, c *call, r *protocol.MemAllocReq) (protocol.PtrReply, 
 	if r.Size == 0 {
 		return protocol.PtrReply{}, device.Errorf("OpMemAlloc", device.ErrInvalidValue, "size 0")
 	}
+	if err := s.newObject("OpMemAlloc", len(s.st.ranges)); err != nil {
+		return protocol.PtrReply{}, err
+	}
 	if !s.cfg.Quota.Reserve(r.Size) {
+		s.dropObject()
 		return protocol.PtrReply{}, device.Errorf("OpMemAlloc", device.ErrOutOfMemory, "%d bytes would exceed this VM's device memory cap of %d bytes (%d in use)", r.Size, s.cfg.Quota.Limit, s.cfg.Quota.Used())
 	}
 	p, err := ctx.MemAlloc(r.Size)
 	if err != nil {
 		s.cfg.Quota.Release(r.Size)
+		s.dropObject()
 		return protocol.PtrReply{}, err
 	}
 	if err := s.st.add(memRange{base: uint64(p), size: r.Size, dev: int(r.Device), kind: kindAlloc}); err != nil {
 		_ = ctx.MemFree(p)
 		s.cfg.Quota.Release(r.Size)
+		s.dropObject()
 		return protocol.PtrReply{}, err
 	}
 	return protocol.PtrReply{Ptr: uint64(p)}, nil
@@ -50,6 +53,7 @@ func memFree(s *Session, c *call, r *protocol.PtrReq) error {
 	}
 	s.st.remove(mr.base)
 	s.cfg.Quota.Release(mr.size)
+	s.dropObject()
 	return nil
 }
 
@@ -67,7 +71,7 @@ func (s *Session) target(op string, p, n, stream uint64) (device.Context, int, d
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	st, err := s.stream(stream, m.dev)
+	st, err := s.stream(stream, m.dev, true)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -83,8 +87,6 @@ func memcpyHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
 		return err
 	}
 	async := r.Flags&protocol.CopyAsync != 0
-	s.stats.bytesHtoD.Add(r.Src.Len)
-	s.own.bytesHtoD.Add(r.Src.Len)
 	if r.Src.Kind == protocol.BufInline {
 		data, err := protocol.InlineBytes(c.tail, r.Src)
 		if err != nil {
@@ -94,9 +96,33 @@ func memcpyHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
 		// caller waits for it (host mode sends cudaMemcpyAsync that way):
 		// the async form from pageable memory waits for the stream's
 		// earlier work and returns once the bytes are staged.
-		return ctx.MemcpyHtoD(device.Ptr(r.Dst), data, st, async || st != device.DefaultStream)
+		if isDefaultStream(r.Stream) {
+			// cudaMemcpy: complete before the reply, as it always was.
+			err = ordered(ctx, st, async, func(async bool) error { return ctx.MemcpyHtoD(device.Ptr(r.Dst), data, st, async) })
+		} else {
+			err = ctx.MemcpyHtoD(device.Ptr(r.Dst), data, st, true)
+		}
+		s.copied(engine.HtoD, r.Src.Len, err)
+		return err
 	}
-	return s.guestCopy(c, ctx, engine.HtoD, r.Dst, r.Src, st, async)
+	err = s.guestCopy(c, ctx, engine.HtoD, r.Dst, r.Src, st, async)
+	s.copied(engine.HtoD, r.Src.Len, err)
+	return err
+}
+
+// copied counts the bytes of a copy that was done (a refused or failed
+// one moved nothing the guest can rely on).
+func (s *Session) copied(dir engine.Dir, n uint64, err error) {
+	if err != nil {
+		return
+	}
+	if dir == engine.HtoD {
+		s.stats.bytesHtoD.Add(n)
+		s.own.bytesHtoD.Add(n)
+	} else {
+		s.stats.bytesDtoH.Add(n)
+		s.own.bytesDtoH.Add(n)
+	}
 }
 
 func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
@@ -108,8 +134,6 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 		return err
 	}
 	async := r.Flags&protocol.CopyAsync != 0
-	s.stats.bytesDtoH.Add(r.Dst.Len)
-	s.own.bytesDtoH.Add(r.Dst.Len)
 	if r.Dst.Kind == protocol.BufInline {
 		if c.batch {
 			return device.Errorf("OpMemcpyDtoH", device.ErrInvalidValue, "an inline device-to-host copy returns its bytes in the reply and cannot be batched")
@@ -132,9 +156,13 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 				return err
 			}
 		}
-		return ctx.MemcpyDtoH((*c.frame)[protocol.HeaderSize:protocol.HeaderSize+n], device.Ptr(r.Src), st, false)
+		err = ctx.MemcpyDtoH((*c.frame)[protocol.HeaderSize:protocol.HeaderSize+n], device.Ptr(r.Src), st, false)
+		s.copied(engine.DtoH, r.Dst.Len, err)
+		return err
 	}
-	return s.guestCopy(c, ctx, engine.DtoH, r.Src, r.Dst, st, async)
+	err = s.guestCopy(c, ctx, engine.DtoH, r.Src, r.Dst, st, async)
+	s.copied(engine.DtoH, r.Dst.Len, err)
+	return err
 }
 
 // guestCopy copies between device memory and guest memory named by a
@@ -181,7 +209,9 @@ func memcpyDtoD(s *Session, c *call, r *protocol.MemcpyDtoDReq) error {
 	if m.dev != dev {
 		return device.Errorf("OpMemcpyDtoD", device.ErrNotSupported, "copies between devices (%d to %d) are not supported yet", m.dev, dev)
 	}
-	return ctx.MemcpyDtoD(device.Ptr(r.Dst), device.Ptr(r.Src), r.Size, st, r.Flags&protocol.CopyAsync != 0)
+	return ordered(ctx, st, r.Flags&protocol.CopyAsync != 0, func(async bool) error {
+		return ctx.MemcpyDtoD(device.Ptr(r.Dst), device.Ptr(r.Src), r.Size, st, async)
+	})
 }
 
 func memset(s *Session, c *call, r *protocol.MemsetReq) error {
@@ -211,5 +241,7 @@ func memset(s *Session, c *call, r *protocol.MemsetReq) error {
 	if err != nil {
 		return err
 	}
-	return ctx.Memset(device.Ptr(r.Dst), r.Value, int(r.ElemSize), r.Count, height, r.Pitch, st, r.Flags&protocol.CopyAsync != 0)
+	return ordered(ctx, st, r.Flags&protocol.CopyAsync != 0, func(async bool) error {
+		return ctx.Memset(device.Ptr(r.Dst), r.Value, int(r.ElemSize), r.Count, height, r.Pitch, st, async)
+	})
 }

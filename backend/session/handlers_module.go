@@ -15,11 +15,11 @@ const MaxNameLen = 4096
 
 func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.ModuleLoadReply, error) {
 	const op = "OpModuleLoad"
-	if err := room(op, len(s.st.modules)); err != nil {
-		return protocol.ModuleLoadReply{}, err
-	}
 	ctx, err := s.device(r.Device)
 	if err != nil {
+		return protocol.ModuleLoadReply{}, err
+	}
+	if err := room(op, len(s.st.modules)); err != nil {
 		return protocol.ModuleLoadReply{}, err
 	}
 	var img []byte
@@ -48,8 +48,12 @@ func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.Module
 		}
 		img = b
 	}
+	if err := s.newObject(op, len(s.st.modules)); err != nil {
+		return protocol.ModuleLoadReply{}, err
+	}
 	h, err := ctx.ModuleLoad(img)
 	if err != nil {
+		s.dropObject()
 		return protocol.ModuleLoadReply{}, err
 	}
 	id := s.st.handle()
@@ -211,7 +215,7 @@ func launchKernel(s *Session, c *call, r *protocol.LaunchReq) error {
 	if r.ParamSize != f.bytes {
 		return device.Errorf(op, device.ErrInvalidValue, "parameter block of %d bytes, the kernel's layout takes %d", r.ParamSize, f.bytes)
 	}
-	st, err := s.stream(r.Stream, f.dev)
+	st, err := s.stream(r.Stream, f.dev, true)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
@@ -37,11 +38,20 @@ type Session struct {
 	segsOK    bool
 	segsWhy   error
 	guestLogs *rateLimiter
+	// pool is this client's budget (its VM's and the process's above).
+	pool *budget.Pool
 
-	execq   chan *inFrame
-	outq    chan *[]byte  // encoded frames; nil: hang up
+	eq      execQueue     // frames read, not yet executed
+	rq      replyQueue    // encoded frames not yet written
 	closing chan struct{} // closed when the connection ends: releases host functions
 	done    chan struct{} // closed when cleanup is over: the writer drains and exits
+
+	// helloed: the guest said HELLO; nothing else is served before.
+	helloed atomic.Bool
+	// frameStart is when the frame being read began (unix ns; 0 between
+	// frames): a frame not complete within FrameTimeout ends the
+	// connection (the watchdog).
+	frameStart atomic.Int64
 
 	// Executor-only state.
 	st      state
@@ -53,7 +63,8 @@ type Session struct {
 	frameFDs []int
 
 	hfMu      sync.Mutex
-	hostFuncs map[uint64]chan int32
+	hostFuncs map[uint64]*hostFunc
+	hfRunning atomic.Int64 // host functions the guest has been asked to run
 
 	own        sessionStats
 	stickySeen bool
@@ -69,6 +80,7 @@ type inFrame struct {
 	f    protocol.Frame
 	recv time.Time // when its header arrived
 	fds  []int     // OpHostShare: the fds that came with it
+	size int64     // bytes it holds (budget.RequestBytes)
 }
 
 type pendingSegs struct {
@@ -104,16 +116,24 @@ func New(conn transport.Conn, cfg Config) *Session {
 	if cfg.DeviceKind == "" {
 		cfg.DeviceKind = "unknown"
 	}
+	if cfg.FrameTimeout <= 0 {
+		cfg.FrameTimeout = DefaultFrameTimeout
+	}
+	if cfg.HostFuncTimeout <= 0 {
+		cfg.HostFuncTimeout = DefaultHostFuncTimeout
+	}
+	if cfg.Budget == nil {
+		cfg.Budget = PrivateBudget(cfg.Limits)
+	}
 	s := &Session{
 		conn: conn, cfg: cfg, lim: cfg.Limits, stats: cfg.Stats, mods: cfg.Modules, eng: cfg.Engine,
 		log:       cfg.Logger.With("vm", conn.VM(), "session", cfg.ID, "cid", conn.PeerCID(), "port", conn.PeerPort()),
 		guestLogs: newRateLimiter(10, 20),
-		execq:     make(chan *inFrame, 64),
-		outq:      make(chan *[]byte, 256),
+		pool:      cfg.Budget,
 		closing:   make(chan struct{}),
 		done:      make(chan struct{}),
 		pending:   map[uint64]*pendingSegs{},
-		hostFuncs: map[uint64]chan int32{},
+		hostFuncs: map[uint64]*hostFunc{},
 	}
 	s.st.init()
 	s.mem = conn.Memory()
@@ -126,6 +146,12 @@ func New(conn transport.Conn, cfg Config) *Session {
 		if reg := cfg.Engine.Registry(); reg != nil {
 			sh.OnUnmap(reg.Forget)
 		}
+		// Each share held one fd and one mapping of this client's budget
+		// (hostShare); they come back when it is unmapped.
+		sh.OnUnmap(func([]byte) {
+			s.pool.Give(budget.FDs, 1)
+			s.pool.Give(budget.Mappings, 1)
+		})
 	}
 	switch {
 	case s.mem == nil:
@@ -172,19 +198,26 @@ func (s *Session) Serve(ctx context.Context) error {
 	go s.writer(writerDone)
 	execDone := make(chan struct{})
 	go s.executor(execDone)
+	go s.watchdog()
 	stop := context.AfterFunc(ctx, func() { _ = s.conn.Close() })
 	defer stop()
 
 	err := s.guardedReadLoop()
 	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
 	close(s.closing)        // host functions waiting for the guest give up
-	close(s.execq)
+	s.closeExec()
 	<-execDone
 	s.releaseAll(-1)
 	s.eng.Close()
+	// The writer drains what is queued; a client that reads nothing more
+	// does not hold the session open past the frame timeout.
+	_ = s.conn.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	close(s.done)
 	<-writerDone
 	_ = s.conn.Close()
+	if held := s.pool.Close(); held != (budget.Limits{}) {
+		s.log.Warn("session ended still holding budget; handed back", "held", held)
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, errGoodbye) || errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
@@ -197,11 +230,16 @@ var errGoodbye = errors.New("session: guest said goodbye")
 func (s *Session) writer(done chan struct{}) {
 	defer close(done)
 	var failed error
-	write := func(bp *[]byte) {
-		if bp == nil { // GOODBYE: everything before is written; hang up
-			_ = s.conn.Close()
+	for {
+		bp, ok := s.nextReply()
+		if !ok {
 			return
 		}
+		if bp == nil { // GOODBYE: everything before is written; hang up
+			_ = s.conn.Close()
+			continue
+		}
+		n := int64(len(*bp))
 		if failed == nil {
 			if _, err := s.conn.Write(*bp); err != nil {
 				failed = err
@@ -210,45 +248,41 @@ func (s *Session) writer(done chan struct{}) {
 			}
 		}
 		putBuf(bp)
-	}
-	for {
-		select {
-		case b := <-s.outq:
-			write(b)
-		case <-s.done:
-			for {
-				select {
-				case b := <-s.outq:
-					write(b)
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-// send queues an encoded frame for the writer. It drops the frame if the
-// session is over.
-func (s *Session) send(b *[]byte) {
-	select {
-	case s.outq <- b:
-	case <-s.done:
+		s.written(n)
 	}
 }
 
 // hangUp asks the writer to close the connection after what is queued.
 func (s *Session) hangUp() { s.send(nil) }
 
+// readHeader reads a frame header: it waits as long as the connection is
+// idle, and starts the frame's clock at its first byte.
+func (s *Session) readHeader(hb []byte) error {
+	var n int
+	for n == 0 {
+		m, err := s.conn.Read(hb)
+		n = m
+		if err != nil && n == 0 {
+			return err
+		}
+	}
+	s.frameStart.Store(time.Now().UnixNano())
+	if _, err := io.ReadFull(s.conn, hb[n:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("session: connection ended inside a frame header: %w", io.ErrUnexpectedEOF)
+		}
+		return err
+	}
+	return nil
+}
+
 // readLoop reads frames and hands them to the executor; it answers
 // OpHostFuncDone itself.
 func (s *Session) readLoop() error {
 	var hb [protocol.HeaderSize]byte
 	for {
-		if _, err := io.ReadFull(s.conn, hb[:]); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("session: connection ended inside a frame header: %w", err)
-			}
+		s.frameStart.Store(0)
+		if err := s.readHeader(hb[:]); err != nil {
 			return err
 		}
 		h, err := protocol.DecodeHeader(hb[:], s.lim)
@@ -275,6 +309,7 @@ func (s *Session) readLoop() error {
 			putBuf(bp)
 			return fmt.Errorf("session: frame %v (request %d) truncated: %w", h.Opcode, h.RequestID, err)
 		}
+		s.frameStart.Store(0)
 		// The frame was read exactly, so the fds that came with its bytes
 		// are its own.
 		fds := s.takeFDs()
@@ -294,23 +329,37 @@ func (s *Session) readLoop() error {
 			putBuf(bp)
 			continue
 		}
-		s.execq <- &inFrame{buf: bp, f: f, recv: recv, fds: fds}
+		if !s.push(&inFrame{buf: bp, f: f, recv: recv, fds: fds, size: int64(cap(*bp))}) {
+			putBuf(bp)
+			s.closeFDs(fds)
+			return net.ErrClosed
+		}
 	}
 }
 
 func (s *Session) executor(done chan struct{}) {
 	defer close(done)
-	for in := range s.execq {
+	for {
+		in := s.pop()
+		if in == nil {
+			return
+		}
 		s.frameFDs = in.fds
 		s.guardedHandleFrame(&in.f, in.recv)
 		s.closeFDs(s.frameFDs) // unclaimed (a refused or continued frame)
 		s.frameFDs = nil
 		putBuf(in.buf)
+		s.executed(in)
 	}
 }
 
 // handleFrame runs one frame, assembling continued segment lists first.
 func (s *Session) handleFrame(f *protocol.Frame, recv time.Time) {
+	if f.Opcode != protocol.OpHello && !s.helloed.Load() {
+		s.finish(&s.c, f, errNoHello)
+		s.stats.count(f.Opcode, true, 0)
+		return
+	}
 	switch {
 	case f.Opcode == protocol.OpSegments:
 		s.continueSegments(f, recv)
@@ -406,7 +455,7 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		}
 		return
 	}
-	if err == nil && c.frame != nil {
+	if status == device.Success && c.frame != nil {
 		// The payload is already in place: fill in the header and send.
 		bp := c.frame
 		c.frame = nil
@@ -418,8 +467,8 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		return
 	}
 	var payload []byte
-	if err == nil {
-		payload = c.out
+	if status == device.Success {
+		payload = c.out // a reply with a non-zero status has no payload
 	}
 	s.reply(&f.Header, status, payload)
 }
@@ -431,25 +480,30 @@ func (s *Session) reply(req *protocol.Header, status device.Result, payload []by
 
 // sendFrame encodes a frame into a pooled buffer and queues it.
 func (s *Session) sendFrame(h protocol.Header, payload []byte) {
+	s.send(encodeFrame(h, payload))
+}
+
+func encodeFrame(h protocol.Header, payload []byte) *[]byte {
 	bp := getBuf(protocol.HeaderSize + len(payload) + protocol.Align)
 	*bp = protocol.AppendFrame((*bp)[:0], h, payload, nil)
-	s.send(bp)
+	return bp
 }
 
 func (s *Session) replyStatus(req *protocol.Header, status device.Result) {
 	s.reply(req, status, nil)
 }
 
-func (s *Session) notify(op protocol.Opcode, payload []byte) {
+// notify queues a notification; forced ones never wait (see sendForced).
+func (s *Session) notify(op protocol.Opcode, payload []byte, forced bool) {
 	h := protocol.NewHeader(op, 0)
 	h.Flags = protocol.FlagNotify
-	s.sendFrame(h, payload)
+	s.enqueueReply(encodeFrame(h, payload), forced)
 }
 
 func (s *Session) notifyError(reqID uint64, op protocol.Opcode, r device.Result) {
 	s.stats.deferred.Add(1)
 	n := protocol.ErrorNotify{RequestID: reqID, Error: int32(r), Opcode: uint16(op)}
-	s.notify(protocol.OpNotifyError, protocol.Bytes(&n))
+	s.notify(protocol.OpNotifyError, protocol.Bytes(&n), false)
 }
 
 // guestWarn logs a line a guest can trigger, rate-limited.

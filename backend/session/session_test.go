@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/device/sim"
 	"github.com/vgpu-project/vgpu/backend/engine"
@@ -78,6 +79,13 @@ type opts struct {
 	drv      device.Driver // nil: a sim with 1 GiB per device
 	ramSize  uint64        // second region's size (default 4 MiB)
 	onSticky func(error)   // session.Config.OnStickyError
+	// Config fields a test may set.
+	budget          *budget.Pool
+	frameTimeout    time.Duration
+	hostFuncTimeout time.Duration
+	exclusive       bool
+	noHello         bool
+	vm              string // the connection's VM name (default "test")
 }
 
 func start(t *testing.T, o opts) *env {
@@ -110,13 +118,15 @@ func start(t *testing.T, o opts) *env {
 		src = e.table
 	}
 	bc, gc := sessiontest.Pipe(3, o.port, src)
+	bc.Name = o.vm
 	var devs []device.Context
 	for i := 0; i < o.devices; i++ {
 		d, _ := drv.Context(i)
 		devs = append(devs, d)
 	}
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
-		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky}
+		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky,
+		Budget: o.budget, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}
@@ -127,6 +137,11 @@ func start(t *testing.T, o opts) *env {
 	go func() { e.done <- s.Serve(ctx) }()
 	e.c = sessiontest.NewClient(gc)
 	t.Cleanup(func() { e.close() })
+	if !o.noHello {
+		if _, err := e.c.Hello(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return e
 }
 
@@ -462,10 +477,21 @@ func TestBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, _, _ := protocol.Decode[protocol.BatchReply](f.Payload)
-	if rep.Executed != 2 || rep.FailedIndex != 2 || device.Result(rep.FirstError) != device.ErrInvalidValue || rep.FailedRequestID != 102 {
-		t.Fatalf("batch reply %+v (status %d)", rep, f.Status)
+	// A failed batch's reply carries the first error as its status and,
+	// like every reply with a non-zero status, no payload (issue 20,
+	// item 7: it used to carry the BatchReply).
+	if device.Result(f.Status) != device.ErrInvalidValue || len(f.Payload) != 0 {
+		t.Fatalf("failed batch: status %d, %d payload bytes; want 1 and none", f.Status, len(f.Payload))
 	}
+	one := protocol.AppendBatchCall(nil, protocol.NewHeader(protocol.OpMemset, 104), protocol.Bytes(&set))
+	ok, err := e.c.Call(protocol.OpBatch, 0, append(protocol.Bytes(&protocol.BatchReq{Count: 1}), one...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, _, err := protocol.Decode[protocol.BatchReply](ok.Payload); err != nil || ok.Status != 0 || rep.Executed != 1 || rep.FailedIndex != 1 {
+		t.Fatalf("good batch: status %d, reply %+v, %v", ok.Status, rep, err)
+	}
+	e.htod(p, []byte("WXYZ"))
 	_, got := e.dtoh(p, 8)
 	if string(got[:4]) != "WXYZ" || got[4] != 0x11 {
 		t.Fatalf("batch effects: % x (the call after the failure must not run)", got)

@@ -3,6 +3,7 @@ package session
 import (
 	"sort"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
@@ -85,6 +86,13 @@ type memRange struct {
 type streamObj struct {
 	dev int
 	h   device.Stream
+	// Shared contexts (defstream.go): the guest asked for a blocking
+	// stream; work queued through the session; the default stream's work
+	// this stream last waited for; the event joins are recorded with.
+	blocking bool
+	work     uint64
+	seen     uint64
+	ev       device.Event
 }
 
 type eventObj struct {
@@ -115,6 +123,11 @@ type state struct {
 	modules map[uint64]*moduleObj
 	funcs   map[uint64]*funcObj
 	regions map[uint64]*region
+	// defaults are the session's own default streams per device (shared
+	// contexts); dirty, per device, the blocking streams with work the
+	// default stream has not waited for yet.
+	defaults map[int]*streamObj
+	dirty    map[int]map[*streamObj]struct{}
 }
 
 func (st *state) init() {
@@ -124,6 +137,8 @@ func (st *state) init() {
 	st.modules = map[uint64]*moduleObj{}
 	st.funcs = map[uint64]*funcObj{}
 	st.regions = map[uint64]*region{}
+	st.defaults = map[int]*streamObj{}
+	st.dirty = map[int]map[*streamObj]struct{}{}
 }
 
 func (st *state) handle() uint64 {
@@ -143,6 +158,21 @@ func room(op string, n int) error {
 	}
 	return nil
 }
+
+// newObject takes one object of the client's budget (its VM's and the
+// process's too) for a session holding n of that kind; dropObject gives it
+// back.
+func (s *Session) newObject(op string, n int) error {
+	if err := room(op, n); err != nil {
+		return err
+	}
+	if err := s.pool.Take(budget.Objects, 1); err != nil {
+		return device.Errorf(op, device.ErrOutOfMemory, "%v: free some streams, events, modules or allocations first", err)
+	}
+	return nil
+}
+
+func (s *Session) dropObject() { s.pool.Give(budget.Objects, 1) }
 
 // find returns the range holding [p, p+n) (n > 0).
 func (st *state) find(op string, p, n uint64) (*memRange, error) {
@@ -186,16 +216,38 @@ func (s *Session) releaseAll(dev int) {
 			_ = s.cfg.Devices[o.dev].StreamSynchronize(o.h)
 		}
 	}
+	for dev, d := range st.defaults {
+		if match(dev) {
+			_ = s.cfg.Devices[dev].StreamSynchronize(d.h)
+		}
+	}
 	for id, o := range st.events {
 		if match(o.dev) {
 			_ = s.cfg.Devices[o.dev].EventDestroy(o.h)
 			delete(st.events, id)
+			s.dropObject()
+		}
+	}
+	for dev := range st.dirty {
+		if match(dev) {
+			delete(st.dirty, dev) // everything is synchronized: no joins left to make
 		}
 	}
 	for id, o := range st.streams {
 		if match(o.dev) {
-			_ = s.cfg.Devices[o.dev].StreamDestroy(o.h)
+			_ = s.dropStream(o)
 			delete(st.streams, id)
+			s.dropObject()
+		}
+	}
+	for dev, d := range st.defaults {
+		if match(dev) {
+			if d.ev != 0 {
+				_ = s.cfg.Devices[dev].EventDestroy(d.ev)
+			}
+			_ = s.cfg.Devices[dev].StreamDestroy(d.h)
+			delete(st.defaults, dev)
+			delete(st.dirty, dev)
 		}
 	}
 	for id, m := range st.modules {
@@ -210,6 +262,7 @@ func (s *Session) releaseAll(dev int) {
 				s.log.Warn("freeing device memory at session end failed", "ptr", r.base, "err", err)
 			}
 			s.cfg.Quota.Release(r.size)
+			s.dropObject()
 			continue
 		}
 		kept = append(kept, r)
@@ -238,4 +291,5 @@ func (s *Session) unloadModule(id uint64, m *moduleObj) {
 		s.log.Warn("unloading module failed", "module", id, "err", err)
 	}
 	delete(st.modules, id)
+	s.dropObject()
 }

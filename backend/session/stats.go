@@ -1,36 +1,65 @@
 package session
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
-// opSlots covers every opcode area (high byte 0x00..0x0f) and number.
-const opSlots = 16 * 256
+// Every opcode of protocol.Ops has a counter slot; opSlot maps the full
+// 16-bit opcode to it (-1: not an opcode of the table, counted in
+// unknownOps only: 0x1101 is not DEVICE_GET_COUNT).
+var opSlot = func() map[protocol.Opcode]int {
+	m := make(map[protocol.Opcode]int, len(protocol.Ops))
+	for i, info := range protocol.Ops {
+		m[info.Op] = i
+	}
+	return m
+}()
+
+func slot(op protocol.Opcode) int {
+	if i, ok := opSlot[op]; ok {
+		return i
+	}
+	return -1
+}
 
 // Stats are counters shared by the sessions of a server; all methods are
 // safe for concurrent use.
 type Stats struct {
-	calls      [opSlots]atomic.Uint64
-	errs       [opSlots]atomic.Uint64
-	nanos      [opSlots]atomic.Uint64
-	unknownOps atomic.Uint64
-	badFrames  atomic.Uint64
-	panics     atomic.Uint64
-	strayFDs   atomic.Uint64
-	sessions   atomic.Int64
-	total      atomic.Uint64
-	deferred   atomic.Uint64
-	bytesHtoD  atomic.Uint64
-	bytesDtoH  atomic.Uint64
-	engines    [4]atomic.Uint64
+	calls            []atomic.Uint64
+	errs             []atomic.Uint64
+	nanos            []atomic.Uint64
+	once             sync.Once
+	unknownOps       atomic.Uint64
+	badFrames        atomic.Uint64
+	panics           atomic.Uint64
+	strayFDs         atomic.Uint64
+	sessions         atomic.Int64
+	total            atomic.Uint64
+	deferred         atomic.Uint64
+	bytesHtoD        atomic.Uint64
+	bytesDtoH        atomic.Uint64
+	engines          [4]atomic.Uint64
+	hostFuncTimeouts atomic.Uint64
+	frameTimeouts    atomic.Uint64
 }
 
-func slot(op protocol.Opcode) int { return int(op) & (opSlots - 1) }
+func (s *Stats) init() {
+	s.once.Do(func() {
+		s.calls = make([]atomic.Uint64, len(protocol.Ops))
+		s.errs = make([]atomic.Uint64, len(protocol.Ops))
+		s.nanos = make([]atomic.Uint64, len(protocol.Ops))
+	})
+}
 
 func (s *Stats) count(op protocol.Opcode, failed bool, nanos int64) {
 	i := slot(op)
+	if i < 0 {
+		return
+	}
+	s.init()
 	s.calls[i].Add(1)
 	s.nanos[i].Add(uint64(nanos))
 	if failed {
@@ -53,7 +82,13 @@ type Snapshot struct {
 	BadFrames  uint64             `json:"bad_frames"`
 	// Panics counts internal errors caught at a session's recover boundary
 	// (each ended that session's work; the process kept serving the others).
-	Panics         uint64            `json:"panics"`
+	Panics uint64 `json:"panics"`
+	// HostFuncTimeouts counts host functions the guest did not answer in
+	// time (the stream went on; the guest got CUDA_ERROR_TIMEOUT).
+	HostFuncTimeouts uint64 `json:"host_func_timeouts,omitempty"`
+	// FrameTimeouts counts connections closed because a frame stopped
+	// half-way.
+	FrameTimeouts  uint64            `json:"frame_timeouts,omitempty"`
 	StrayFDs       uint64            `json:"stray_fds,omitempty"` // host mode: fds sent with frames that take none (closed)
 	ActiveSessions int64             `json:"active_sessions"`
 	TotalSessions  uint64            `json:"total_sessions"`
@@ -66,6 +101,7 @@ type Snapshot struct {
 // Snapshot copies the counters.
 func (s *Stats) Snapshot() Snapshot {
 	out := Snapshot{Ops: map[string]OpStats{}, EngineCopies: map[string]uint64{}}
+	s.init()
 	for _, info := range protocol.Ops {
 		i := slot(info.Op)
 		if c := s.calls[i].Load(); c > 0 {
@@ -75,6 +111,8 @@ func (s *Stats) Snapshot() Snapshot {
 	out.UnknownOps = s.unknownOps.Load()
 	out.BadFrames = s.badFrames.Load()
 	out.Panics = s.panics.Load()
+	out.HostFuncTimeouts = s.hostFuncTimeouts.Load()
+	out.FrameTimeouts = s.frameTimeouts.Load()
 	out.StrayFDs = s.strayFDs.Load()
 	out.ActiveSessions = s.sessions.Load()
 	out.TotalSessions = s.total.Load()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"syscall"
@@ -104,7 +105,7 @@ func TestWorkerServesSessionsWithGuestMemory(t *testing.T) {
 	bc2, gc2 := sessiontest.Pipe(3, 1023, table)
 	bc2.Name = "vm-a"
 	go m.ServeConn(context.Background(), bc2, 2)
-	c2 := sessiontest.NewClient(gc2)
+	c2 := helloClient(t, gc2)
 	defer c2.Close()
 	if f, err := c2.Call(protocol.OpPing, 0, nil, nil); err != nil || f.Status != 0 {
 		t.Fatalf("new connection after the crash: %v", err)
@@ -120,7 +121,7 @@ func TestPoisonedWorkerIsReplaced(t *testing.T) {
 	bc, gc := sessiontest.Pipe(3, 1023, nil)
 	bc.Name = "vm-b"
 	go m.ServeConn(context.Background(), bc, 1)
-	c := sessiontest.NewClient(gc)
+	c := helloClient(t, gc)
 	if f, err := c.Call(protocol.OpPing, 0, nil, nil); err != nil || f.Status != 0 {
 		t.Fatalf("ping: %v", err)
 	}
@@ -136,7 +137,7 @@ func TestPoisonedWorkerIsReplaced(t *testing.T) {
 	bc2, gc2 := sessiontest.Pipe(3, 1023, nil)
 	bc2.Name = "vm-b"
 	go m.ServeConn(context.Background(), bc2, 2)
-	c2 := sessiontest.NewClient(gc2)
+	c2 := helloClient(t, gc2)
 	defer c2.Close()
 	if f, err := c2.Call(protocol.OpPing, 0, nil, nil); err != nil || f.Status != 0 {
 		t.Fatalf("ping on the fresh worker: %v", err)
@@ -169,7 +170,7 @@ func TestIdleWorkerStops(t *testing.T) {
 	bc.Name = "vm-idle"
 	served := make(chan error, 1)
 	go func() { served <- m.ServeConn(context.Background(), bc, 1) }()
-	c := sessiontest.NewClient(gc)
+	c := helloClient(t, gc)
 	if f, err := c.Call(protocol.OpPing, 0, nil, nil); err != nil || f.Status != 0 {
 		t.Fatalf("ping: %v", err)
 	}
@@ -185,9 +186,20 @@ func TestIdleWorkerStops(t *testing.T) {
 	bc2, gc2 := sessiontest.Pipe(3, 1023, nil)
 	bc2.Name = "vm-idle"
 	go m.ServeConn(context.Background(), bc2, 2)
-	c2 := sessiontest.NewClient(gc2)
+	c2 := helloClient(t, gc2)
 	defer c2.Close()
 	if f, err := c2.Call(protocol.OpPing, 0, nil, nil); err != nil || f.Status != 0 {
 		t.Fatalf("ping on a fresh worker after the idle one stopped: %v", err)
 	}
+}
+
+// helloClient starts a client that has said HELLO (a session serves
+// nothing before it).
+func helloClient(t *testing.T, conn net.Conn) *sessiontest.Client {
+	t.Helper()
+	c, err := sessiontest.NewHelloClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

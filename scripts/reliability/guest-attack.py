@@ -17,7 +17,7 @@ import os, socket, struct, sys, time
 
 MAGIC, PORT, HOST_CID = 0x55504756, 0x7667, 2
 F_SEGS = 1 << 1
-OP = dict(PING=0x0005, MEM_ALLOC=0x0201, MEM_FREE=0x0202, HTOD=0x0203, DTOH=0x0204, DTOD=0x0205,
+OP = dict(HELLO=0x0001, PING=0x0005, MEM_ALLOC=0x0201, MEM_FREE=0x0202, HTOD=0x0203, DTOH=0x0204, DTOD=0x0205,
           STREAM_CREATE=0x0501, STREAM_DESTROY=0x0502, STREAM_SYNC=0x0503,
           EVENT_CREATE=0x0601, EVENT_DESTROY=0x0602, EVENT_RECORD=0x0603)
 BUF_SEGMENTS = 2
@@ -37,12 +37,16 @@ def ram_ranges():
 
 
 class Conn:
-    def __init__(self, port):
+    def __init__(self, port, hello=True):
         self.s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
         self.s.bind((socket.VMADDR_CID_ANY, port))
         self.s.settimeout(30)
         self.s.connect((HOST_CID, PORT))
         self.id = 0
+        if hello:  # the backend serves nothing before HELLO
+            st, _ = self.call(OP['HELLO'], struct.pack('<HHIQ32sII', 1, 0, 1, 0, b'guest-attack', os.getpid(), 0))
+            if st:
+                raise OSError('HELLO refused: %d' % st)
 
     def frame(self, op, payload=b'', segs=(), flags=0, rid=None):
         if rid is None:
@@ -99,11 +103,11 @@ def expect(name, got, want):
     print('ATTACK %-44s status %4d want %4d %s' % (name, got, want, 'ok' if ok else 'UNEXPECTED'))
 
 
-def privileged_conn():
+def privileged_conn(hello=True):
     last = None
     for port in range(1023, 600, -1):
         try:
-            return Conn(port), port
+            return Conn(port, hello), port
         except OSError as e:
             last = e
     raise last
@@ -119,8 +123,10 @@ def main():
     ram_end = max(ram_end, low_end)
     print('guest RAM (System RAM in /proc/iomem):', ', '.join('%#x-%#x' % r for r in rs))
     hole = low_end + 0x100000 if low_end + 0x100000 < 1 << 32 else 0xfec00000
-    c, port = privileged_conn()
+    c, port = privileged_conn(hello=False)
     print('connected from privileged port', port)
+    expect('ping before HELLO', c.call(OP['PING'])[0], 3)
+    expect('hello', c.call(OP['HELLO'], struct.pack('<HHIQ32sII', 1, 0, 1, 0, b'guest-attack', os.getpid(), 0))[0], 0)
     expect('ping', c.call(OP['PING'])[0], 0)
     st, b = c.call(OP['MEM_ALLOC'], struct.pack('<IIQ', 0, 0, 1 << 20))
     expect('alloc 1 MiB', st, 0)
@@ -176,7 +182,7 @@ def main():
     conns, refused = [], 0
     for port in range(1022, 0, -1):
         try:
-            x = Conn(port)
+            x = Conn(port, hello=False)
             conns.append(x)
         except OSError:
             refused += 1

@@ -59,6 +59,7 @@ type Client struct {
 	Notes chan protocol.Frame
 	err   error
 	done  chan struct{}
+	gate  chan struct{} // non-nil: Hold is on; the reader waits for it to close
 }
 
 // NewClient starts reading replies from conn.
@@ -71,6 +72,12 @@ func NewClient(conn net.Conn) *Client {
 func (c *Client) read() {
 	defer close(c.done)
 	for {
+		c.mu.Lock()
+		gate := c.gate
+		c.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
 		f, err := protocol.ReadFrame(c.conn, c.lim)
 		if err != nil {
 			c.mu.Lock()
@@ -93,6 +100,23 @@ func (c *Client) read() {
 		if ok {
 			ch <- f
 		}
+	}
+}
+
+// Hold stops reading replies (after the one being read, if any), as a
+// client that never reads would; call the returned function to go on.
+func (c *Client) Hold() (release func()) {
+	gate := make(chan struct{})
+	c.mu.Lock()
+	c.gate = gate
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if c.gate == gate {
+			c.gate = nil
+		}
+		c.mu.Unlock()
+		close(gate)
 	}
 }
 
@@ -191,6 +215,27 @@ func DoSegs[Req, Rep any](c *Client, op protocol.Opcode, req *Req, segs []protoc
 	}
 	rep, rest, err := protocol.Decode[Rep](f.Payload)
 	return f.Status, rep, rest, err
+}
+
+// Hello says HELLO (role library, every feature) and returns the reply's
+// status; a session serves nothing before it.
+func (c *Client) Hello() (protocol.HelloReply, error) {
+	st, rep, _, err := Do[protocol.HelloReq, protocol.HelloReply](c, protocol.OpHello,
+		&protocol.HelloReq{Major: uint16(protocol.Major), Minor: uint16(protocol.Minor), Role: protocol.RoleLibrary, Features: ^uint64(0)}, nil)
+	if err == nil && st != 0 {
+		err = fmt.Errorf("sessiontest: HELLO refused with status %d", st)
+	}
+	return rep, err
+}
+
+// NewHelloClient is NewClient, then HELLO.
+func NewHelloClient(conn net.Conn) (*Client, error) {
+	c := NewClient(conn)
+	if _, err := c.Hello(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Close closes the guest's end.
