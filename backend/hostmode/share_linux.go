@@ -140,6 +140,11 @@ func (s *shareSet) addLocked(base guestmem.GPA, size uint64, fd int) (*guestmem.
 	}
 	host, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		if err == unix.ENOMEM {
+			// Out of address space or of mappings (vm.max_map_count):
+			// the backend's resources, not the client's mistake.
+			return nil, fmt.Errorf("%w: mmap of %d bytes: %v", transport.ErrShareLimit, size, err)
+		}
 		return nil, fmt.Errorf("%w: mmap of %d bytes: %v", transport.ErrBadShare, size, err)
 	}
 	sh := &share{base: base, size: size, fd: fd, host: host}

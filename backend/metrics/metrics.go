@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -35,6 +36,8 @@ type collector struct {
 	deferred, bytesIn, engineUse            *prometheus.Desc
 	memUsed, memTotal, memFree, launches    *prometheus.Desc
 	skipped, vmMem, vmLimit, vmSessions, up *prometheus.Desc
+	budgetUsed, budgetLimit, budgetRefused  *prometheus.Desc
+	refusedSessions, hostFuncTimeouts       *prometheus.Desc
 }
 
 // NewCollector returns a prometheus.Collector over src.
@@ -43,33 +46,39 @@ func NewCollector(src Source) prometheus.Collector {
 		return prometheus.NewDesc("vgpu_"+name, help, labels, nil)
 	}
 	return &collector{
-		src:           src,
-		calls:         d("calls_total", "Requests executed, by opcode.", "op"),
-		errs:          d("call_errors_total", "Requests answered with an error, by opcode.", "op"),
-		secs:          d("call_seconds_total", "Backend time spent in handlers, by opcode.", "op"),
-		sessions:      d("sessions", "Open sessions."),
-		totalSessions: d("sessions_total", "Sessions started."),
-		bad:           d("bad_frames_total", "Frames with an invalid header."),
-		unknown:       d("unknown_opcodes_total", "Requests with an opcode this backend does not serve."),
-		panics:        d("session_panics_total", "Internal errors caught at a session's recover boundary (that session's work ended, the process kept serving)."),
-		deferred:      d("deferred_errors_total", "Errors of asynchronous calls reported by notification."),
-		bytesIn:       d("copy_bytes_total", "Bytes copied between guests and devices.", "dir"),
-		engineUse:     d("engine_copies_total", "Guest-memory copies by engine.", "engine"),
-		memUsed:       d("device_memory_used_bytes", "Device memory allocated through vgpu.", "gpu", "name"),
-		memTotal:      d("device_memory_total_bytes", "Device memory size.", "gpu", "name"),
-		memFree:       d("device_memory_free_bytes", "Free device memory.", "gpu", "name"),
-		launches:      d("launches_total", "Kernel launches accepted.", "gpu"),
-		skipped:       d("launches_not_executed_total", "Launches validated but not executed (sim device).", "gpu"),
-		vmMem:         d("vm_memory_used_bytes", "Device memory held by a VM.", "vm"),
-		vmLimit:       d("vm_memory_limit_bytes", "A VM's device memory cap (0: none).", "vm"),
-		vmSessions:    d("vm_sessions", "Open sessions of a VM.", "vm"),
-		up:            d("device_kind_info", "1, labelled with the device kind.", "kind"),
+		src:              src,
+		calls:            d("calls_total", "Requests executed, by opcode.", "op"),
+		errs:             d("call_errors_total", "Requests answered with an error, by opcode.", "op"),
+		secs:             d("call_seconds_total", "Backend time spent in handlers, by opcode.", "op"),
+		sessions:         d("sessions", "Open sessions."),
+		totalSessions:    d("sessions_total", "Sessions started."),
+		bad:              d("bad_frames_total", "Frames with an invalid header."),
+		unknown:          d("unknown_opcodes_total", "Requests with an opcode this backend does not serve."),
+		panics:           d("session_panics_total", "Internal errors caught at a session's recover boundary (that session's work ended, the process kept serving)."),
+		deferred:         d("deferred_errors_total", "Errors of asynchronous calls reported by notification."),
+		bytesIn:          d("copy_bytes_total", "Bytes copied between guests and devices.", "dir"),
+		engineUse:        d("engine_copies_total", "Guest-memory copies by engine.", "engine"),
+		memUsed:          d("device_memory_used_bytes", "Device memory allocated through vgpu.", "gpu", "name"),
+		memTotal:         d("device_memory_total_bytes", "Device memory size.", "gpu", "name"),
+		memFree:          d("device_memory_free_bytes", "Free device memory.", "gpu", "name"),
+		launches:         d("launches_total", "Kernel launches accepted.", "gpu"),
+		skipped:          d("launches_not_executed_total", "Launches validated but not executed (sim device).", "gpu"),
+		vmMem:            d("vm_memory_used_bytes", "Device memory held by a VM.", "vm"),
+		vmLimit:          d("vm_memory_limit_bytes", "A VM's device memory cap (0: none).", "vm"),
+		vmSessions:       d("vm_sessions", "Open sessions of a VM.", "vm"),
+		up:               d("device_kind_info", "1, labelled with the device kind.", "kind"),
+		budgetUsed:       d("budget_used", "What guests hold of the process's bounds (fds, mappings, queued bytes, objects, host-function waits, sessions).", "resource"),
+		budgetLimit:      d("budget_limit", "The process's bound on what guests may hold.", "resource"),
+		budgetRefused:    d("budget_refused_total", "Requests refused at the process's bound.", "resource"),
+		refusedSessions:  d("sessions_refused_total", "Connections closed at once for a VM's or the process's session bound."),
+		hostFuncTimeouts: d("host_func_timeouts_total", "Host functions the guest did not answer in time (its stream went on, the guest got CUDA_ERROR_TIMEOUT)."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.calls, c.errs, c.secs, c.sessions, c.totalSessions, c.bad, c.unknown, c.panics, c.deferred,
-		c.bytesIn, c.engineUse, c.memUsed, c.memTotal, c.memFree, c.launches, c.skipped, c.vmMem, c.vmLimit, c.vmSessions, c.up} {
+		c.bytesIn, c.engineUse, c.memUsed, c.memTotal, c.memFree, c.launches, c.skipped, c.vmMem, c.vmLimit, c.vmSessions, c.up,
+		c.budgetUsed, c.budgetLimit, c.budgetRefused, c.refusedSessions, c.hostFuncTimeouts} {
 		ch <- d
 	}
 }
@@ -112,6 +121,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.vmSessions, float64(v.Sessions), v.VM)
 	}
 	gauge(c.up, 1, st.DeviceKind)
+	for r, v := range st.Budget.Used {
+		gauge(c.budgetUsed, float64(v), r)
+	}
+	for r, v := range st.Budget.Limits {
+		gauge(c.budgetLimit, float64(v), r)
+	}
+	for r, v := range st.Budget.Refused {
+		counter(c.budgetRefused, float64(v), r)
+	}
+	counter(c.refusedSessions, float64(st.RefusedSessions))
+	counter(c.hostFuncTimeouts, float64(st.Stats.HostFuncTimeouts))
 }
 
 // Server is a running metrics endpoint.
@@ -132,13 +152,58 @@ func Listen(addr string, src Source, log hclog.Logger) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	ln = limitListener(ln, MaxConns)
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: 16 << 10}, ln: ln}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
 			log.Warn("metrics endpoint failed", "err", err)
 		}
 	}()
 	return s, nil
+}
+
+// The endpoint's bounds: a scraper that keeps a connection open without
+// asking anything gives it up after IdleTimeout (each holds an fd of the
+// backend), and no more than MaxConns are served at once (the rest wait in
+// the listen backlog).
+var (
+	ReadTimeout  = 10 * time.Second
+	WriteTimeout = 30 * time.Second
+	IdleTimeout  = 30 * time.Second
+	MaxConns     = 32
+)
+
+// limitListener accepts at most n connections at a time.
+type limited struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limited{Listener: ln, slots: make(chan struct{}, n)}
+}
+
+func (l *limited) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+}
+
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }
 
 // Addr is the address the endpoint listens on.

@@ -1,10 +1,13 @@
 package metrics
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/session"
@@ -38,5 +41,37 @@ func TestEndpoint(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+}
+
+// A scraper that keeps its connection open without asking anything more
+// does not keep it (and its fd in the backend) for ever (issue 20, item 7).
+func TestIdleConnectionsClosed(t *testing.T) {
+	old := IdleTimeout
+	IdleTimeout = 100 * time.Millisecond
+	defer func() { IdleTimeout = old }()
+	s, err := Listen("127.0.0.1:0", fakeSource{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle keep-alive connection: read %v, want EOF (closed by the server)", err)
 	}
 }

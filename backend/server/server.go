@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/session"
@@ -54,6 +55,14 @@ type Config struct {
 	// FrontStatus, if set, adds the connected "vgpu front" processes to
 	// Status.
 	FrontStatus func() any
+	// Bounds are what guests may make this process hold, per client, per
+	// VM and in all (nil: budget.DefaultBounds of this process's fd and
+	// mapping limits). A connection over its VM's or the process's
+	// session bound is closed at once.
+	Bounds *budget.Bounds
+	// FrameTimeout and HostFuncTimeout are passed to sessions (0: their
+	// defaults).
+	FrameTimeout, HostFuncTimeout time.Duration
 }
 
 // Server runs sessions.
@@ -65,6 +74,11 @@ type Server struct {
 	mods    *session.ModuleCache
 	started time.Time
 	nextID  atomic.Uint64
+	bounds  budget.Bounds
+	pool    *budget.Pool // the process's
+	// refused counts connections closed at once for the session bounds.
+	refused        atomic.Uint64
+	lastRefusalLog atomic.Int64
 
 	mu       sync.Mutex
 	vms      map[string]*vmState
@@ -76,6 +90,7 @@ type vmState struct {
 	name     string
 	quota    *session.Quota
 	reg      *engine.Registry
+	pool     *budget.Pool
 	sessions int
 }
 
@@ -106,6 +121,12 @@ func New(cfg Config) (*Server, error) {
 		stats: &session.Stats{}, mods: session.NewModuleCache(0), started: time.Now(),
 		vms: map[string]*vmState{}, sessions: map[uint64]*sessionInfo{},
 	}
+	if cfg.Bounds != nil {
+		s.bounds = *cfg.Bounds
+	} else {
+		s.bounds = budget.DefaultBounds(budget.ReadFacts(session.MaxFrameBytes(cfg.Limits)))
+	}
+	s.pool = budget.NewRoot("process", s.bounds.Global)
 	for gi, hi := range gpus {
 		if hi < 0 || hi >= cfg.Driver.Count() {
 			return nil, fmt.Errorf("server: --gpus maps guest device %d to host device %d, but the host has %d", gi, hi, cfg.Driver.Count())
@@ -121,6 +142,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Pool returns the process's budget (tests, status).
+func (s *Server) Pool() *budget.Pool { return s.pool }
 
 // Stats returns the shared session counters.
 func (s *Server) Stats() *session.Stats { return s.stats }
@@ -175,6 +199,18 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 	id := s.nextID.Add(1)
 	vm := s.attach(conn.VM())
 	defer s.detach(vm)
+	if err := vm.pool.Take(budget.Sessions, 1); err != nil {
+		// Too many connections for this VM or the process: only the
+		// client that asked for one more is refused.
+		s.refused.Add(1)
+		if now := time.Now().UnixNano(); now-s.lastRefusalLog.Load() > int64(time.Second) {
+			s.lastRefusalLog.Store(now)
+			s.log.Warn("connection refused: session bound reached; closing it", "vm", conn.VM(), "err", err, "refused_total", s.refused.Load())
+		}
+		_ = conn.Close()
+		return err
+	}
+	defer vm.pool.Give(budget.Sessions, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	info := &sessionInfo{id: id, vm: conn.VM(), peer: fmt.Sprintf("cid %d port %d", conn.PeerCID(), conn.PeerPort()), started: time.Now(), cancel: cancel}
@@ -208,6 +244,9 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		Logger:                    s.cfg.Logger,
 		ID:                        id,
 		OnStickyError:             s.cfg.OnStickyError,
+		Budget:                    vm.pool.Client(fmt.Sprintf("session %d", id), s.bounds.Client, s.bounds.Reserve),
+		FrameTimeout:              s.cfg.FrameTimeout,
+		HostFuncTimeout:           s.cfg.HostFuncTimeout,
 	})
 	err := sess.Serve(ctx)
 	if err != nil {
@@ -221,7 +260,8 @@ func (s *Server) attach(name string) *vmState {
 	defer s.mu.Unlock()
 	v, ok := s.vms[name]
 	if !ok {
-		v = &vmState{name: name, quota: &session.Quota{Limit: s.cfg.MemLimit}, reg: engine.NewRegistry()}
+		v = &vmState{name: name, quota: &session.Quota{Limit: s.cfg.MemLimit}, reg: engine.NewRegistry(),
+			pool: s.pool.Child("vm "+name, s.bounds.VM)}
 		s.vms[name] = v
 	}
 	v.sessions++
@@ -251,6 +291,9 @@ type Status struct {
 	Stats         session.Snapshot `json:"stats"`
 	Workers       any              `json:"workers,omitempty"`
 	Fronts        any              `json:"fronts,omitempty"`
+	// Budget is what guests hold of this process's bounds (per VM in VMs).
+	Budget          budget.Snapshot `json:"budget"`
+	RefusedSessions uint64          `json:"refused_sessions,omitempty"`
 }
 
 // DeviceStatus describes one guest-visible device.
@@ -268,10 +311,11 @@ type DeviceStatus struct {
 
 // VMStatus describes one VM's use.
 type VMStatus struct {
-	VM       string `json:"vm"`
-	Sessions int    `json:"sessions"`
-	MemUsed  uint64 `json:"mem_used"`
-	MemLimit uint64 `json:"mem_limit"`
+	VM       string          `json:"vm"`
+	Sessions int             `json:"sessions"`
+	MemUsed  uint64          `json:"mem_used"`
+	MemLimit uint64          `json:"mem_limit"`
+	Budget   budget.Snapshot `json:"budget"`
 }
 
 // SessionStatus describes one session.
@@ -284,7 +328,8 @@ type SessionStatus struct {
 
 // Status returns a snapshot.
 func (s *Server) Status() Status {
-	st := Status{DeviceKind: s.cfg.Driver.Kind(), DriverVersion: s.cfg.Driver.Version(), Uptime: time.Since(s.started).Round(time.Second).String(), Stats: s.stats.Snapshot()}
+	st := Status{DeviceKind: s.cfg.Driver.Kind(), DriverVersion: s.cfg.Driver.Version(), Uptime: time.Since(s.started).Round(time.Second).String(), Stats: s.stats.Snapshot(),
+		Budget: s.pool.Snapshot(), RefusedSessions: s.refused.Load()}
 	for gi, ctx := range s.devices {
 		ds := DeviceStatus{GuestOrdinal: gi, HostOrdinal: ctx.Ordinal()}
 		if p, err := ctx.Properties(); err == nil {
@@ -301,7 +346,7 @@ func (s *Server) Status() Status {
 	}
 	s.mu.Lock()
 	for _, v := range s.vms {
-		st.VMs = append(st.VMs, VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used(), MemLimit: v.quota.Limit})
+		st.VMs = append(st.VMs, VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used(), MemLimit: v.quota.Limit, Budget: v.pool.Snapshot()})
 	}
 	for _, si := range s.sessions {
 		st.Sessions = append(st.Sessions, SessionStatus{ID: si.id, VM: si.vm, Peer: si.peer, Started: si.started.UTC().Format(time.RFC3339)})

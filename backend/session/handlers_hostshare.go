@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
 	"github.com/vgpu-project/vgpu/backend/transport"
@@ -56,7 +57,20 @@ func hostShare(s *Session, c *call, r *protocol.HostShareReq) error {
 		s.closeFDs(fds)
 		return device.Errorf(op, device.ErrInvalidValue, "flags %#x (none defined)", r.Flags)
 	}
+	// A share holds one fd and one mapping of the client's budget until
+	// it is unmapped (the hook New registered gives them back).
+	if err := s.pool.Take(budget.FDs, 1); err != nil {
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrOutOfMemory, "%v", err)
+	}
+	if err := s.pool.Take(budget.Mappings, 1); err != nil {
+		s.pool.Give(budget.FDs, 1)
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrOutOfMemory, "%v", err)
+	}
 	if err := s.sharer.Share(guestmem.GPA(r.Base), r.Size, fds[0]); err != nil { // owns the fd now
+		s.pool.Give(budget.FDs, 1)
+		s.pool.Give(budget.Mappings, 1)
 		if errors.Is(err, transport.ErrShareLimit) {
 			return device.Errorf(op, device.ErrOutOfMemory, "%v", err)
 		}

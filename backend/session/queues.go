@@ -8,10 +8,10 @@ import (
 
 // The session's two queues are bounded by bytes, per client, per VM and
 // per process (budget.RequestBytes, budget.ReplyBytes), not by count: a
-// 16 MiB reply weighs what it weighs. A queue whose client has nothing in
-// it always takes one more entry (the client's reserve), so a client never
-// waits for others; past that, a full level makes the producer wait for
-// its own queue to drain:
+// 16 MiB reply weighs what it weighs. A queue that holds nothing of its
+// client (nothing queued, executing or being written) always takes one
+// more entry, so a client never waits for others; past that, a full level
+// makes the producer wait for its own queue to drain:
 //
 //   - replies: the executor waits when its client does not read its
 //     replies, so it stops executing, the request queue fills and the
@@ -65,7 +65,7 @@ func (s *Session) push(in *inFrame) bool {
 	for {
 		q.mu.Lock()
 		err := s.pool.Take(budget.RequestBytes, n)
-		if err != nil && (len(q.q) == 0 || (s.hfRunning.Load() > 0 && q.bytes < hostFuncReadAhead*max(s.pool.Limit(budget.RequestBytes), n))) {
+		if err != nil && (q.bytes == 0 || (s.hfRunning.Load() > 0 && q.bytes < hostFuncReadAhead*max(s.pool.Limit(budget.RequestBytes), n))) {
 			s.pool.Force(budget.RequestBytes, n)
 			err = nil
 		}
@@ -158,7 +158,7 @@ func (s *Session) enqueueReply(b *[]byte, force bool) {
 	for {
 		q.mu.Lock()
 		err := s.pool.Take(budget.ReplyBytes, n)
-		if err != nil && (force || len(q.q) == 0) {
+		if err != nil && (force || q.bytes == 0) {
 			s.pool.Force(budget.ReplyBytes, n)
 			err = nil
 		}

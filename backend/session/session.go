@@ -329,7 +329,7 @@ func (s *Session) readLoop() error {
 			putBuf(bp)
 			continue
 		}
-		if !s.push(&inFrame{buf: bp, f: f, recv: recv, fds: fds, size: int64(cap(*bp))}) {
+		if !s.push(&inFrame{buf: bp, f: f, recv: recv, fds: fds, size: int64(n)}) {
 			putBuf(bp)
 			s.closeFDs(fds)
 			return net.ErrClosed

@@ -30,6 +30,15 @@ func Run(ctx context.Context, ctrl *os.File, srv *server.Server, log hclog.Logge
 		var m *handoff.Message
 		var fds []int
 		m, fds, err = handoff.Recv(ctrl)
+		if errors.Is(err, handoff.ErrMalformed) {
+			// One message lost (its fds did not fit: this process was out
+			// of fds, and the kernel closed them, which ends that
+			// session's stream). The control socket is still good: do
+			// not stop taking sessions (issue 20: a worker stopped
+			// accepting sessions for as long as any older one stayed).
+			log.Error("control message lost; going on", "err", err)
+			continue
+		}
 		if err != nil {
 			break
 		}
