@@ -232,7 +232,7 @@ var attacks = []attack{
 		return protocol.Bytes(&protocol.MemcpyDtoHReq{Src: e.p, Dst: protocol.BufRef{Kind: protocol.BufInline, Len: 1 << 40}}), nil
 	}), want: valueErr},
 	{name: "batch claiming 2^32-1 calls", do: send(protocol.OpBatch, protocol.BatchReq{Count: ^uint32(0)}, make([]byte, 64)), want: valueErr},
-	{name: "launch with a huge grid on an unknown function", do: send(protocol.OpLaunchKernel, protocol.LaunchReq{Func: 0x1234, GridX: ^uint32(0), GridY: ^uint32(0), GridZ: ^uint32(0), BlockX: 1024, BlockY: 1024, BlockZ: 64, ParamSize: 1 << 30}, nil), want: handleErr},
+	{name: "launch with a huge grid on an unknown function", do: send(protocol.OpLaunchKernel, protocol.LaunchReq{Func: 0x1234, GridX: ^uint32(0), GridY: ^uint32(0), GridZ: ^uint32(0), BlockX: 1024, BlockY: 1024, BlockZ: 64, ParamSize: 1 << 30}, nil), want: valueErr}, // a 1 GiB parameter block is refused before the handle is looked up
 	{name: "frame larger than the payload limit", do: func(g *guest, _ *attackEnv) (int32, bool) {
 		id := g.c.ID()
 		return g.raw(id, protocol.AppendFrame(nil, protocol.NewHeader(protocol.OpMemcpyHtoD, id), make([]byte, 2<<20), nil))

@@ -76,6 +76,7 @@ type Server struct {
 	nextID  atomic.Uint64
 	bounds  budget.Bounds
 	pool    *budget.Pool // the process's
+	limits  *session.LimitTable
 	// refused counts connections closed at once for the session bounds.
 	refused        atomic.Uint64
 	lastRefusalLog atomic.Int64
@@ -127,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 		s.bounds = budget.DefaultBounds(budget.ReadFacts(session.MaxFrameBytes(cfg.Limits)))
 	}
 	s.pool = budget.NewRoot("process", s.bounds.Global)
+	s.limits = session.NewLimitTable()
 	for gi, hi := range gpus {
 		if hi < 0 || hi >= cfg.Driver.Count() {
 			return nil, fmt.Errorf("server: --gpus maps guest device %d to host device %d, but the host has %d", gi, hi, cfg.Driver.Count())
@@ -245,6 +247,7 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		ID:                        id,
 		OnStickyError:             s.cfg.OnStickyError,
 		Budget:                    vm.pool.Client(fmt.Sprintf("session %d", id), s.bounds.Client, s.bounds.Reserve),
+		LimitTable:                s.limits,
 		FrameTimeout:              s.cfg.FrameTimeout,
 		HostFuncTimeout:           s.cfg.HostFuncTimeout,
 	})

@@ -94,7 +94,7 @@ var badCases = []badCase{
 	}, want: device.ErrInvalidValue},
 	{name: "name longer than the tail", frame: func(id, _, _, _ uint64) []byte {
 		return req(protocol.OpModuleGetGlobal, id, protocol.NameReq{Module: 0x1001, NameLen: 100}, []byte("x"), nil)
-	}, want: device.ErrInvalidHandle},
+	}, want: device.ErrInvalidValue}, // arguments are checked before handles (validators)
 	{name: "garbage module image", frame: func(id, _, _, _ uint64) []byte {
 		img := []byte("\x7fELF this is not a cubin")
 		return req(protocol.OpModuleLoad, id, protocol.ModuleLoadReq{Image: protocol.BufRef{Kind: protocol.BufInline, Len: uint64(len(img))}}, img, nil)

@@ -44,6 +44,9 @@ type Config struct {
 	// error that leaves the CUDA context unusable (device.Sticky). A worker
 	// process uses it to stop taking new sessions.
 	OnStickyError func(error)
+	// LimitTable arbitrates context limits among the sessions that share
+	// contexts (one per process); nil: the session's own.
+	LimitTable *LimitTable
 	// Budget is this client's pool (a budget.Pool.Client below its VM's
 	// and the process's): queued request and reply bytes, objects,
 	// host-function waits, shared fds and mappings. nil: PrivateBudget.

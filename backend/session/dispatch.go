@@ -98,6 +98,9 @@ func (s *Session) run(c *call) error {
 	if f.NumSegs > 0 && !s.segsOK {
 		return s.segsWhy
 	}
+	if err := s.validate(c); err != nil {
+		return err
+	}
 	h, ok := handlers[f.Opcode]
 	if !ok {
 		s.stats.unknownOps.Add(1)

@@ -76,6 +76,7 @@ func deviceReset(s *Session, c *call, r *protocol.DeviceReq) error {
 		return err
 	}
 	s.releaseAll(int(r.Device))
+	s.cfg.LimitTable.drop(s.cfg.Devices, s, int(r.Device))
 	if s.cfg.ExclusiveContext {
 		return ctx.Reset()
 	}
@@ -107,20 +108,19 @@ func memGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.MemInfoRep
 	return protocol.MemInfoReply{Free: free, Total: total}, nil
 }
 
+// deviceSetLimit sets a limit for this session (limits.go).
 func deviceSetLimit(s *Session, c *call, r *protocol.LimitReq) error {
-	ctx, err := s.device(r.Device)
-	if err != nil {
+	if _, err := s.device(r.Device); err != nil {
 		return err
 	}
-	return ctx.SetLimit(int(r.Limit), r.Value)
+	return deviceSetLimitShared(s, int(r.Device), r.Limit, r.Value)
 }
 
 func deviceGetLimit(s *Session, c *call, r *protocol.LimitReq) (protocol.LimitReply, error) {
-	ctx, err := s.device(r.Device)
-	if err != nil {
+	if _, err := s.device(r.Device); err != nil {
 		return protocol.LimitReply{}, err
 	}
-	v, err := ctx.GetLimit(int(r.Limit))
+	v, err := deviceGetLimitShared(s, int(r.Device), r.Limit)
 	return protocol.LimitReply{Value: v}, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 
 	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/device/image"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -47,6 +48,12 @@ func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.Module
 			s.mods.Put(b)
 		}
 		img = b
+	}
+	// The driver parses the image itself (cuModuleLoadData detects the
+	// kind): it gets nothing that is not recognisably a fatbin, a cubin
+	// or PTX.
+	if image.Detect(img) == image.KindAuto {
+		return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrInvalidImage, "not a fatbin, cubin or PTX image")
 	}
 	if err := s.newObject(op, len(s.st.modules)); err != nil {
 		return protocol.ModuleLoadReply{}, err

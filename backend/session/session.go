@@ -66,6 +66,7 @@ type Session struct {
 	hostFuncs map[uint64]*hostFunc
 	hfRunning atomic.Int64 // host functions the guest has been asked to run
 
+	propCache  []*device.Properties // validators' view of each device
 	own        sessionStats
 	stickySeen bool
 	// broken is set when the recover boundary caught a panic: the
@@ -124,6 +125,9 @@ func New(conn transport.Conn, cfg Config) *Session {
 	}
 	if cfg.Budget == nil {
 		cfg.Budget = PrivateBudget(cfg.Limits)
+	}
+	if cfg.LimitTable == nil {
+		cfg.LimitTable = NewLimitTable()
 	}
 	s := &Session{
 		conn: conn, cfg: cfg, lim: cfg.Limits, stats: cfg.Stats, mods: cfg.Modules, eng: cfg.Engine,
@@ -208,6 +212,7 @@ func (s *Session) Serve(ctx context.Context) error {
 	s.closeExec()
 	<-execDone
 	s.releaseAll(-1)
+	s.cfg.LimitTable.drop(s.cfg.Devices, s, -1)
 	s.eng.Close()
 	// The writer drains what is queued; a client that reads nothing more
 	// does not hold the session open past the frame timeout.

@@ -85,6 +85,7 @@ type opts struct {
 	hostFuncTimeout time.Duration
 	exclusive       bool
 	noHello         bool
+	limitTable      *session.LimitTable
 	vm              string // the connection's VM name (default "test")
 }
 
@@ -126,7 +127,7 @@ func start(t *testing.T, o opts) *env {
 	}
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
 		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky,
-		Budget: o.budget, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive}
+		Budget: o.budget, LimitTable: o.limitTable, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}

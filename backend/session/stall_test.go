@@ -7,6 +7,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/device/sim"
+	"github.com/vgpu-project/vgpu/backend/session"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
 	"github.com/vgpu-project/vgpu/protocol"
 )
@@ -166,5 +167,48 @@ func TestReaderFindsHostFuncDoneBehindQueuedFrames(t *testing.T) {
 	}
 	if used := pool.Used(budget.RequestBytes); used != 0 {
 		t.Fatalf("%d request bytes still held after every frame ran", used)
+	}
+}
+
+// A limit one client sets is its own (issue 20, item 6: one client's
+// malloc heap size became every client's): others still see the value the
+// context had, the context runs with the largest request, and goes back
+// when the client leaves.
+func TestLimitsPerSession(t *testing.T) {
+	drv, err := sim.New(sim.Config{Devices: 1, MemBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	table := session.NewLimitTable()
+	ctx, _ := drv.Context(0)
+	def, _ := ctx.GetLimit(2)
+	a := start(t, opts{drv: drv, limitTable: table, vm: "a"})
+	b := start(t, opts{drv: drv, limitTable: table, vm: "b"})
+	get := func(e *env, l uint32) uint64 {
+		r, _ := must[protocol.LimitReq, protocol.LimitReply](e, protocol.OpDeviceGetLimit, protocol.LimitReq{Limit: l}, nil)
+		return r.Value
+	}
+	must[protocol.LimitReq, protocol.Empty](a, protocol.OpDeviceSetLimit, protocol.LimitReq{Limit: 2, Value: 256 << 20}, nil)
+	if got := get(a, 2); got != 256<<20 {
+		t.Fatalf("a's own heap limit: %d", got)
+	}
+	if got := get(b, 2); got != def {
+		t.Fatalf("b sees a's heap limit: %d, want the default %d", got, def)
+	}
+	must[protocol.LimitReq, protocol.Empty](b, protocol.OpDeviceSetLimit, protocol.LimitReq{Limit: 2, Value: 64 << 20}, nil)
+	if got := get(b, 2); got != 64<<20 {
+		t.Fatalf("b's own heap limit: %d", got)
+	}
+	if v, _ := ctx.GetLimit(2); v != 256<<20 {
+		t.Fatalf("the context runs with %d, want the largest request", v)
+	}
+	a.close()
+	if v, _ := ctx.GetLimit(2); v != 64<<20 {
+		t.Fatalf("after a left the context runs with %d, want b's 64 MiB", v)
+	}
+	b.close()
+	if v, _ := ctx.GetLimit(2); v != def {
+		t.Fatalf("after both left: %d, want the default %d", v, def)
 	}
 }

@@ -411,6 +411,9 @@ func (c *Context) Memset(dst device.Ptr, value uint32, elemSize int, width, heig
 	if height > 1 && pitch > (1<<48)/(height-1) {
 		return device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d × %d rows overflows", pitch, height)
 	}
+	if rowBytes > ^uint64(0)-(height-1)*pitch {
+		return device.Errorf("cuMemset2D", device.ErrInvalidValue, "%d rows of pitch %d and a row of %d bytes overflow", height, pitch, rowBytes)
+	}
 	span := (height-1)*pitch + rowBytes
 	b, err := c.span("cuMemset", dst, span)
 	if err != nil {

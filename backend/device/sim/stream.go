@@ -11,7 +11,7 @@ import (
 const (
 	streamNonBlocking   = 0x1
 	eventDisableTiming  = 0x2
-	eventValidFlags     = 0x1 | 0x2 | 0x4 | 0x8
+	eventValidFlags     = 0x1 | 0x2 | 0x4 // BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS
 	streamValidFlags    = 0x1
 	stateQueueCapHint   = 64
 	defaultStreamHandle = device.DefaultStream

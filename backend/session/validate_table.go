@@ -1,0 +1,492 @@
+package session
+
+import (
+	"bytes"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// The argument checks of every opcode, in one table (issue 20: nothing
+// from a guest reaches a device unvalidated). Each row checks the enums,
+// flag sets, attributes and sizes of its request against what the device
+// supports (its Properties) before the handler runs; an unknown value is
+// CUDA_ERROR_INVALID_VALUE (a device ordinal out of range
+// CUDA_ERROR_INVALID_DEVICE, a size no device has CUDA_ERROR_OUT_OF_MEMORY,
+// as the driver answers). Handles and device-pointer ranges are the
+// handlers' (they need the session's state), and arithmetic on sizes is
+// checked again where it is done. A row that checks nothing says why.
+//
+// Every opcode of protocol.Ops has a row (TestValidatorsCoverOps): a new
+// opcode cannot reach a handler without someone deciding what to check.
+// The call registry can point at these rows by opcode.
+
+// validator checks one request; c.f is the frame (payload size already
+// checked against the opcode table).
+type validator struct {
+	check func(s *Session, c *call) error
+	// none says why the row checks nothing.
+	none string
+}
+
+// args decodes a request for a validator (a bounds-checked copy of the
+// fixed part; the handler decodes its own).
+func args[Req any](f func(s *Session, c *call, r *Req) error) validator {
+	return validator{check: func(s *Session, c *call) error {
+		r, _, err := protocol.Decode[Req](c.f.Payload)
+		if err != nil {
+			return &device.Error{Op: c.f.Opcode.String(), Result: device.ErrInvalidValue, Detail: err.Error()}
+		}
+		return f(s, c, &r)
+	}}
+}
+
+func none(why string) validator { return validator{none: why} }
+
+// CUdevice_attribute numbers the checks read (cuda.h).
+const (
+	devAttrMaxThreadsPerBlock = 1
+	devAttrMaxBlockDimX       = 2
+	devAttrMaxGridDimX        = 5
+	devAttrMaxPersistingL2    = 108
+)
+
+// CUlimit values (cuda.h) and the most a guest may ask of each: a limit
+// reserves device memory for every resident thread (stack) or for the
+// context (heaps, FIFOs), so a huge one would take memory from every
+// guest of the context.
+const (
+	limitStackSize        = 0
+	limitPrintfFIFO       = 1
+	limitMallocHeap       = 2
+	limitDevRTSyncDepth   = 3
+	limitDevRTPendingLnch = 4
+	limitMaxL2Fetch       = 5
+	limitPersistingL2     = 6
+	limitShmemSize        = 7 // read-only
+	limitCIGEnabled       = 8 // graphics interop: not served
+	limitCIGShmemFallback = 9
+)
+
+var validators map[protocol.Opcode]validator
+
+func init() {
+	validators = map[protocol.Opcode]validator{
+		protocol.OpHello:     none("role, version and pid are only logged; features are masked with what the backend offers"),
+		protocol.OpGoodbye:   none("empty"),
+		protocol.OpSegments:  none("empty; its segments are checked when the call they continue runs"),
+		protocol.OpBatch:     args(checkBatch),
+		protocol.OpPing:      none("empty"),
+		protocol.OpSetOption: args(checkSetOption),
+		protocol.OpGetStats:  none("empty"),
+
+		protocol.OpDeviceGetCount:    none("empty"),
+		protocol.OpDeviceGetInfo:     args(checkDeviceReq),
+		protocol.OpDriverGetVersion:  none("empty"),
+		protocol.OpDeviceSynchronize: args(checkDeviceReq),
+		protocol.OpDeviceReset:       args(checkDeviceReq),
+		protocol.OpMemGetInfo:        args(checkDeviceReq),
+		protocol.OpDeviceSetLimit:    args(checkSetLimit),
+		protocol.OpDeviceGetLimit:    args(checkGetLimit),
+
+		protocol.OpMemAlloc:           args(checkMemAlloc),
+		protocol.OpMemFree:            none("a pointer: the handler checks it is one of the session's allocations"),
+		protocol.OpMemcpyHtoD:         args(checkHtoD),
+		protocol.OpMemcpyDtoH:         args(checkDtoH),
+		protocol.OpMemcpyDtoD:         args(checkDtoD),
+		protocol.OpMemset:             args(checkMemset),
+		protocol.OpGuestRegister:      args(checkGuestRegister),
+		protocol.OpGuestUnregister:    none("a handle"),
+		protocol.OpMemGetAddressRange: none("a pointer: only the session's own ranges are looked up"),
+		protocol.OpHostShare:          args(checkHostShare),
+		protocol.OpHostUnshare:        none("a base the connection looks up among its shares"),
+
+		protocol.OpModuleLoad:         args(checkModuleLoad),
+		protocol.OpModuleUnload:       none("a handle"),
+		protocol.OpModuleGetFunction:  args(checkName),
+		protocol.OpModuleGetGlobal:    args(checkName),
+		protocol.OpFuncGetAttributes:  none("a handle; the attributes asked are the 16 of CUfunction_attribute"),
+		protocol.OpFuncSetAttribute:   args(checkSetAttribute),
+		protocol.OpOccupancyMaxBlocks: args(checkOccupancy),
+
+		protocol.OpLaunchKernel: args(checkLaunch),
+
+		protocol.OpStreamCreate:      args(checkStreamCreate),
+		protocol.OpStreamDestroy:     none("a handle"),
+		protocol.OpStreamSynchronize: none("a handle"),
+		protocol.OpStreamQuery:       none("a handle"),
+		protocol.OpStreamWaitEvent:   args(checkStreamWaitEvent),
+
+		protocol.OpEventCreate:      args(checkEventCreate),
+		protocol.OpEventDestroy:     none("a handle"),
+		protocol.OpEventRecord:      args(checkEventRecord),
+		protocol.OpEventSynchronize: none("a handle"),
+		protocol.OpEventQuery:       none("a handle"),
+		protocol.OpEventElapsedTime: none("two handles"),
+
+		protocol.OpHostFuncLaunch: none("a stream handle and the guest's own callback id"),
+		protocol.OpHostFuncDone:   none("a callback id the session looks up, and the guest's status (any value)"),
+
+		protocol.OpNotifyHostFunc: none("host to guest only: no handler serves it"),
+		protocol.OpNotifyError:    none("host to guest only: no handler serves it"),
+	}
+}
+
+// validate runs c's row of the table.
+func (s *Session) validate(c *call) error {
+	v, ok := validators[c.f.Opcode]
+	if !ok {
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "opcode %#04x has no argument checks; add a row to session.validators", uint16(c.f.Opcode))
+	}
+	if v.check == nil {
+		return nil
+	}
+	return v.check(s, c)
+}
+
+// props returns device dev's properties (cached; nil for no such device).
+func (s *Session) props(dev int) *device.Properties {
+	if dev < 0 || dev >= len(s.cfg.Devices) {
+		return nil
+	}
+	if s.propCache == nil {
+		s.propCache = make([]*device.Properties, len(s.cfg.Devices))
+	}
+	if p := s.propCache[dev]; p != nil {
+		return p
+	}
+	p, err := s.cfg.Devices[dev].Properties()
+	if err != nil {
+		return nil
+	}
+	s.propCache[dev] = p
+	return p
+}
+
+// maxDeviceMem is the largest device's memory: no copy, memset or
+// allocation can be larger.
+func (s *Session) maxDeviceMem() uint64 {
+	var m uint64
+	for i := range s.cfg.Devices {
+		if p := s.props(i); p != nil {
+			m = max(m, p.TotalMem)
+		}
+	}
+	return m
+}
+
+func invalid(c *call, format string, args ...any) error {
+	return device.Errorf(c.f.Opcode.String(), device.ErrInvalidValue, format, args...)
+}
+
+func checkDevice(s *Session, c *call, d uint32) error {
+	if int64(d) >= int64(len(s.cfg.Devices)) {
+		return device.Errorf(c.f.Opcode.String(), device.ErrInvalidDevice, "device %d of %d", d, len(s.cfg.Devices))
+	}
+	return nil
+}
+
+func checkDeviceReq(s *Session, c *call, r *protocol.DeviceReq) error {
+	return checkDevice(s, c, r.Device)
+}
+
+func checkBatch(s *Session, c *call, r *protocol.BatchReq) error {
+	if r.Count == 0 || r.Count > s.cfg.MaxBatch {
+		return invalid(c, "a batch of %d calls (want 1..%d)", r.Count, s.cfg.MaxBatch)
+	}
+	return nil
+}
+
+func checkSetOption(s *Session, c *call, r *protocol.SetOptionReq) error {
+	if r.Key == protocol.OptionCopyEngine {
+		if _, ok := engineKinds[r.Value]; !ok {
+			return invalid(c, "copy engine %d (want 0 auto, 1 runs, 2 gather, 3 staging)", r.Value)
+		}
+	}
+	return nil // an unknown key is the handler's CUDA_ERROR_NOT_SUPPORTED
+}
+
+// settableLimit reports the most a guest may set CUlimit l to on a device
+// with properties p (ok false: not settable).
+func settableLimit(p *device.Properties, l uint32) (maxValue uint64, ok bool) {
+	switch l {
+	case limitStackSize:
+		return 512 << 10, true // CUDA's per-thread local memory maximum
+	case limitPrintfFIFO:
+		return min(p.TotalMem/16, 1<<30), true
+	case limitMallocHeap:
+		return p.TotalMem / 2, true
+	case limitDevRTSyncDepth:
+		return 24, true // CUDA's nesting limit
+	case limitDevRTPendingLnch:
+		return 1 << 20, true
+	case limitMaxL2Fetch:
+		return 128, true
+	case limitPersistingL2:
+		return uint64(max(p.Attrs[devAttrMaxPersistingL2], 0)), true
+	}
+	return 0, false
+}
+
+func checkSetLimit(s *Session, c *call, r *protocol.LimitReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	p := s.props(int(r.Device))
+	if p == nil {
+		return nil // the handler reports the device's error
+	}
+	m, ok := settableLimit(p, r.Limit)
+	if !ok {
+		return invalid(c, "CUlimit %d cannot be set (settable: 0-6)", r.Limit)
+	}
+	if r.Value > m {
+		return invalid(c, "CUlimit %d of %d: at most %d", r.Limit, r.Value, m)
+	}
+	if r.Limit == limitMaxL2Fetch && r.Value != 0 && r.Value != 32 && r.Value != 64 && r.Value != 128 {
+		return invalid(c, "L2 fetch granularity %d (want 0, 32, 64 or 128)", r.Value)
+	}
+	return nil
+}
+
+func checkGetLimit(s *Session, c *call, r *protocol.LimitReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Limit > limitShmemSize {
+		return invalid(c, "CUlimit %d (want 0-7)", r.Limit)
+	}
+	return nil
+}
+
+func checkMemAlloc(s *Session, c *call, r *protocol.MemAllocReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags != 0 {
+		return invalid(c, "allocation flags %#x (none defined)", r.Flags)
+	}
+	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
+		return device.Errorf("OpMemAlloc", device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
+	}
+	return nil
+}
+
+func checkCopyFlags(c *call, flags uint32) error {
+	if flags&^protocol.CopyAsync != 0 {
+		return invalid(c, "copy flags %#x (only CopyAsync, 1, exists)", flags)
+	}
+	return nil
+}
+
+// checkBufRef checks a buffer's kind and size.
+func checkBufRef(s *Session, c *call, ref protocol.BufRef, kinds ...protocol.BufKind) error {
+	ok := false
+	for _, k := range kinds {
+		ok = ok || ref.Kind == k
+	}
+	if !ok {
+		return invalid(c, "buffer kind %d here (want one of %v)", ref.Kind, kinds)
+	}
+	if m := s.maxDeviceMem(); m != 0 && ref.Len > m {
+		return invalid(c, "a buffer of %d bytes: larger than any device (%d)", ref.Len, m)
+	}
+	return nil
+}
+
+func checkHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
+	if err := checkCopyFlags(c, r.Flags); err != nil {
+		return err
+	}
+	return checkBufRef(s, c, r.Src, protocol.BufInline, protocol.BufSegments, protocol.BufRegion)
+}
+
+func checkDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
+	if err := checkCopyFlags(c, r.Flags); err != nil {
+		return err
+	}
+	return checkBufRef(s, c, r.Dst, protocol.BufInline, protocol.BufSegments, protocol.BufRegion)
+}
+
+func checkDtoD(s *Session, c *call, r *protocol.MemcpyDtoDReq) error {
+	if err := checkCopyFlags(c, r.Flags); err != nil {
+		return err
+	}
+	if m := s.maxDeviceMem(); m != 0 && r.Size > m {
+		return invalid(c, "a copy of %d bytes: larger than any device (%d)", r.Size, m)
+	}
+	return nil
+}
+
+func checkMemset(s *Session, c *call, r *protocol.MemsetReq) error {
+	if err := checkCopyFlags(c, r.Flags); err != nil {
+		return err
+	}
+	switch r.ElemSize {
+	case 1, 2:
+		if r.Value>>(8*r.ElemSize) != 0 {
+			return invalid(c, "value %#x does not fit a %d-byte element", r.Value, r.ElemSize)
+		}
+	case 4:
+	default:
+		return invalid(c, "element size %d (want 1, 2 or 4)", r.ElemSize)
+	}
+	if m := s.maxDeviceMem(); m != 0 && (r.Count > m || r.Height > m || r.Pitch > m) {
+		return invalid(c, "memset of %d elements, %d rows, pitch %d: larger than any device (%d bytes)", r.Count, r.Height, r.Pitch, m)
+	}
+	return nil
+}
+
+func checkGuestRegister(s *Session, c *call, r *protocol.GuestRegisterReq) error {
+	if r.Flags&^(protocol.RegisterMapped|protocol.RegisterReadOnly) != 0 {
+		return invalid(c, "registration flags %#x (Mapped 1, ReadOnly 2)", r.Flags)
+	}
+	return nil
+}
+
+func checkHostShare(s *Session, c *call, r *protocol.HostShareReq) error {
+	if r.Flags != 0 {
+		return invalid(c, "share flags %#x (none defined)", r.Flags)
+	}
+	return nil
+}
+
+func checkModuleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Kind > protocol.ImagePTX {
+		return invalid(c, "image kind %d (0 auto, 1 fatbin, 2 cubin, 3 PTX)", r.Kind)
+	}
+	if r.Flags != 0 {
+		return invalid(c, "module flags %#x (none defined)", r.Flags)
+	}
+	if r.Image.Kind == protocol.BufNone {
+		return nil // by hash
+	}
+	if r.Image.Len == 0 || r.Image.Len > MaxModuleBytes {
+		return invalid(c, "image of %d bytes (want 1..%d)", r.Image.Len, MaxModuleBytes)
+	}
+	return checkBufRef(s, c, r.Image, protocol.BufInline, protocol.BufSegments, protocol.BufRegion)
+}
+
+func checkName(s *Session, c *call, r *protocol.NameReq) error {
+	_, tail, _ := protocol.Decode[protocol.NameReq](c.f.Payload)
+	if r.NameLen == 0 || r.NameLen > MaxNameLen || uint64(r.NameLen) > uint64(len(tail)) {
+		return invalid(c, "name of %d bytes (tail has %d, limit %d)", r.NameLen, len(tail), MaxNameLen)
+	}
+	if bytes.IndexByte(tail[:r.NameLen], 0) >= 0 {
+		return invalid(c, "a name with a NUL byte inside")
+	}
+	return nil
+}
+
+// funcProps returns the properties of function handle h's device (nil: not
+// a function of the session; the handler answers INVALID_HANDLE).
+func (s *Session) funcProps(h uint64) *device.Properties {
+	f, ok := s.st.funcs[h]
+	if !ok {
+		return nil
+	}
+	return s.props(f.dev)
+}
+
+func checkSetAttribute(s *Session, c *call, r *protocol.FuncSetAttributeReq) error {
+	p := s.funcProps(r.Func)
+	if p == nil {
+		return nil
+	}
+	return checkFuncSetAttribute(c.f.Opcode.String(), p, r.Attr, r.Value)
+}
+
+func checkOccupancy(s *Session, c *call, r *protocol.OccupancyReq) error {
+	if err := checkOccupancyFlags(c.f.Opcode.String(), r.Flags); err != nil {
+		return err
+	}
+	p := s.funcProps(r.Func)
+	if p == nil {
+		return nil
+	}
+	if r.BlockSize == 0 || int64(r.BlockSize) > int64(p.Attrs[devAttrMaxThreadsPerBlock]) {
+		return invalid(c, "block size %d (want 1..%d)", r.BlockSize, p.Attrs[devAttrMaxThreadsPerBlock])
+	}
+	return nil
+}
+
+func checkLaunch(s *Session, c *call, r *protocol.LaunchReq) error {
+	if r.ParamSize > protocol.MaxParamBytes {
+		return invalid(c, "a parameter block of %d bytes (at most %d)", r.ParamSize, protocol.MaxParamBytes)
+	}
+	p := s.funcProps(r.Func)
+	if p == nil {
+		return nil
+	}
+	grid := [3]uint32{r.GridX, r.GridY, r.GridZ}
+	block := [3]uint32{r.BlockX, r.BlockY, r.BlockZ}
+	threads := uint64(1)
+	for i := 0; i < 3; i++ {
+		if grid[i] == 0 || block[i] == 0 {
+			return invalid(c, "grid %v, block %v: no dimension may be 0", grid, block)
+		}
+		if int64(grid[i]) > int64(p.Attrs[devAttrMaxGridDimX+i]) || int64(block[i]) > int64(p.Attrs[devAttrMaxBlockDimX+i]) {
+			return invalid(c, "grid %v or block %v exceeds the device's limits (grid %v, block %v)", grid, block,
+				p.Attrs[devAttrMaxGridDimX:devAttrMaxGridDimX+3], p.Attrs[devAttrMaxBlockDimX:devAttrMaxBlockDimX+3])
+		}
+		threads *= uint64(block[i])
+	}
+	if threads > uint64(max(p.Attrs[devAttrMaxThreadsPerBlock], 0)) {
+		return invalid(c, "%d threads per block (at most %d)", threads, p.Attrs[devAttrMaxThreadsPerBlock])
+	}
+	if int64(r.SharedMem) > int64(p.Attrs[devAttrMaxSharedPerBlockOptin]) {
+		return invalid(c, "%d bytes of dynamic shared memory (at most %d)", r.SharedMem, p.Attrs[devAttrMaxSharedPerBlockOptin])
+	}
+	return nil
+}
+
+func checkStreamCreate(s *Session, c *call, r *protocol.StreamCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags&^streamNonBlocking != 0 {
+		return invalid(c, "stream flags %#x (only CU_STREAM_NON_BLOCKING, 1, exists)", r.Flags)
+	}
+	// Any priority: the driver clamps it to the context's range
+	// (cuStreamCreateWithPriority's documented behaviour).
+	return nil
+}
+
+// CUevent_flags, CUevent_wait_flags and CUevent_record_flags (cuda.h).
+const (
+	eventBlockingSync  = 0x1
+	eventInterprocess  = 0x4
+	eventWaitExternal  = 0x1
+	eventRecordExtern  = 0x1
+	eventCreateAllowed = eventBlockingSync | eventDisableTiming | eventInterprocess
+)
+
+func checkEventCreate(s *Session, c *call, r *protocol.EventCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags&^eventCreateAllowed != 0 {
+		return invalid(c, "event flags %#x (BLOCKING_SYNC 1, DISABLE_TIMING 2, INTERPROCESS 4)", r.Flags)
+	}
+	if r.Flags&eventInterprocess != 0 && r.Flags&eventDisableTiming == 0 {
+		return invalid(c, "an interprocess event must disable timing (flags %#x)", r.Flags)
+	}
+	return nil
+}
+
+func checkStreamWaitEvent(s *Session, c *call, r *protocol.StreamWaitEventReq) error {
+	if r.Flags&^eventWaitExternal != 0 {
+		return invalid(c, "wait flags %#x (0, or CU_EVENT_WAIT_EXTERNAL 1)", r.Flags)
+	}
+	return nil
+}
+
+func checkEventRecord(s *Session, c *call, r *protocol.EventRecordReq) error {
+	if r.Flags&^eventRecordExtern != 0 {
+		return invalid(c, "record flags %#x (0, or CU_EVENT_RECORD_EXTERNAL 1)", r.Flags)
+	}
+	return nil
+}
