@@ -255,6 +255,13 @@ var handlers = map[uint32]handler{
 	reqGetConfig:           {"GET_CONFIG", -1, fdsNone, true, (*frontEnd).getConfig},
 }
 
+// beforeOwner are the requests a front-end may send before SET_OWNER: the
+// feature negotiation QEMU does first (vhost_user_backend_init), and
+// SET_OWNER itself.
+var beforeOwner = map[uint32]bool{
+	reqGetFeatures: true, reqGetProtocolFeatures: true, reqSetProtocolFeatures: true, reqGetQueueNum: true, reqSetOwner: true,
+}
+
 // handle validates one message in layers (header, size, fds, body, state)
 // and answers it. A returned error ends the connection: the front-end broke
 // the protocol in a way a reply cannot express.
@@ -277,6 +284,11 @@ func (f *frontEnd) handle(m *message) error {
 	}
 	log := f.log.With("request", h.name)
 	err := checkShape(h, m)
+	if err == nil && !f.owner && !beforeOwner[m.hdr.Request] {
+		// A front-end owns the device before it may set it up (QEMU sends
+		// SET_OWNER right after the feature negotiation; issue 17).
+		err = errors.New("the front-end has not sent SET_OWNER")
+	}
 	var resp []byte
 	if err == nil {
 		resp, err = h.fn(f, m)
@@ -595,6 +607,9 @@ func (f *frontEnd) setVringEnable(m *message) ([]byte, error) {
 }
 
 func (f *frontEnd) getConfig(m *message) ([]byte, error) {
+	if f.protocol&(1<<protoConfig) == 0 {
+		return nil, errors.New("VHOST_USER_PROTOCOL_F_CONFIG was not negotiated")
+	}
 	if len(m.body) < 12 {
 		return nil, fmt.Errorf("body is %d bytes, want at least 12", len(m.body))
 	}

@@ -39,6 +39,7 @@ const (
 	getQueueNum         = 17
 	setVringEnable      = 18
 	getConfig           = 24
+	resetOwner          = 4
 
 	needReply = 1 << 3
 	replyFlag = 1 << 2
@@ -517,3 +518,53 @@ func TestListenRefusesLiveSocket(t *testing.T) {
 
 var _ = virtq.ErrBroken
 var _ = syscall.EINVAL
+
+// Issue 17: a front-end must own the device (SET_OWNER) before it sets
+// anything up, and GET_CONFIG is served only once VHOST_USER_PROTOCOL_F_CONFIG
+// was negotiated.
+func TestOwnerAndConfigRules(t *testing.T) {
+	_, path := serve(t)
+	getCfg := append(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 0), 8), 0), make([]byte, 8)...)
+
+	q := dialQEMU(t, path)
+	q.getU64(getFeatures) // the negotiation is allowed before SET_OWNER
+	if got := q.ack(setProtocolFeatures, u64(protoAll)); got != 0 {
+		t.Fatalf("SET_PROTOCOL_FEATURES: %d", got)
+	}
+	for _, req := range []struct {
+		req  uint32
+		body []byte
+	}{{setVringNum, state(0, 64)}, {setFeatures, u64(0)}, {setVringEnable, state(0, 1)}, {resetOwner, nil}} {
+		if got := q.ack(req.req, req.body); got == 0 {
+			t.Fatalf("request %d before SET_OWNER was accepted", req.req)
+		}
+	}
+	q.send(getConfig, 0, getCfg)
+	if _, err := q.recv(getConfig); err == nil {
+		t.Fatal("GET_CONFIG before SET_OWNER was answered")
+	}
+
+	// Owner, but CONFIG not negotiated.
+	q = dialQEMU(t, path)
+	q.getU64(getFeatures)
+	if got := q.ack(setProtocolFeatures, u64(protoAll&^(1<<9))); got != 0 {
+		t.Fatalf("SET_PROTOCOL_FEATURES: %d", got)
+	}
+	if got := q.ack(setOwner, nil); got != 0 {
+		t.Fatal("SET_OWNER nack")
+	}
+	if got := q.ack(setVringNum, state(0, 64)); got != 0 {
+		t.Fatal("SET_VRING_NUM after SET_OWNER refused")
+	}
+	q.send(getConfig, 0, getCfg)
+	if _, err := q.recv(getConfig); err == nil {
+		t.Fatal("GET_CONFIG without PROTOCOL_F_CONFIG was answered")
+	}
+
+	// The whole handshake (CONFIG negotiated): served.
+	q = dialQEMU(t, path)
+	q.handshake()
+	if cfg := q.get(getConfig, getCfg); len(cfg) != 20 {
+		t.Fatalf("GET_CONFIG after the handshake: %d bytes", len(cfg))
+	}
+}

@@ -277,11 +277,13 @@ func (d *Device) queueCtrl(p ctrlPkt) {
 	d.signal()
 }
 
-// sendRST answers a packet with RST (no connection state needed).
+// sendRST answers a packet with RST (no connection state needed), of the
+// packet's own socket type, as Linux's virtio_transport_reset_no_sock
+// does: the guest matches an RST to a socket by type too.
 func (d *Device) sendRST(h *Header) {
 	d.queueCtrl(ctrlPkt{hdr: Header{
 		SrcCID: transport.HostCID, DstCID: d.cfg.GuestCID, SrcPort: h.DstPort, DstPort: h.SrcPort,
-		Type: TypeStream, Op: OpRST,
+		Type: h.Type, Op: OpRST,
 	}})
 }
 
@@ -774,14 +776,21 @@ func (d *Device) Conns() int {
 
 // DebugState describes the rings and connections (for diagnostics; racy by
 // design: it reads ring indices the data path is updating).
+//
+// Lock order is Conn.mu, then Device.mu (markReady): the device's state is
+// copied under d.mu, which is released before each connection is locked.
 func (d *Device) DebugState() string {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	s := fmt.Sprintf("conns=%d ctrl=%d ready=%d broken=%v", len(d.conns), len(d.ctrl), len(d.ready), d.broken)
 	if d.sess != nil {
 		s += "\n  " + d.sess.rx.String() + "\n  " + d.sess.tx.String()
 	}
+	conns := make(map[connKey]*Conn, len(d.conns))
 	for k, c := range d.conns {
+		conns[k] = c
+	}
+	d.mu.Unlock()
+	for k, c := range conns {
 		c.mu.Lock()
 		s += fmt.Sprintf("\n  conn %d->%d: rlen=%d rx=%d fwd=%d sentfwd=%d tx=%d peer_buf=%d peer_fwd=%d wreq=%d", k.guestPort, k.hostPort,
 			c.rlen, c.rxCnt, c.fwdCnt, c.lastSentFwd, c.txCnt, c.peerBufAlloc, c.peerFwdCnt, len(c.wreq))

@@ -313,6 +313,12 @@ func TestRefusals(t *testing.T) {
 				if rst.hdr.DstPort != h.SrcPort || rst.hdr.SrcPort != h.DstPort {
 					t.Fatalf("RST %s does not answer %s", rst.hdr.String(), h.String())
 				}
+				// The RST is of the packet's socket type (a SEQPACKET
+				// request gets a SEQPACKET RST, or the guest's socket of
+				// that type never hears of it; issue 17).
+				if rst.hdr.Type != h.Type {
+					t.Fatalf("RST of type %d answers a packet of type %d", rst.hdr.Type, h.Type)
+				}
 			} else {
 				p.txDone(t)
 				p.quiet(20 * time.Millisecond)
@@ -616,5 +622,59 @@ func TestCreditUpdateOnDrain(t *testing.T) {
 	}
 	if up := p.expect(vsock.OpCreditUpdate); up.hdr.FwdCnt != 5100 {
 		t.Fatalf("CREDIT_UPDATE %s", up.hdr.String())
+	}
+}
+
+// DebugState takes the device's lock, then each connection's: the reverse
+// of the data path's order (Conn.mu, then Device.mu in markReady), so a
+// diagnostic dump during writes could deadlock the device (issue 17). It
+// now copies the connection list and drops the device lock first.
+func TestDebugStateDuringWrites(t *testing.T) {
+	d := newDevice(t, 0)
+	p := newPeer(t, d, 0)
+	l := listen(t, d, true)
+	var conns []transport.Conn
+	for gp := uint32(1000); gp < 1004; gp++ {
+		conns = append(conns, open(t, p, l, gp))
+	}
+	go func() {
+		for range p.pkts { // a guest that reads everything
+		}
+	}()
+	dumped := make(chan struct{})
+	go func() {
+		defer close(dumped)
+		for i := 0; i < 20000; i++ {
+			_ = d.DebugState()
+		}
+	}()
+	wrote := make(chan error, 1)
+	go func() {
+		data := make([]byte, 512)
+		for i := 0; ; i++ {
+			select {
+			case <-dumped:
+				wrote <- nil
+				return
+			default:
+			}
+			// The fake guest gives no credit back: once a connection's
+			// credit is spent its Write waits (and times out); that is
+			// flow control, not the deadlock this test looks for.
+			c := conns[i%len(conns)]
+			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Millisecond))
+			if _, err := c.Write(data); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("DebugState and Write deadlocked")
 	}
 }
