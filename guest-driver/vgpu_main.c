@@ -12,10 +12,16 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/hashtable.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/uidgid.h>
 
 #include "vgpu_drv.h"
 
@@ -46,6 +52,92 @@ module_param_named(max_frames, vgpu_max_frames, uint, 0644);
 MODULE_PARM_DESC(max_frames,
 		 "most frames (call + OpSegments continuations) one call's segments may take (default 64)");
 
+/*
+ * Each open file takes a privileged source port (VGPU_PRIVPORT_MIN..MAX)
+ * and a kernel reader thread: one user must not take them all.
+ */
+unsigned int vgpu_max_opens_per_user = 64;
+module_param_named(max_opens_per_user, vgpu_max_opens_per_user, uint, 0644);
+MODULE_PARM_DESC(max_opens_per_user,
+		 "most /dev/vgpu files one non-root user may hold open (default 64; 0: no cap)");
+
+unsigned int vgpu_root_reserve = 32;
+module_param_named(root_reserve, vgpu_root_reserve, uint, 0644);
+MODULE_PARM_DESC(root_reserve,
+		 "files (of the 512 privileged ports) only root may open (default 32)");
+
+#define VGPU_PRIVPORTS	(VGPU_PRIVPORT_MAX - VGPU_PRIVPORT_MIN + 1)
+
+/**
+ * struct vgpu_user - open files of one user.
+ * @node: entry in vgpu_users.
+ * @uid:  the user (the opener's effective uid).
+ * @open: files the user holds.
+ */
+struct vgpu_user {
+	struct hlist_node node;
+	kuid_t uid;
+	u32 open;
+};
+
+static DEFINE_MUTEX(vgpu_users_lock);
+static DEFINE_HASHTABLE(vgpu_users, 6);
+static u32 vgpu_open_total;
+
+static struct vgpu_user *vgpu_user_find(kuid_t uid)
+{
+	struct vgpu_user *u;
+
+	hash_for_each_possible(vgpu_users, u, node, __kuid_val(uid))
+		if (uid_eq(u->uid, uid))
+			return u;
+	return NULL;
+}
+
+/* vgpu_charge_open() - count one more file of @uid, or refuse it. */
+static int vgpu_charge_open(kuid_t uid, bool privileged)
+{
+	struct vgpu_user *u;
+	int err;
+
+	mutex_lock(&vgpu_users_lock);
+	u = vgpu_user_find(uid);
+	err = vgpu_open_admit(privileged, u ? u->open : 0, vgpu_open_total,
+			      vgpu_max_opens_per_user, VGPU_PRIVPORTS,
+			      vgpu_root_reserve);
+	if (!err && !u) {
+		u = kzalloc(sizeof(*u), GFP_KERNEL);
+		if (u) {
+			u->uid = uid;
+			hash_add(vgpu_users, &u->node, __kuid_val(uid));
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	if (!err) {
+		u->open++;
+		vgpu_open_total++;
+	}
+	mutex_unlock(&vgpu_users_lock);
+	return err;
+}
+
+static void vgpu_uncharge_open(kuid_t uid)
+{
+	struct vgpu_user *u;
+
+	mutex_lock(&vgpu_users_lock);
+	u = vgpu_user_find(uid);
+	if (!WARN_ON_ONCE(!u)) {
+		vgpu_open_total--;
+		if (--u->open == 0) {
+			hash_del(&u->node);
+			kfree(u);
+		}
+	}
+	mutex_unlock(&vgpu_users_lock);
+}
+
 /* Measurements of the last call's pin + translate step, for benchmarks. */
 unsigned long vgpu_last_pin_ns;
 module_param_named(last_pin_ns, vgpu_last_pin_ns, ulong, 0444);
@@ -60,9 +152,20 @@ MODULE_PARM_DESC(last_pin_segs, "segments the last call with buffers produced");
 static int vgpu_open(struct inode *inode, struct file *file)
 {
 	struct vgpu_session *s;
+	int err;
 
+	/* The file's credentials are the opener's, at release too. */
+	err = vgpu_charge_open(file->f_cred->euid, capable(CAP_SYS_ADMIN));
+	if (err) {
+		pr_info_ratelimited("open refused for uid %u: %s\n",
+				    from_kuid(&init_user_ns, file->f_cred->euid),
+				    err == -EMFILE ? "the user holds max_opens_per_user files" :
+				    "only root's reserve of sessions is left");
+		return err;
+	}
 	s = vgpu_session_open();
 	if (IS_ERR(s)) {
+		vgpu_uncharge_open(file->f_cred->euid);
 		pr_info_ratelimited("cannot reach the host at %u:%u (%ld)\n",
 				    vgpu_cid, vgpu_port, PTR_ERR(s));
 		return PTR_ERR(s);
@@ -74,6 +177,7 @@ static int vgpu_open(struct inode *inode, struct file *file)
 static int vgpu_release(struct inode *inode, struct file *file)
 {
 	vgpu_session_close(file->private_data);
+	vgpu_uncharge_open(file->f_cred->euid);
 	return 0;
 }
 

@@ -183,3 +183,33 @@ u32 vgpu_nr_frames(u32 nsegs, u32 max_per_frame)
 		return 1;
 	return (nsegs - 1) / max_per_frame + 1;
 }
+
+/**
+ * vgpu_open_admit() - may one more file of /dev/vgpu be opened?
+ * @privileged: the opener has CAP_SYS_ADMIN (root).
+ * @user_open:  files the opener's user holds now.
+ * @total_open: files every user holds now.
+ * @per_user:   most files one unprivileged user may hold (0: no cap).
+ * @capacity:   most files the driver can hold at all (each takes a
+ *              privileged source port and a kernel reader thread).
+ * @reserve:    files of @capacity only root may take.
+ *
+ * One unprivileged user must not take every port: it could keep every
+ * other user, and root, from the GPU.
+ *
+ * Return: 0, -EMFILE (the user's cap is reached) or -EBUSY (what is left
+ * is root's reserve, or nothing is left).
+ */
+int vgpu_open_admit(bool privileged, u32 user_open, u32 total_open,
+		    u32 per_user, u32 capacity, u32 reserve)
+{
+	if (total_open >= capacity)
+		return -EBUSY;
+	if (privileged)
+		return 0;
+	if (per_user && user_open >= per_user)
+		return -EMFILE;
+	if (reserve >= capacity || total_open >= capacity - reserve)
+		return -EBUSY;
+	return 0;
+}

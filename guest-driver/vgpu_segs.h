@@ -41,5 +41,7 @@ int vgpu_span_pages(u64 addr, u64 len, unsigned long *first,
 int vgpu_check_user_frame(const struct vgpu_header *hdr, u32 frame_len,
 			  u32 max_payload);
 u32 vgpu_nr_frames(u32 nsegs, u32 max_per_frame);
+int vgpu_open_admit(bool privileged, u32 user_open, u32 total_open,
+		    u32 per_user, u32 capacity, u32 reserve);
 
 #endif /* _VGPU_SEGS_H */

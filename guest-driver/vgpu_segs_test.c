@@ -305,12 +305,52 @@ static void vgpu_test_total(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, vgpu_segs_total(o, 2), U64_MAX);
 }
 
+struct vgpu_admit_case {
+	const char *name;
+	bool privileged;
+	u32 user_open, total_open, per_user, capacity, reserve;
+	int want;
+};
+
+static const struct vgpu_admit_case vgpu_admit_cases[] = {
+	{ "first open", false, 0, 0, 64, 512, 32, 0 },
+	{ "below the user's cap", false, 63, 100, 64, 512, 32, 0 },
+	{ "at the user's cap", false, 64, 100, 64, 512, 32, -EMFILE },
+	{ "no cap", false, 400, 400, 0, 512, 32, 0 },
+	{ "last unreserved file", false, 10, 479, 64, 512, 32, 0 },
+	{ "only root's reserve left", false, 10, 480, 64, 512, 32, -EBUSY },
+	{ "root past its own count", true, 500, 480, 64, 512, 32, 0 },
+	{ "root takes the last port", true, 0, 511, 64, 512, 32, 0 },
+	{ "nothing left, even for root", true, 0, 512, 64, 512, 32, -EBUSY },
+	{ "a reserve of everything", false, 0, 0, 64, 16, 16, -EBUSY },
+	{ "a reserve larger than the ports", false, 0, 0, 64, 16, 100, -EBUSY },
+	{ "root with a reserve of everything", true, 0, 0, 64, 16, 16, 0 },
+};
+
+static void vgpu_admit_desc(const struct vgpu_admit_case *c, char *desc)
+{
+	strscpy(desc, c->name, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(vgpu_admit, vgpu_admit_cases, vgpu_admit_desc);
+
+static void vgpu_test_admit(struct kunit *test)
+{
+	const struct vgpu_admit_case *c = test->param_value;
+
+	KUNIT_EXPECT_EQ(test, vgpu_open_admit(c->privileged, c->user_open,
+					      c->total_open, c->per_user,
+					      c->capacity, c->reserve),
+			c->want);
+}
+
 static struct kunit_case vgpu_segs_cases[] = {
 	KUNIT_CASE_PARAM(vgpu_test_coalesce, vgpu_coalesce_gen_params),
 	KUNIT_CASE_PARAM(vgpu_test_span, vgpu_span_gen_params),
 	KUNIT_CASE_PARAM(vgpu_test_frame, vgpu_frame_gen_params),
 	KUNIT_CASE(vgpu_test_nr_frames),
 	KUNIT_CASE(vgpu_test_total),
+	KUNIT_CASE_PARAM(vgpu_test_admit, vgpu_admit_gen_params),
 	{}
 };
 
