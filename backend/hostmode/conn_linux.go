@@ -42,6 +42,16 @@ func NewConn(c *net.UnixConn, vm string, opt Options) transport.Conn {
 // close-on-exec).
 func (c *Conn) Read(b []byte) (int, error) {
 	n, oobn, flags, _, err := c.UnixConn.ReadMsgUnix(b, c.oob)
+	if n < 0 {
+		// recvmsg failed (ECONNRESET: the client closed with data
+		// unread): ReadMsgUnix passes the syscall's -1 on, which an
+		// io.Reader must never return (the session's reader sliced with
+		// it: found by the field fuzzer).
+		n = 0
+	}
+	if oobn < 0 {
+		oobn = 0
+	}
 	if oobn > 0 {
 		c.collect(c.oob[:oobn])
 	}

@@ -266,7 +266,7 @@ func (s *Session) readHeader(hb []byte) error {
 	var n int
 	for n == 0 {
 		m, err := s.conn.Read(hb)
-		n = m
+		n = max(m, 0)
 		if err != nil && n == 0 {
 			return err
 		}
