@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/kvsock"
 	"github.com/vgpu-project/vgpu/backend/metrics"
 	"github.com/vgpu-project/vgpu/backend/server"
+	"github.com/vgpu-project/vgpu/backend/session"
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/backend/vhostuser"
 	"github.com/vgpu-project/vgpu/backend/worker"
@@ -44,6 +46,7 @@ type serveFlags struct {
 	unixNoShare                                                                       bool
 	unixShareMax                                                                      int
 	unixShareBytes                                                                    string
+	hostFuncTimeout                                                                   time.Duration
 }
 
 func cmdServe(args []string) int {
@@ -69,6 +72,7 @@ func cmdServe(args []string) int {
 	fs.BoolVar(&f.kernelVsock, "kernel-vsock", false, "also listen on the host kernel's vhost-vsock (AF_VSOCK port 30311); guest memory is not known there, so data travels inline")
 	fs.StringVar(&f.isolate, "isolate", "none", "where GPU work runs: none (in this process) or vm (one 'vgpu worker' process per VM: a crash or sticky CUDA error ends only that VM's work)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
+	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "how long a stream waits for the guest to run a host function it reached; then the stream goes on and the guest gets CUDA_ERROR_TIMEOUT (909)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -179,7 +183,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 	cfg := server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
-		Version: version, Logger: log,
+		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout,
 	}
 	switch f.isolate {
 	case "none", "":

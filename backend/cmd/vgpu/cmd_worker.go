@@ -13,6 +13,7 @@ import (
 
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/server"
+	"github.com/vgpu-project/vgpu/backend/session"
 	"github.com/vgpu-project/vgpu/backend/worker"
 	"github.com/vgpu-project/vgpu/protocol"
 )
@@ -24,7 +25,7 @@ func init() {
 // workerArgs are the serve options a worker needs, as command-line flags.
 func workerArgs(f serveFlags, vm string) []string {
 	args := []string{"worker", "--vm", vm, "--device", f.device, "--sim-devices", fmt.Sprint(f.simDevices), "--sim-mem", f.simMem,
-		"--gpus", f.gpus, "--mem-limit", f.memLimit, "--engine", f.engine, "--log-level", f.logLevel}
+		"--gpus", f.gpus, "--mem-limit", f.memLimit, "--engine", f.engine, "--log-level", f.logLevel, "--host-func-timeout", f.hostFuncTimeout.String()}
 	if f.logJSON {
 		args = append(args, "--log-json")
 	}
@@ -48,6 +49,7 @@ func cmdWorker(args []string) int {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "testing only")
+	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "host-function deadline")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -89,7 +91,8 @@ func runWorker(f serveFlags, ctrl *os.File, log hclog.Logger) error {
 	srv, err := server.New(server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, Engine: eng, Limits: protocol.DefaultLimits,
 		AllowUnprivilegedSegments: f.allowUnprivileged, Version: version, Logger: log,
-		OnStickyError: func(err error) { worker.Poisoned(ctrl, err) },
+		OnStickyError:   func(err error) { worker.Poisoned(ctrl, err) },
+		HostFuncTimeout: f.hostFuncTimeout,
 	})
 	if err != nil {
 		return err
