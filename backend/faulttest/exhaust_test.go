@@ -127,16 +127,24 @@ func TestExhaustSharedFDs(t *testing.T) {
 	}
 	var attackers []*hostmodetest.Client
 	oom := int32(device.ErrOutOfMemory)
+	accepted := 0
 	for a := 0; a < 3; a++ {
 		c := hostmodetest.Dial(t, path)
 		c.Hello(t)
 		attackers = append(attackers, c)
 		for i := 0; i < 8; i++ {
-			st := share(c, i)
-			if st != 0 && st != oom {
+			switch st := share(c, i); st {
+			case 0:
+				accepted++
+			case oom:
+			default:
 				t.Fatalf("attacker %d share %d: status %d, want 0 or %d", a, i, st, oom)
 			}
 		}
+	}
+	// The socket's 10, and each attacker's reserve of 2.
+	if accepted > 10+3*2 {
+		t.Fatalf("the attackers' shares took %d fds (bound 10 + reserves 6)", accepted)
 	}
 	if used := be.srv.Pool().Used(budget.FDs); used > 10 {
 		t.Fatalf("attackers hold %d shared fds beyond their reserves (bound 10)", used)

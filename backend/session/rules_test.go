@@ -72,6 +72,17 @@ func TestRefusedCopiesNotCounted(t *testing.T) {
 	if st, _ := e.dtoh(p+1<<40, 4096); device.Result(st) != device.ErrInvalidValue {
 		t.Fatalf("dtoh from a foreign pointer: %d", st)
 	}
+	// A valid range, but the inline bytes are not all there; a valid
+	// range, from segments this connection may not send. (These two were
+	// counted before: the bytes were added once the range was checked.)
+	f, err := e.c.Call(protocol.OpMemcpyHtoD, 0, append(protocol.Bytes(&protocol.MemcpyHtoDReq{Dst: p, Src: protocol.BufRef{Kind: protocol.BufInline, Len: 4096}}), make([]byte, 8)...), nil)
+	if err != nil || f.Status == 0 {
+		t.Fatalf("short inline copy: %v %d", err, f.Status)
+	}
+	f, err = e.c.Call(protocol.OpMemcpyDtoH, 0, protocol.Bytes(&protocol.MemcpyDtoHReq{Src: p, Dst: protocol.BufRef{Kind: protocol.BufSegments, Len: 4096}}), nil)
+	if err != nil || f.Status == 0 {
+		t.Fatalf("segments without guest memory: %v %d", err, f.Status)
+	}
 	snap := e.stats.Snapshot()
 	if snap.BytesHtoD != 0 || snap.BytesDtoH != 0 {
 		t.Fatalf("refused copies counted: %d bytes in, %d out", snap.BytesHtoD, snap.BytesDtoH)
