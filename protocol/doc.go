@@ -51,6 +51,24 @@
 // RAM; OpHostUnshare ends a share. Fds that come with any other frame are
 // closed unread. Without the feature (an older backend) data travels inline.
 //
+// # Sessions
+//
+// A connection is a session. Its first request is HELLO; anything before it
+// is answered CUDA_ERROR_NOT_INITIALIZED. Replies carry the request's id and
+// the call's CUresult; a reply with a non-zero status has no payload, a
+// failed BATCH included (its status is the first failed call's error; with
+// FlagNoReply, NOTIFY_ERROR names the failed call instead). The backend
+// answers in order, and bounds what a connection makes it hold: once a
+// frame's first byte has arrived the rest must follow within the frame
+// timeout (30 s by default) or the connection ends; a client that does not
+// read its replies past its bound is not read any more until it does (it
+// must read replies and notifications to make progress). A host function
+// (HOST_FUNC_LAUNCH) the guest does not finish (HOST_FUNC_DONE) within the
+// host-function timeout (60 s by default) once its stream reached it counts
+// as failed: the stream goes on and the guest gets NOTIFY_ERROR with
+// CUDA_ERROR_TIMEOUT (909) naming the launch; a later HOST_FUNC_DONE for it
+// gets CUDA_ERROR_INVALID_HANDLE.
+//
 // # Trust
 //
 // Decoding trusts nothing: every length, count and offset is bounds-checked,

@@ -45,7 +45,10 @@ func GenerateDoc() []byte {
 	p("[protocol/doc.go](../protocol/doc.go) and [ARCHITECTURE.md](ARCHITECTURE.md). Each entry below gives\n")
 	p("the opcode, the request payload's fixed part and the reply's. *tail* means variable bytes follow the\n")
 	p("fixed part (their length is declared in it). Replies carry the CUDA driver error number (CUresult) in\n")
-	p("the header's status; a reply with a non-zero status has no payload.\n\n")
+	p("the header's status; a reply with a non-zero status has no payload (a failed BATCH too: its status is\n")
+	p("the first failed call's error). A session serves nothing before HELLO (CUDA_ERROR_NOT_INITIALIZED, 3);\n")
+	p("a frame must arrive whole within the backend's frame timeout once its first byte has, or the connection\n")
+	p("ends; the backend stops reading a connection whose unread replies exceed its bound (see protocol/doc.go).\n\n")
 	p("Frame header (32 bytes): `magic u32 | major u8 | minor u8 | opcode u16 | flags u32 | num_segs u32 | request_id u64 | payload_len u32 | status i32`.\n\n")
 	area := -1
 	areas := map[int]string{0: "Session", 1: "Device", 2: "Memory", 3: "Modules and functions", 4: "Launch", 5: "Streams", 6: "Events", 7: "Graphs", 8: "Host functions", 9: "Notifications (host to guest, FlagNotify)", 10: "Libraries"}
