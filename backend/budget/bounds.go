@@ -55,8 +55,8 @@ const (
 // DefaultBounds derives the bounds from f so that the process never runs
 // out of fds or mappings because of guests: the global limits leave the
 // process its own share, every session's reserve fits besides the global
-// shared part, one VM may take a quarter of the shared part and one client
-// half of its VM's.
+// shared part, one VM may take a quarter of the shared part (half of the
+// sessions) and one client half of its VM's (all of it for mappings).
 func DefaultBounds(f Facts) Bounds {
 	var b Bounds
 	b.Reserve[FDs] = 4
@@ -71,7 +71,7 @@ func DefaultBounds(f Facts) Bounds {
 	sessions := min(int64(maxSessions), fdBudget/(4*(fdsPerSession+b.Reserve[FDs])), mapBudget/(4*b.Reserve[Mappings]))
 	sessions = max(sessions, 4)
 	b.Global[Sessions] = sessions
-	b.VM[Sessions] = min(int64(maxVMSessions), max(sessions/4, 2))
+	b.VM[Sessions] = min(int64(maxVMSessions), max(sessions/2, 2))
 
 	b.Global[FDs] = max(fdBudget-sessions*(fdsPerSession+b.Reserve[FDs]), 16)
 	b.VM[FDs] = max(b.Global[FDs]/4, 4)
@@ -79,7 +79,9 @@ func DefaultBounds(f Facts) Bounds {
 
 	b.Global[Mappings] = max(mapBudget-sessions*b.Reserve[Mappings], 64)
 	b.VM[Mappings] = max(b.Global[Mappings]/4, 16)
-	b.Client[Mappings] = max(b.VM[Mappings]/2, b.Reserve[Mappings])
+	// A client may take its VM's whole share: one mapped registration of
+	// scattered memory can legitimately need thousands.
+	b.Client[Mappings] = b.VM[Mappings]
 
 	for _, r := range []Resource{RequestBytes, ReplyBytes} {
 		b.Global[r] = globalQueueBytes

@@ -229,12 +229,14 @@ func guestRegister(s *Session, c *call, r *protocol.GuestRegisterReq) (protocol.
 		if len(s.cfg.Devices) == 0 {
 			return fail(device.Errorf(op, device.ErrNoDevice, "no devices"))
 		}
-		// One mapping per piece at most (the process has
-		// vm.max_map_count): counted before any is made.
-		if err := s.pool.Take(budget.Mappings, int64(len(rg.pieces))); err != nil {
-			return fail(device.Errorf(op, device.ErrOutOfMemory, "mapping %d pieces: %v", len(rg.pieces), err))
+		// One mapping per run of the memfd the pieces cover (the kernel
+		// merges adjacent ones; the process has vm.max_map_count):
+		// counted before any is made.
+		n := mappingRuns(rg.pieces)
+		if err := s.pool.Take(budget.Mappings, n); err != nil {
+			return fail(device.Errorf(op, device.ErrOutOfMemory, "mapping %d pieces (%d runs): %v", len(rg.pieces), n, err))
 		}
-		rg.maps = int64(len(rg.pieces))
+		rg.maps = n
 		m, err := mapPieces(rg.pieces)
 		if err != nil {
 			return fail(err)
@@ -262,6 +264,19 @@ func guestUnregister(s *Session, c *call, r *protocol.HandleReq) error {
 	}
 	s.dropRegion(r.Handle, rg)
 	return nil
+}
+
+// mappingRuns counts the mappings mapPieces makes of ps: pieces that
+// continue the previous one in the same fd (same region, next offset) share
+// its mapping.
+func mappingRuns(ps []engine.Piece) int64 {
+	var n int64
+	for i, p := range ps {
+		if i == 0 || p.Region != ps[i-1].Region || p.Off != ps[i-1].Off+uint64(len(ps[i-1].Host)) {
+			n++
+		}
+	}
+	return n
 }
 
 // dropRegion waits for the device, then unregisters and unmaps a region.
