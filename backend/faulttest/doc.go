@@ -7,6 +7,13 @@
 //     untouched, device memory returns to baseline, and a well-behaved
 //     session works afterwards.
 //   - quota_test.go: --mem-limit per VM.
+//   - exhaust_test.go: one attacker per resource a client can make the
+//     backend hold (sessions, shared fds, mappings, objects, host-function
+//     waits, unread replies): it gets OUT_OF_MEMORY (or its connection
+//     closed) at its bound, another VM keeps working, and everything comes
+//     back when it leaves.
+//   - fuzz_test.go: the field fuzzer (package fieldfuzz) against the real
+//     bin/vgpu serve --unix, both isolation modes.
 //   - leak_test.go helpers: fd, mapping and goroutine counts of this process
 //     (the backend) before and after.
 //   - vm_test.go: the same from inside TCG guests (vgpu.ko, vhost-user,
