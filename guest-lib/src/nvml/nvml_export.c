@@ -3,7 +3,7 @@
  * entry points, which nvidia-smi asks for right after nvmlInit and
  * without which it stops ("Mismatch in versions between nvidia-smi and
  * NVML", exit 255). Behaviour measured with Debian 12's nvidia-smi
- * 535.261.03 against this library (docs/NVML.md):
+ * 535.261.03 against this library (docs/NVML.md has the details):
  *
  *  - nvidia-smi asks for one table, id c4fe3e6c-c98f-6c4e-a327-ee696e12f7c4
  *    (16 bytes in memory order below). Word 0 is the table's size in
