@@ -150,19 +150,21 @@ static nvmlReturn_t put_string(char *buf, unsigned len, const char *s)
 /* The driver version is the host's NVIDIA driver (DRIVER_GET_INFO: what
  * the host's NVML says, "vgpu-sim" on the sim device); a backend without
  * the call gets "vgpu". */
+static char release[33];
+
+static void fetch_release(void)
+{
+	struct vgpu_driver_info_reply r;
+	memset(&r, 0, sizeof r);
+	snprintf(release, sizeof release, "vgpu");
+	if (!vgpu_call(VGPU_OP_DRIVER_GET_INFO, NULL, 0, NULL, 0, &r, sizeof r, NULL, 0, NULL) && r.driver_version[0])
+		snprintf(release, sizeof release, "%.32s", (const char *)r.driver_version);
+}
+
 static const char *driver_release(void)
 {
-	static char release[33];
-	static int done;
-	if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
-		struct vgpu_driver_info_reply r;
-		memset(&r, 0, sizeof r);
-		char s[33] = "vgpu";
-		if (!vgpu_call(VGPU_OP_DRIVER_GET_INFO, NULL, 0, NULL, 0, &r, sizeof r, NULL, 0, NULL) && r.driver_version[0])
-			snprintf(s, sizeof s, "%.32s", (const char *)r.driver_version);
-		memcpy(release, s, sizeof s); /* same bytes from any racing thread */
-		__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
-	}
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, fetch_release);
 	return release;
 }
 
@@ -267,9 +269,6 @@ static nvmlReturn_t find_device(int (*match)(nvmlDevice_t, const void *), const 
 		}
 	return r ? r : NVML_ERROR_NOT_FOUND;
 }
-
-VGPU_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len);
-VGPU_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, struct nvml_pci_info *p);
 
 static int uuid_is(nvmlDevice_t d, const void *uuid)
 {

@@ -29,6 +29,10 @@ nvmlReturn_t nvml_dev_info(nvmlDevice_t d, const struct vgpu_device_info **di);
 /* The nvmlReturn_t for a CUresult of the core. */
 nvmlReturn_t nvml_from_cu(int rc);
 
+/* Exported calls the NVML files use themselves. */
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len);
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, struct nvml_pci_info *p);
+
 /* The device's live readings (DEVICE_GET_MONITOR), at most 100 ms old. */
 nvmlReturn_t nvml_monitor(nvmlDevice_t d, struct vgpu_device_monitor *m);
 /* The VM's processes on the device (DEVICE_GET_PROCESSES): up to
