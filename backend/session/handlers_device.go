@@ -91,7 +91,7 @@ func deviceGetProcesses(s *Session, c *call, r *protocol.DeviceReq) error {
 }
 
 // deviceGetMonitor passes on the device's live readings: the physical
-// GPU's, shared with whoever else uses it (docs/RELIABILITY.md says what a
+// GPU's, shared with whoever else uses it (docs/NVML.md says what a
 // VM learns from them).
 func deviceGetMonitor(s *Session, c *call, r *protocol.DeviceReq) (protocol.DeviceMonitor, error) {
 	ctx, err := s.device(r.Device)
