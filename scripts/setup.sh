@@ -5,6 +5,7 @@
 #   qemu-system-x86, busybox-static, cpio, kmod  the TCG test guest
 #   linux-image-amd64 + linux-headers-<ver>      the guest kernel and the headers vgpu.ko builds against
 #   nvidia-cuda-toolkit (non-free)               nvcc 11.8 for real nvcc output in tests (no GPU needed)
+#   nvidia-smi (non-free, no recommends)         NVIDIA's nvidia-smi run against our NVML on sim (no kernel driver)
 #   Go modules                                   go mod download
 set -euo pipefail
 
@@ -16,6 +17,11 @@ for p in qemu-system-x86 busybox-static cpio kmod linux-image-amd64 gcc make lib
 done
 if [[ "${VGPU_SKIP_NVCC:-0}" != 1 ]] && ! have nvidia-cuda-toolkit; then
 	need+=(nvidia-cuda-toolkit)
+fi
+# nvidia-smi needs only libnvidia-ml1 and nvidia-alternative (both come
+# with the toolkit); its kernel driver is a recommendation, not installed.
+if [[ "${VGPU_SKIP_NVCC:-0}" != 1 ]] && ! have nvidia-smi; then
+	need+=(nvidia-smi)
 fi
 
 if ((${#need[@]})); then

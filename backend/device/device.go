@@ -85,6 +85,9 @@ type Driver interface {
 	Kind() string
 	// Version is the driver's CUDA version (cuDriverGetVersion), e.g. 13000.
 	Version() int32
+	// Release is the driver's own version as NVML reports it
+	// (nvmlSystemGetDriverVersion, e.g. "580.159.04"); "" if unknown.
+	Release() string
 	// Count is the number of devices.
 	Count() int
 	// Context returns device ordinal's context, creating it on first use.
@@ -152,12 +155,55 @@ type Context interface {
 	// waits until fn returns.
 	LaunchHostFunc(s Stream, fn func()) error
 
+	// Monitor reads the device's live state (utilization, temperature,
+	// power, clocks) as far as the driver can tell; Monitor.Has says which
+	// readings are present. It describes the whole physical device.
+	Monitor() (Monitor, error)
+
 	SetLimit(limit int, value uint64) error
 	GetLimit(limit int) (uint64, error)
 	Synchronize() error
 	// Reset destroys every resource of the context (cuDevicePrimaryCtxReset).
 	// Only an owner of the whole context (a worker process) may call it.
 	Reset() error
+}
+
+// MonitorFields says which readings of a Monitor are present.
+type MonitorFields uint32
+
+// Monitor fields. The values are protocol.Monitor* (the session copies
+// them unchanged; a test checks that they agree).
+const (
+	HasUtilization MonitorFields = 1 << 0 // GPUUtil, MemUtil
+	HasTemperature MonitorFields = 1 << 1
+	HasPower       MonitorFields = 1 << 2
+	HasPowerLimit  MonitorFields = 1 << 3
+	HasFan         MonitorFields = 1 << 4
+	HasPstate      MonitorFields = 1 << 5
+	// HasClock << t: Clocks[t] is present; HasMaxClock << t: MaxClocks[t].
+	HasClock    MonitorFields = 1 << 8
+	HasMaxClock MonitorFields = 1 << 12
+)
+
+// Clock domains of Monitor.Clocks and MaxClocks (nvmlClockType_t).
+const (
+	ClockGraphics = iota
+	ClockSM
+	ClockMemory
+	ClockVideo
+	NumClocks
+)
+
+// Monitor is a device's live state (what nvidia-smi shows beside memory).
+type Monitor struct {
+	Has                  MonitorFields
+	GPUUtil, MemUtil     uint32 // percent of the last sample period
+	TemperatureC         uint32
+	PowerMilliwatts      uint32
+	PowerLimitMilliwatts uint32 // enforced limit
+	FanPercent           uint32
+	Pstate               uint32            // 0 (P0, fastest) to 15
+	Clocks, MaxClocks    [NumClocks]uint32 // MHz
 }
 
 // KernelExecutor is implemented by contexts that say whether they really

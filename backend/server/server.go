@@ -75,6 +75,7 @@ type Server struct {
 type vmState struct {
 	name     string
 	quota    *session.Quota
+	procs    *session.ProcessTable // the VM's guest processes (NVML's process list)
 	reg      *engine.Registry
 	sessions int
 }
@@ -197,11 +198,13 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		Devices:                   s.devices,
 		DeviceKind:                s.cfg.Driver.Kind(),
 		DriverVersion:             s.cfg.Driver.Version(),
+		DriverRelease:             s.cfg.Driver.Release(),
 		BackendVersion:            s.cfg.Version,
 		Limits:                    s.cfg.Limits,
 		AllowUnprivilegedSegments: s.cfg.AllowUnprivilegedSegments,
 		ExclusiveContext:          s.cfg.ExclusiveContext,
 		Quota:                     vm.quota,
+		Processes:                 vm.procs,
 		Modules:                   s.mods,
 		Engine:                    engine.New(s.cfg.Engine, vm.reg),
 		Stats:                     s.stats,
@@ -221,7 +224,7 @@ func (s *Server) attach(name string) *vmState {
 	defer s.mu.Unlock()
 	v, ok := s.vms[name]
 	if !ok {
-		v = &vmState{name: name, quota: &session.Quota{Limit: s.cfg.MemLimit}, reg: engine.NewRegistry()}
+		v = &vmState{name: name, quota: &session.Quota{Limit: s.cfg.MemLimit}, procs: session.NewProcessTable(), reg: engine.NewRegistry()}
 		s.vms[name] = v
 	}
 	v.sessions++

@@ -31,11 +31,17 @@ type Config struct {
 	// ExclusiveContext says this session owns its contexts alone (a worker
 	// process with one session): OpDeviceReset then resets the context.
 	ExclusiveContext bool
-	Quota            *Quota       // per-VM device memory cap; nil: none
-	Modules          *ModuleCache // per-process image cache; nil: a private one
-	Engine           *engine.Engine
-	Stats            *Stats // shared counters; nil: private
-	Logger           hclog.Logger
+	Quota            *Quota // per-VM device memory cap; nil: none
+	// Processes lists the VM's processes using the vGPU (one per VM, like
+	// Quota); nil: a table of this session alone.
+	Processes *ProcessTable
+	// DriverRelease is the host driver's version string (device.Driver's
+	// Release), answered by OpDriverGetInfo.
+	DriverRelease string
+	Modules       *ModuleCache // per-process image cache; nil: a private one
+	Engine        *engine.Engine
+	Stats         *Stats // shared counters; nil: private
+	Logger        hclog.Logger
 	// ID names the session in logs and HELLO.
 	ID uint64
 	// OnStickyError is called (once per session) when a call fails with an

@@ -54,6 +54,7 @@ func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.Module
 	}
 	id := s.st.handle()
 	s.st.modules[id] = &moduleObj{dev: int(r.Device), h: h, funcs: map[string]uint64{}}
+	s.proc.touch(int(r.Device))
 	return protocol.ModuleLoadReply{Module: id, Cached: cached}, nil
 }
 

@@ -55,6 +55,10 @@ type Session struct {
 	hfMu      sync.Mutex
 	hostFuncs map[uint64]chan int32
 
+	// proc is this session's entry in procs (the VM's process table).
+	procs *ProcessTable
+	proc  *processUse
+
 	own        sessionStats
 	stickySeen bool
 	// broken is set when the recover boundary caught a panic: the
@@ -116,6 +120,11 @@ func New(conn transport.Conn, cfg Config) *Session {
 		hostFuncs: map[uint64]chan int32{},
 	}
 	s.st.init()
+	s.procs = cfg.Processes
+	if s.procs == nil {
+		s.procs = NewProcessTable()
+	}
+	s.proc = newProcessUse(len(cfg.Devices))
 	s.mem = conn.Memory()
 	s.fdc, _ = conn.(transport.FDConn)
 	if sh, ok := conn.(transport.MemorySharer); ok && s.mem != nil {
@@ -166,6 +175,8 @@ func (s *Session) Serve(ctx context.Context) error {
 	s.stats.sessions.Add(1)
 	s.stats.total.Add(1)
 	defer s.stats.sessions.Add(-1)
+	s.procs.add(s.proc)
+	defer s.procs.remove(s.proc)
 	s.log.Info("session started", "device_kind", s.cfg.DeviceKind, "devices", len(s.cfg.Devices), "segments", s.segsOK)
 
 	writerDone := make(chan struct{})

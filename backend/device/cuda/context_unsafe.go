@@ -24,6 +24,8 @@ type Context struct {
 	props     device.Properties
 	propsErr  error
 
+	nvmlDev nvmlDevice // the host NVML's handle of this GPU (Monitor)
+
 	mu      sync.Mutex
 	images  map[device.Module][]byte // kept for parameter layouts when cuFuncGetParamInfo is missing
 	parsed  map[device.Module]*image.Module

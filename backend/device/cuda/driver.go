@@ -15,6 +15,7 @@ type Driver struct {
 	l     *lib
 	log   hclog.Logger
 	count int
+	nvml  *hostNVML // nil: no host NVML (no monitor readings)
 	mu    sync.Mutex
 	ctxs  map[int]*Context
 }
@@ -40,12 +41,21 @@ func Open(log hclog.Logger) (*Driver, error) {
 	}
 	d := &Driver{l: l, log: log.Named("cuda"), count: int(n), ctxs: map[int]*Context{}}
 	d.log.Info("NVIDIA driver ready", "cuda_version", l.version, "devices", n, "param_info", l.cuFuncGetParamInfo != nil)
+	d.nvml = openNVML(d.log)
 	return d, nil
 }
 
 func (d *Driver) Kind() string   { return "cuda" }
 func (d *Driver) Version() int32 { return d.l.version }
 func (d *Driver) Count() int     { return d.count }
+
+// Release is the host driver's version from its NVML ("" without NVML).
+func (d *Driver) Release() string {
+	if d.nvml == nil {
+		return ""
+	}
+	return d.nvml.release
+}
 
 // Context retains device ordinal's primary context.
 func (d *Driver) Context(ordinal int) (device.Context, error) {
@@ -82,6 +92,7 @@ func (d *Driver) Close() error {
 		}
 		delete(d.ctxs, o)
 	}
+	d.nvml.close()
 	return nil
 }
 

@@ -83,7 +83,11 @@ func New(cfg Config) (*Driver, error) {
 
 func (d *Driver) Kind() string   { return "sim" }
 func (d *Driver) Version() int32 { return Version }
-func (d *Driver) Count() int     { return len(d.ctxs) }
+
+// Release is what the sim reports as its driver version: there is no
+// NVIDIA driver behind it.
+func (d *Driver) Release() string { return "vgpu-sim" }
+func (d *Driver) Count() int      { return len(d.ctxs) }
 
 func (d *Driver) Context(ordinal int) (device.Context, error) {
 	if ordinal < 0 || ordinal >= len(d.ctxs) {
@@ -457,6 +461,21 @@ func (c *Context) GetLimit(limit int) (uint64, error) {
 		return 0, device.Errorf("cuCtxGetLimit", device.ErrNotSupported, "limit %d", limit)
 	}
 	return v, nil
+}
+
+// Monitor reports what the sim knows for sure: its utilization is zero
+// (kernels never run), and its maximum clocks are the model's (the clock
+// attributes it reports). It has no temperature, power, fan or current
+// clocks to read.
+func (c *Context) Monitor() (device.Monitor, error) {
+	m := device.Monitor{Has: device.HasUtilization}
+	for t, attr := range map[int]int{device.ClockGraphics: attrClockRate, device.ClockSM: attrClockRate, device.ClockMemory: attrMemClockRate} {
+		if khz := c.props.Attrs[attr]; khz > 0 {
+			m.MaxClocks[t] = uint32(khz / 1000)
+			m.Has |= device.HasMaxClock << t
+		}
+	}
+	return m, nil
 }
 
 // Reset destroys everything the context holds.

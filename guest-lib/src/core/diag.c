@@ -79,6 +79,12 @@ void vgpu_unsupported(const char *name, int *once)
 		VWARN("%s is not supported by vgpu; returning an error", name);
 }
 
+void vgpu_unsupported_info(const char *name, int *once)
+{
+	if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+		VINFO("%s is not supported by vgpu; returning an error", name);
+}
+
 struct vgpu_apitimer vgpu_api_enter(struct vgpu_apistat *st)
 {
 	struct vgpu_apitimer t = {st, 0};
