@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/serveconf"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/vm"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -15,7 +16,7 @@ import (
 
 func init() {
 	register("vm", command{summary: "test guest: vm image (build it), vm run [options] -- COMMAND", run: cmdVM})
-	register("attach", command{summary: "hot-plug a vGPU into a running QEMU through QMP", run: func(a []string) int { return vmCLI().Attach(a) }})
+	register("attach", command{summary: "hot-plug a vGPU into a running QEMU through QMP or libvirt", run: func(a []string) int { return vmCLI().Attach(a) }})
 	register("qemu-args", command{summary: "print the QEMU options a VM needs for a vGPU", run: func(a []string) int { return vmCLI().QemuArgs(a) }})
 }
 
@@ -25,7 +26,11 @@ func vmCLI() vm.CLI {
 		level = hclog.LevelFromString(l)
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "vgpu", Level: level, Output: os.Stderr})
-	return vm.CLI{Logger: log, StartBackend: startInProcessBackend}
+	return vm.CLI{
+		Logger: log, StartBackend: startInProcessBackend,
+		DefaultSocket: func() (string, error) { return configDefault(serveconf.KeyVhostUserSocket, "") },
+		VMSocket:      serveconf.VMSocket,
+	}
 }
 
 func cmdVM(args []string) int {
