@@ -3,6 +3,7 @@ module github.com/vgpu-project/vgpu
 go 1.26.0
 
 require (
+	github.com/beevik/etree v1.5.0
 	github.com/cavaliergopher/cpio v1.0.1
 	github.com/digitalocean/go-qemu v0.0.0-20250212194115-ee9b0668d242
 	github.com/ebitengine/purego v0.11.3

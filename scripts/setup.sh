@@ -7,6 +7,7 @@
 #   nvidia-cuda-toolkit (non-free)               nvcc 11.8 for real nvcc output in tests (no GPU needed)
 #   debhelper, dh-dkms, dkms, dpkg-dev           make deb, and DKMS in the deployment test
 #   libvirt-daemon-system, libvirt-clients       the deployment test's libvirt domain (qemu driver, TCG)
+#   libxml2-utils                                xmllint, for libvirt's schema check in the tests (virt-xml-validate)
 #   Go modules                                   go mod download
 set -euo pipefail
 
@@ -14,7 +15,7 @@ need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 for p in qemu-system-x86 busybox-static cpio kmod linux-image-amd64 gcc make libc6-dev xz-utils \
-	debhelper dh-dkms dkms dpkg-dev libvirt-daemon-system libvirt-clients; do
+	debhelper dh-dkms dkms dpkg-dev libvirt-daemon-system libvirt-clients libxml2-utils; do
 	have "$p" || need+=("$p")
 done
 if [[ "${VGPU_SKIP_NVCC:-0}" != 1 ]] && ! have nvidia-cuda-toolkit; then

@@ -253,6 +253,61 @@ func (c CLI) VMRun(args []string) int {
 	return res.ExitStatus
 }
 
+// VMDomain is `vgpu vm domain [options] -- COMMAND...`: print a libvirt
+// domain that boots the test guest and runs COMMAND (see TestGuestDomain).
+func (c CLI) VMDomain(args []string) int {
+	fs := flag.NewFlagSet("vm domain", flag.ContinueOnError)
+	fs.SetOutput(c.errw())
+	var (
+		f      imageFlags
+		cfg    DomainConfig
+		shares listFlag
+		env    listFlag
+		kargs  listFlag
+	)
+	f.register(fs)
+	fs.StringVar(&cfg.Name, "name", "vgpu-testguest", "domain name")
+	fs.StringVar(&cfg.Console, "console", "", "file the serial console goes to (absolute; required)")
+	fs.StringVar(&cfg.Mem, "mem", DefaultMem, "guest RAM")
+	fs.IntVar(&cfg.CPUs, "cpus", DefaultCPUs, "guest CPUs")
+	fs.StringVar(&cfg.Accel, "accel", "tcg", "tcg (domain type qemu) or kvm")
+	fs.Var(&shares, "share", "host folder the guest may write, at the same path in the guest; HOST:GUEST to move it (repeatable)")
+	fs.Var(&env, "env", "KEY=VALUE for the command (repeatable)")
+	fs.StringVar(&cfg.Dir, "cwd", "", "working directory in the guest (default /)")
+	fs.BoolVar(&cfg.Verbose, "verbose", false, "keep the kernel log on the console")
+	fs.Var(&kargs, "kernel-arg", "extra guest kernel command line parameter (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(c.errw(), "usage: vgpu vm domain --console FILE [options] -- COMMAND [ARGS...]\n\nPrint a libvirt domain (qemu driver) that boots the test guest and runs COMMAND, with the\nconsole in FILE (VGPU-EXIT-STATUS: n at the end). Add a vGPU with vgpu libvirt-xml --domain -.\nlibvirt's QEMU user must be able to read the image: copy it out of /root (vgpu vm image --out).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg.Command = fs.Args()
+	if len(cfg.Command) == 0 || cfg.Console == "" {
+		fs.Usage()
+		return 2
+	}
+	for _, s := range shares {
+		h, g, _ := strings.Cut(s, ":")
+		cfg.Shares = append(cfg.Shares, Share{HostPath: h, GuestPath: g})
+	}
+	cfg.Env, cfg.KernelArgs = env, kargs
+	img, err := f.get(c.log())
+	if err != nil {
+		fmt.Fprintln(c.errw(), "vgpu vm domain:", err)
+		return 1
+	}
+	cfg.Image = img
+	b, err := TestGuestDomain(cfg)
+	if err != nil {
+		fmt.Fprintln(c.errw(), "vgpu vm domain:", err)
+		return 1
+	}
+	c.out().Write(b)
+	return 0
+}
+
 // startFront serves the VM's vhost-user-vsock socket in this process and
 // forwards it to the backend's front socket (package front).
 func startFront(ctx context.Context, backend string, log hclog.Logger) (string, func(), error) {
