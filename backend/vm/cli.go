@@ -120,6 +120,7 @@ func (f *imageFlags) get(log hclog.Logger) (*testguest.Image, error) {
 	return testguest.Build(testguest.Options{
 		CacheDir: f.cache, KernelSource: f.kernelSource, KernelVersion: f.kernelVersion,
 		ExtraModules: f.modules, Uncompressed: f.uncompressed, Logger: log,
+		Progress: func(line string) { fmt.Fprintln(os.Stderr, "vgpu:", line) },
 	})
 }
 

@@ -101,7 +101,8 @@ test_packages() {
 	[[ $(stat -c %G:%a /run/vgpu/vm/ci.sock) == kvm:770 ]] || die "the front's socket is not group kvm, mode 0770"
 
 	say "vgpu status (no flags)"
-	vgpu status | tee "$logs/status.txt" | head -8
+	vgpu status >"$logs/status.txt"
+	sed -n 1,8p "$logs/status.txt"
 	grep -q "SIMULATED" "$logs/status.txt" || die "vgpu status did not reach the service"
 	say "vgpu qemu-args (no flags) and --vm ci"
 	vgpu qemu-args --mem 1G | tee "$logs/qemu-args.txt"
@@ -118,7 +119,7 @@ test_packages() {
 	vgpu vm run --vgpu /run/vgpu/vm/ci.sock --mem 2G --cpus 2 --timeout 15m --timings \
 		--share "$work/guestdebs" --share "$work/prog" -- \
 		"$root/deploy/test/guest-install.sh" "$work/guestdebs" "$work/prog" 2>&1 |
-		grep -v '^!!' | tee "$logs/guest-install.log" | grep -E "^GUEST-INSTALL|passed|FAIL|error|vgpu vm run" || true
+		grep --line-buffered -v '^!!' | tee "$logs/guest-install.log" | grep --line-buffered -E "^GUEST-INSTALL|passed|FAIL|error|vgpu vm run" || true
 	rc=${PIPESTATUS[0]}
 	((rc == 0)) || { tail -40 "$logs/guest-install.log"; die "the guest install test exited $rc (log: $logs/guest-install.log)"; }
 	grep -q "loaded, launched" "$logs/guest-install.log" || die "the CUDA program did not report success"
