@@ -88,7 +88,9 @@ test_packages() {
 		[[ -e $f ]] || die "the vgpu package did not install $f"
 	done
 	systemd-analyze verify $u/vgpu.service $u/vgpu-front@.service 2>&1 | tee "$logs/systemd-verify.log"
-	! grep -qiE "error|failed|unknown|invalid" "$logs/systemd-verify.log" || die "systemd-analyze verify found problems in the units"
+	# Only complaints about our units count (a container's systemd may grumble about others).
+	! grep -iE "vgpu" "$logs/systemd-verify.log" | grep -qiE "error|fail|unknown|invalid|not" ||
+		die "systemd-analyze verify found problems in the units (see $logs/systemd-verify.log)"
 	[[ -d /run/vgpu && -d /run/vgpu/vm ]] || die "postinst did not create /run/vgpu (tmpfiles.d/vgpu.conf)"
 	stat -c '%n %A %U:%G' /run/vgpu /run/vgpu/vm
 
