@@ -22,6 +22,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/kvsock"
 	"github.com/vgpu-project/vgpu/backend/metrics"
+	"github.com/vgpu-project/vgpu/backend/serveconf"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/backend/vhostuser"
@@ -48,7 +49,9 @@ type serveFlags struct {
 
 func cmdServe(args []string) int {
 	var f serveFlags
+	var configPath string
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&configPath, "config", "", "read options from this file, one 'NAME = VALUE' per line (the packaged service uses "+serveconf.DefaultPath+"); flags given here win")
 	fs.StringVar(&f.device, "device", "auto", "GPU to use: cuda (libcuda.so.1), sim (simulated, kernels not executed) or auto (cuda if usable, else sim)")
 	fs.IntVar(&f.simDevices, "sim-devices", 1, "number of simulated devices (--device sim)")
 	fs.StringVar(&f.simMem, "sim-mem", "80G", "device memory per simulated device (bytes; K, M, G suffixes)")
@@ -71,6 +74,16 @@ func cmdServe(args []string) int {
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if configPath != "" {
+		c, err := serveconf.Load(configPath)
+		if err == nil {
+			err = c.Apply(fs)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu serve: %v\n", err)
+			return 2
+		}
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "vgpu", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: os.Stderr})
 	if err := serve(f, log); err != nil {

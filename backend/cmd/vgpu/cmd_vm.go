@@ -8,14 +8,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/backend/serveconf"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/vm"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
 func init() {
-	register("vm", command{summary: "test guest: vm image (build it), vm run [options] -- COMMAND", run: cmdVM})
-	register("attach", command{summary: "hot-plug a vGPU into a running QEMU through QMP", run: func(a []string) int { return vmCLI().Attach(a) }})
+	register("vm", command{summary: "test guest: vm image (build it), vm run [options] -- COMMAND, vm domain (as a libvirt domain)", run: cmdVM})
+	register("attach", command{summary: "hot-plug a vGPU into a running QEMU through QMP or libvirt", run: func(a []string) int { return vmCLI().Attach(a) }})
 	register("qemu-args", command{summary: "print the QEMU options a VM needs for a vGPU", run: func(a []string) int { return vmCLI().QemuArgs(a) }})
 }
 
@@ -25,12 +26,16 @@ func vmCLI() vm.CLI {
 		level = hclog.LevelFromString(l)
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "vgpu", Level: level, Output: os.Stderr})
-	return vm.CLI{Logger: log, StartBackend: startInProcessBackend}
+	return vm.CLI{
+		Logger: log, StartBackend: startInProcessBackend,
+		DefaultSocket: func() (string, error) { return configDefault(serveconf.KeyVhostUserSocket, "") },
+		VMSocket:      serveconf.VMSocket,
+	}
 }
 
 func cmdVM(args []string) int {
 	if len(args) == 0 {
-		os.Stderr.WriteString("usage: vgpu vm image [options] | vgpu vm run [options] -- COMMAND...\n")
+		os.Stderr.WriteString("usage: vgpu vm image [options] | vgpu vm run [options] -- COMMAND... | vgpu vm domain [options] -- COMMAND...\n")
 		return 2
 	}
 	c := vmCLI()
@@ -39,8 +44,10 @@ func cmdVM(args []string) int {
 		return c.VMImage(args[1:])
 	case "run":
 		return c.VMRun(args[1:])
+	case "domain":
+		return c.VMDomain(args[1:])
 	}
-	os.Stderr.WriteString("vgpu vm: unknown subcommand " + args[0] + " (image, run)\n")
+	os.Stderr.WriteString("vgpu vm: unknown subcommand " + args[0] + " (image, run, domain)\n")
 	return 2
 }
 
