@@ -1,8 +1,8 @@
 // Package server accepts guest connections from any transport.Listener and
 // runs one session per connection. It owns what sessions share: the device
 // contexts (mapped to guest ordinals by --gpus), per-VM state (device memory
-// cap, guest RAM registration), the module image cache and the counters; and
-// it reports them (Status) for "vgpu status" and the metrics endpoint.
+// cap, guest RAM registration, module image cache) and the counters; and it
+// reports them (Status) for "vgpu status" and the metrics endpoint.
 //
 // Trust: connections are untrusted; sessions validate everything. The server
 // trusts its configuration.
@@ -35,6 +35,13 @@ type Config struct {
 	GPUs []int
 	// MemLimit caps each VM's device memory, all devices together (0: none).
 	MemLimit uint64
+	// ModuleCacheBytes bounds each VM's module image cache (0:
+	// session.DefaultModuleCacheBytes).
+	ModuleCacheBytes uint64
+	// VMResources, if set, supplies a VM's memory quota and module store
+	// instead of this process's own (a worker process whose VM's other
+	// processes run elsewhere: both are shared through the manager).
+	VMResources func(vm string) (*session.Quota, session.ModuleStore)
 	// Engine picks the memcpy engine for guest-memory copies.
 	Engine engine.Kind
 	Limits protocol.Limits
@@ -62,12 +69,12 @@ type Server struct {
 	log     hclog.Logger
 	devices []device.Context
 	stats   *session.Stats
-	mods    *session.ModuleCache
 	started time.Time
 	nextID  atomic.Uint64
 
 	mu       sync.Mutex
 	vms      map[string]*vmState
+	caches   map[string]*vmCache // outlive their VM's sessions (ModuleCacheIdle)
 	sessions map[uint64]*sessionInfo
 	wg       sync.WaitGroup
 }
@@ -75,9 +82,21 @@ type Server struct {
 type vmState struct {
 	name     string
 	quota    *session.Quota
+	mods     session.ModuleStore
 	reg      *engine.Registry
 	sessions int
 }
+
+// vmCache is a VM's module images. A VM's programs usually run one after
+// another, so the cache outlives the VM's sessions; it is dropped once the
+// VM has had no session for ModuleCacheIdle.
+type vmCache struct {
+	c         *session.ModuleCache
+	idleSince time.Time // zero while the VM has sessions
+}
+
+// ModuleCacheIdle is how long a VM's module cache outlives its last session.
+const ModuleCacheIdle = 10 * time.Minute
 
 type sessionInfo struct {
 	id      uint64
@@ -103,8 +122,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger.Named("server"),
-		stats: &session.Stats{}, mods: session.NewModuleCache(0), started: time.Now(),
-		vms: map[string]*vmState{}, sessions: map[uint64]*sessionInfo{},
+		stats: &session.Stats{}, started: time.Now(),
+		vms: map[string]*vmState{}, caches: map[string]*vmCache{}, sessions: map[uint64]*sessionInfo{},
 	}
 	for gi, hi := range gpus {
 		if hi < 0 || hi >= cfg.Driver.Count() {
@@ -202,7 +221,7 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		AllowUnprivilegedSegments: s.cfg.AllowUnprivilegedSegments,
 		ExclusiveContext:          s.cfg.ExclusiveContext,
 		Quota:                     vm.quota,
-		Modules:                   s.mods,
+		Modules:                   vm.mods,
 		Engine:                    engine.New(s.cfg.Engine, vm.reg),
 		Stats:                     s.stats,
 		Logger:                    s.cfg.Logger,
@@ -221,7 +240,16 @@ func (s *Server) attach(name string) *vmState {
 	defer s.mu.Unlock()
 	v, ok := s.vms[name]
 	if !ok {
-		v = &vmState{name: name, quota: &session.Quota{Limit: s.cfg.MemLimit}, reg: engine.NewRegistry()}
+		v = &vmState{name: name, reg: engine.NewRegistry()}
+		if s.cfg.VMResources != nil {
+			v.quota, v.mods = s.cfg.VMResources(name)
+		}
+		if v.quota == nil {
+			v.quota = &session.Quota{Limit: s.cfg.MemLimit}
+		}
+		if v.mods == nil {
+			v.mods = s.moduleCacheLocked(name)
+		}
 		s.vms[name] = v
 	}
 	v.sessions++
@@ -237,7 +265,28 @@ func (s *Server) detach(v *vmState) {
 	if v.sessions == 0 {
 		v.reg.Close()
 		delete(s.vms, v.name)
+		if c, ok := s.caches[v.name]; ok {
+			c.idleSince = time.Now()
+		}
 	}
+}
+
+// moduleCacheLocked returns VM name's module cache, creating it, and drops
+// the caches of VMs idle for longer than ModuleCacheIdle.
+func (s *Server) moduleCacheLocked(name string) *session.ModuleCache {
+	now := time.Now()
+	for n, c := range s.caches {
+		if !c.idleSince.IsZero() && now.Sub(c.idleSince) > ModuleCacheIdle {
+			delete(s.caches, n)
+		}
+	}
+	c, ok := s.caches[name]
+	if !ok {
+		c = &vmCache{c: session.NewModuleCache(s.cfg.ModuleCacheBytes)}
+		s.caches[name] = c
+	}
+	c.idleSince = time.Time{}
+	return c.c
 }
 
 // Status is a snapshot for "vgpu status" and metrics.

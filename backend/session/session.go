@@ -26,7 +26,7 @@ type Session struct {
 	log   hclog.Logger
 	lim   protocol.Limits
 	stats *Stats
-	mods  *ModuleCache
+	mods  ModuleStore
 	eng   *engine.Engine
 	mem   guestmem.Source // nil: no guest memory (a VM transport that cannot see it)
 	// fdc is set when the peer can pass fds (host mode); sharer when it
