@@ -30,8 +30,8 @@ type Config struct {
 	// ExclusiveContext says this session owns its contexts alone (a worker
 	// process with one session): OpDeviceReset then resets the context.
 	ExclusiveContext bool
-	Quota            *Quota       // per-VM device memory cap; nil: none
-	Modules          ModuleStore  // the VM's image cache; nil: a private one
+	Quota            *Quota      // per-VM device memory cap; nil: none
+	Modules          ModuleStore // the VM's image cache; nil: a private one
 	Engine           *engine.Engine
 	Stats            *Stats // shared counters; nil: private
 	Logger           hclog.Logger
