@@ -88,6 +88,23 @@ func guestRegisterHostMapped() []byte {
 	return AppendFrame(nil, NewHeader(OpGuestRegister, 10), Bytes(&p), []Segment{{GPA: 1 << 40, Len: 2 << 20}})
 }
 
+// notifyOutput is one line of device printf output, the whole flush.
+func notifyOutput() []byte {
+	text := "vgpu printf probe: tag 7 block 0 thread 0\n"
+	p := OutputNotify{Stream: OutputStdout, Flags: OutputFinal, Len: uint32(len(text))}
+	h := NewHeader(OpNotifyOutput, 0)
+	h.Flags = FlagNotify
+	return AppendFrame(nil, h, append(Bytes(&p), text...), nil)
+}
+
+// syncReplyOutput is the reply that follows a flush of device output.
+func syncReplyOutput() []byte {
+	req := NewHeader(OpDeviceSynchronize, 11)
+	h := Reply(&req, 0)
+	h.Flags |= FlagOutput
+	return AppendFrame(nil, h, nil, nil)
+}
+
 var goldenFrames = []goldenFrame{
 	{"hello_req", helloReq},
 	{"hello_reply", helloReply},
@@ -99,6 +116,8 @@ var goldenFrames = []goldenFrame{
 	{"notify_host_func", notifyHostFunc},
 	{"host_share", hostShare},
 	{"guest_register_host_mapped", guestRegisterHostMapped},
+	{"notify_output", notifyOutput},
+	{"sync_reply_output", syncReplyOutput},
 }
 
 func TestGoldenFrames(t *testing.T) {
