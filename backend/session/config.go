@@ -37,10 +37,23 @@ type Config struct {
 	Logger           hclog.Logger
 	// ID names the session in logs and HELLO.
 	ID uint64
+	// Output, if set, is the device output (printf, assert messages) of
+	// this session's process: a worker that serves one guest process
+	// captures its own fd 1 and 2. Sent to a library that asks for it
+	// (FeatureDeviceOutput) before each reply, else logged.
+	Output DeviceOutput
 	// OnStickyError is called (once per session) when a call fails with an
 	// error that leaves the CUDA context unusable (device.Sticky). A worker
 	// process uses it to stop taking new sessions.
 	OnStickyError func(error)
+}
+
+// DeviceOutput is what the device printed for the session's process.
+type DeviceOutput interface {
+	// Drain passes emit everything written up to this call, stream by
+	// stream (protocol.OutputStdout, OutputStderr), in order; b is valid
+	// during the call only. It reports whether it emitted anything.
+	Drain(emit func(stream uint32, b []byte)) bool
 }
 
 // Quota caps the device memory of one VM (all its sessions, all devices).

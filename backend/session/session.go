@@ -57,6 +57,9 @@ type Session struct {
 
 	own        sessionStats
 	stickySeen bool
+	// outputOn: the library asked for device output (FeatureDeviceOutput).
+	outputOn atomic.Bool
+	outMu    sync.Mutex // one flush of device output at a time
 	// broken is set when the recover boundary caught a panic: the
 	// session's state can no longer be trusted, so every later call fails
 	// with this error (as a sticky CUDA error would) until the guest
@@ -406,11 +409,16 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		}
 		return
 	}
+	var flags protocol.Flags
+	if s.flushOutput(true) {
+		flags = protocol.FlagOutput
+	}
 	if err == nil && c.frame != nil {
 		// The payload is already in place: fill in the header and send.
 		bp := c.frame
 		c.frame = nil
 		h := protocol.Reply(&f.Header, int32(status))
+		h.Flags |= flags
 		h.PayloadLen = uint32(c.frameN)
 		protocol.PutHeader(*bp, &h)
 		clear((*bp)[protocol.HeaderSize+c.frameN:]) // padding
@@ -421,7 +429,9 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 	if err == nil {
 		payload = c.out
 	}
-	s.reply(&f.Header, status, payload)
+	h := protocol.Reply(&f.Header, int32(status))
+	h.Flags |= flags
+	s.sendFrame(h, payload)
 }
 
 func (s *Session) reply(req *protocol.Header, status device.Result, payload []byte) {

@@ -78,6 +78,7 @@ type opts struct {
 	drv      device.Driver // nil: a sim with 1 GiB per device
 	ramSize  uint64        // second region's size (default 4 MiB)
 	onSticky func(error)   // session.Config.OnStickyError
+	output   session.DeviceOutput
 }
 
 func start(t *testing.T, o opts) *env {
@@ -116,7 +117,7 @@ func start(t *testing.T, o opts) *env {
 		devs = append(devs, d)
 	}
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
-		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky}
+		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky, Output: o.output}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}
