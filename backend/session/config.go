@@ -2,7 +2,6 @@ package session
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -54,43 +53,6 @@ type DeviceOutput interface {
 	// stream (protocol.OutputStdout, OutputStderr), in order; b is valid
 	// during the call only. It reports whether it emitted anything.
 	Drain(emit func(stream uint32, b []byte)) bool
-}
-
-// Quota caps the device memory of one VM (all its sessions, all devices).
-type Quota struct {
-	Limit uint64 // bytes; 0: no cap
-	used  atomic.Uint64
-}
-
-// Reserve takes n bytes of the quota, or reports false.
-func (q *Quota) Reserve(n uint64) bool {
-	if q == nil {
-		return true
-	}
-	for {
-		u := q.used.Load()
-		if q.Limit != 0 && (n > q.Limit || u > q.Limit-n) {
-			return false
-		}
-		if q.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
-}
-
-// Release returns n bytes.
-func (q *Quota) Release(n uint64) {
-	if q != nil {
-		q.used.Add(^(n - 1))
-	}
-}
-
-// Used returns the bytes in use.
-func (q *Quota) Used() uint64 {
-	if q == nil {
-		return 0
-	}
-	return q.used.Load()
 }
 
 // ModuleStore keeps one VM's module images by SHA-256, so a guest process

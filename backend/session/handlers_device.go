@@ -95,8 +95,7 @@ func memGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.MemInfoRep
 		return protocol.MemInfoReply{}, err
 	}
 	if q := s.cfg.Quota; q != nil && q.Limit != 0 {
-		left := q.Limit - min(q.Used(), q.Limit)
-		free, total = min(free, left), min(total, q.Limit)
+		free, total = min(free, q.Available()), min(total, q.Limit)
 	}
 	return protocol.MemInfoReply{Free: free, Total: total}, nil
 }
