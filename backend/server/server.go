@@ -56,8 +56,15 @@ type Config struct {
 	Dispatch func(ctx context.Context, conn transport.Conn, id uint64) error
 	// OnStickyError is passed to sessions (see session.Config).
 	OnStickyError func(error)
+	// Output is passed to sessions (see session.Config): only a process
+	// that serves one session (a PerProcess worker) can tell whose device
+	// output its fd 1 and 2 carry.
+	Output session.DeviceOutput
 	// WorkerStatus, if set, adds the worker processes to Status.
 	WorkerStatus func() any
+	// Aggregate, if set, adds what sessions served in other processes
+	// (workers) report: their counters, devices and VMs' memory.
+	Aggregate func() Aggregate
 	// FrontStatus, if set, adds the connected "vgpu front" processes to
 	// Status.
 	FrontStatus func() any
@@ -139,6 +146,18 @@ func New(cfg Config) (*Server, error) {
 		s.devices = append(s.devices, ctx)
 	}
 	return s, nil
+}
+
+// Warm makes sure every device's context exists and works (a worker does
+// it before it tells its manager it is ready: cuInit and context creation
+// then cost the guest program nothing).
+func (s *Server) Warm() error {
+	for _, c := range s.devices {
+		if _, _, err := c.MemGetInfo(); err != nil {
+			return fmt.Errorf("server: device %d: %w", c.Ordinal(), err)
+		}
+	}
+	return nil
 }
 
 // Stats returns the shared session counters.
@@ -227,6 +246,7 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		Logger:                    s.cfg.Logger,
 		ID:                        id,
 		OnStickyError:             s.cfg.OnStickyError,
+		Output:                    s.cfg.Output,
 	})
 	err := sess.Serve(ctx)
 	if err != nil {
@@ -331,9 +351,39 @@ type SessionStatus struct {
 	Started string `json:"started"`
 }
 
+// Report is what a worker process tells its manager about itself: its
+// counters, its devices and its VMs' memory.
+type Report struct {
+	Stats   session.Snapshot `json:"stats"`
+	Devices []DeviceStatus   `json:"devices,omitempty"`
+	VMs     []VMStatus       `json:"vms,omitempty"`
+}
+
+// Aggregate is what a manager adds to its own Status: the sum of its
+// workers' reports (counters of workers that ended included).
+type Aggregate struct {
+	Stats   session.Snapshot
+	Devices []DeviceStatus
+	VMMem   map[string]uint64 // device memory in use by VM
+}
+
+// Report returns this process's counters, devices and VMs.
+func (s *Server) Report() Report {
+	st := s.Status()
+	return Report{Stats: st.Stats, Devices: st.Devices, VMs: st.VMs}
+}
+
 // Status returns a snapshot.
 func (s *Server) Status() Status {
 	st := Status{DeviceKind: s.cfg.Driver.Kind(), DriverVersion: s.cfg.Driver.Version(), Uptime: time.Since(s.started).Round(time.Second).String(), Stats: s.stats.Snapshot()}
+	var agg Aggregate
+	if s.cfg.Aggregate != nil {
+		agg = s.cfg.Aggregate()
+		st.Stats.Add(agg.Stats)
+		if len(s.devices) == 0 {
+			st.Devices = agg.Devices
+		}
+	}
 	for gi, ctx := range s.devices {
 		ds := DeviceStatus{GuestOrdinal: gi, HostOrdinal: ctx.Ordinal()}
 		if p, err := ctx.Properties(); err == nil {
@@ -350,7 +400,7 @@ func (s *Server) Status() Status {
 	}
 	s.mu.Lock()
 	for _, v := range s.vms {
-		st.VMs = append(st.VMs, VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used(), MemLimit: v.quota.Limit})
+		st.VMs = append(st.VMs, VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used() + agg.VMMem[v.name], MemLimit: v.quota.Limit})
 	}
 	for _, si := range s.sessions {
 		st.Sessions = append(st.Sessions, SessionStatus{ID: si.id, VM: si.vm, Peer: si.peer, Started: si.started.UTC().Format(time.RFC3339)})
