@@ -231,7 +231,9 @@ func (m *Manager) proxy(ctx context.Context, p *proc, conn transport.Conn, msg *
 		conn.Close()
 		errc <- err
 	}()
-	died := func() error { return fmt.Errorf("worker %d for %s died; session %d ended", p.pid(), msg.VM, msg.Session) }
+	died := func() error {
+		return fmt.Errorf("worker %d for %s died; session %d ended", p.pid(), msg.VM, msg.Session)
+	}
 	select {
 	case <-p.dead:
 		local.Close()

@@ -24,7 +24,7 @@ func LineBufferStdio() error {
 	}
 	var setvbuf func(stream, buf uintptr, mode int32, size uintptr) int32
 	purego.RegisterLibFunc(&setvbuf, libc, "setvbuf")
-	const ioLBF = 1 // _IOLBF (stdio.h)
+	const ioLBF = 1                               // _IOLBF (stdio.h)
 	stream := **(**uintptr)(unsafe.Pointer(&sym)) // sym is the address of libc's FILE *stdout
 	if stream == 0 || setvbuf(stream, 0, ioLBF, 0) != 0 {
 		return fmt.Errorf("worker: setvbuf(stdout, _IOLBF) failed")
