@@ -92,7 +92,7 @@ func guestRegisterHostMapped() []byte {
 func notifyOutput() []byte {
 	text := "vgpu printf probe: tag 7 block 0 thread 0\n"
 	p := OutputNotify{Stream: OutputStdout, Flags: OutputFinal, Len: uint32(len(text))}
-	h := NewHeader(OpNotifyOutput, 0)
+	h := NewHeader(OpNotifyOutput, 11) // the request whose reply follows
 	h.Flags = FlagNotify
 	return AppendFrame(nil, h, append(Bytes(&p), text...), nil)
 }

@@ -483,9 +483,11 @@ const OutputFinal uint32 = 1
 
 // OutputNotify carries Len bytes of the process's device output (printf,
 // assert messages) for its Stream (OutputStdout, OutputStderr), in the
-// tail; the guest library writes them to its own fd 1 or 2. A flush may be
-// split over several frames; the last has OutputFinal and precedes the
-// reply that carries FlagOutput.
+// tail; the guest library writes them to its own stdout or stderr. A flush
+// may be split over several frames. A flush that precedes a reply carries
+// that reply's request id in its frames' headers, its last frame has
+// OutputFinal, and the reply has FlagOutput; a flush before a host function
+// runs has request id 0 and no OutputFinal.
 type OutputNotify struct {
 	Stream uint32
 	Flags  uint32

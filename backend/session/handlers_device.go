@@ -232,7 +232,7 @@ func hostFuncLaunch(s *Session, c *call, r *protocol.HostFuncReq) error {
 	s.hfMu.Unlock()
 	stream := r.Stream
 	err = ctx.LaunchHostFunc(st, func() {
-		s.flushOutput(false) // the driver prints before a stream callback runs
+		s.flushOutput(0) // the driver prints before a stream callback runs
 		n := protocol.HostFuncNotify{CallbackID: id, Stream: stream}
 		s.notify(protocol.OpNotifyHostFunc, protocol.Bytes(&n))
 		select {

@@ -16,10 +16,12 @@ import (
 // backend's log, rate-limited.
 
 // flushOutput sends the device output printed so far and reports whether
-// it sent any. forReply: the flush precedes a reply (which the caller marks
-// FlagOutput when this returns true), so its last frame has OutputFinal; a
-// flush before a host function has none (no reply follows it).
-func (s *Session) flushOutput(forReply bool) bool {
+// it sent any. reqID != 0: the flush precedes the reply to request reqID
+// (which the caller marks FlagOutput when this returns true): its frames
+// carry that id and the last has OutputFinal, so a guest that reads them on
+// another path than the reply knows which reply waits for them. A flush
+// before a host function has neither (no reply follows it).
+func (s *Session) flushOutput(reqID uint64) bool {
 	if s.cfg.Output == nil {
 		return false
 	}
@@ -36,7 +38,7 @@ func (s *Session) flushOutput(forReply bool) bool {
 		for len(b) > 0 {
 			n := min(len(b), protocol.MaxOutputChunk)
 			if last != nil {
-				s.sendOutput(last, false)
+				s.sendOutput(reqID, last, false)
 			}
 			p := protocol.OutputNotify{Stream: stream, Len: uint32(n)}
 			last = append(protocol.Bytes(&p), b[:n]...)
@@ -46,14 +48,16 @@ func (s *Session) flushOutput(forReply bool) bool {
 	if last == nil {
 		return false
 	}
-	s.sendOutput(last, forReply)
+	s.sendOutput(reqID, last, reqID != 0)
 	return sent
 }
 
 // sendOutput sends one OpNotifyOutput (payload: OutputNotify and the bytes).
-func (s *Session) sendOutput(payload []byte, final bool) {
+func (s *Session) sendOutput(reqID uint64, payload []byte, final bool) {
 	if final {
 		payload[4] = byte(protocol.OutputFinal) // OutputNotify.Flags, little-endian
 	}
-	s.notify(protocol.OpNotifyOutput, payload)
+	h := protocol.NewHeader(protocol.OpNotifyOutput, reqID)
+	h.Flags = protocol.FlagNotify
+	s.sendFrame(h, payload)
 }

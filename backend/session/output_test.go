@@ -109,6 +109,9 @@ func TestDeviceOutput(t *testing.T) {
 					t.Fatalf("output frame %+v (%d bytes after it): %v", p, len(tail), err)
 				}
 				frames++
+				if n.RequestID != sync.RequestID {
+					t.Fatalf("output frame for request %d before the reply to %d", n.RequestID, sync.RequestID)
+				}
 				if p.Flags&protocol.OutputFinal != 0 {
 					finals++
 				}

@@ -410,7 +410,7 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		return
 	}
 	var flags protocol.Flags
-	if s.flushOutput(true) {
+	if s.flushOutput(f.RequestID) {
 		flags = protocol.FlagOutput
 	}
 	if err == nil && c.frame != nil {

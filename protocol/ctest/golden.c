@@ -151,7 +151,7 @@ static void notify_output(struct frame *f)
 	static const char text[] = "vgpu printf probe: tag 7 block 0 thread 0\n";
 	struct vgpu_output_notify p = { .stream = VGPU_OUTPUT_STDOUT, .flags = VGPU_OUTPUT_FINAL,
 					.len = sizeof(text) - 1 };
-	begin(f, VGPU_OP_NOTIFY_OUTPUT, 0, VGPU_FLAG_NOTIFY, 0);
+	begin(f, VGPU_OP_NOTIFY_OUTPUT, 11, VGPU_FLAG_NOTIFY, 0);
 	put(f, &p, sizeof(p));
 	put(f, text, sizeof(text) - 1);
 	end_payload(f, 0);
