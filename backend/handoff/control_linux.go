@@ -20,7 +20,8 @@ const (
 	// Between "vgpu serve" (the manager) and its workers only:
 	OpReady      = "ready"       // worker -> manager: driver open, contexts created; ready for a session
 	OpSessionEnd = "session-end" // worker -> manager: session Session has ended
-	OpReport     = "report"      // worker -> manager: its counters (Report)
+	OpReport     = "report"      // worker -> manager: its counters (Report); ID answers a report-now
+	OpReportNow  = "report-now"  // manager -> worker: ID; send a report now
 	OpLease      = "lease"       // worker -> manager: ID, Bytes more of its VM's memory cap; the answer (same ID): Bytes granted, Error if refused
 	OpLeased     = "leased"      // worker -> manager: ID; the answer: Bytes leased by all the VM's workers
 	OpUnlease    = "unlease"     // worker -> manager: Bytes of its lease back

@@ -98,6 +98,8 @@ type proc struct {
 	served   int                      // guarded by Manager.mu: sessions handed over
 	poisoned bool                     // guarded by Manager.mu
 	report   *server.Report           // guarded by Manager.mu: the latest
+	askedID  uint64                   // guarded by Manager.mu: the report-now it owes
+	asked    chan struct{}            // guarded by Manager.mu: closed when that report comes
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
@@ -564,6 +566,10 @@ func (m *Manager) handle(p *proc, msg *handoff.Message, fds []int) error {
 		}
 		m.mu.Lock()
 		p.report = &r
+		if msg.ID != 0 && msg.ID == p.askedID && p.asked != nil {
+			close(p.asked)
+			p.asked = nil
+		}
 		m.mu.Unlock()
 	case handoff.OpPoisoned:
 		m.poisoned(p, msg.Error)

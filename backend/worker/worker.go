@@ -137,6 +137,9 @@ func (w *runner) read(ctx context.Context) error {
 			err = w.setMemory(m, fds)
 		case m.Op == handoff.OpSession:
 			err = w.session(ctx, m, fds)
+		case m.Op == handoff.OpReportNow:
+			handoff.CloseFDs(fds)
+			w.reportFor(m.ID)
 		case w.c.answer(m, fds):
 		default:
 			handoff.CloseFDs(fds)
@@ -149,10 +152,13 @@ func (w *runner) read(ctx context.Context) error {
 }
 
 // report sends the manager this process's counters.
-func (w *runner) report() {
+func (w *runner) report() { w.reportFor(0) }
+
+// reportFor sends the counters, as the answer to request id (0: none).
+func (w *runner) reportFor(id uint64) {
 	b, err := json.Marshal(w.srv.Report())
 	if err == nil {
-		err = w.c.send(&handoff.Message{Op: handoff.OpReport, Report: b}, nil)
+		err = w.c.send(&handoff.Message{Op: handoff.OpReport, ID: id, Report: b}, nil)
 	}
 	if err != nil && !errors.Is(err, handoff.ErrClosed) {
 		w.log.Debug("report not sent", "err", err)
