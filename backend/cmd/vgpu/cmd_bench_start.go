@@ -91,4 +91,3 @@ func printDist(label, name string, ds []time.Duration) {
 	p90 := ds[min(len(ds)-1, len(ds)*9/10)]
 	fmt.Printf("%-8s %-12s %10s %10s %10s %10s\n", label, name, ms(ds[len(ds)/2]), ms(p90), ms(ds[0]), ms(ds[len(ds)-1]))
 }
-
