@@ -65,7 +65,7 @@ func childWorker(mode string) int {
 // testMemLimit is the VM cap of the "process" workers (and their manager).
 const testMemLimit = 64 << 20
 
-func manager(t *testing.T, mode string) *worker.Manager {
+func manager(t testing.TB, mode string) *worker.Manager {
 	m := worker.NewManager(func(vm string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "VGPU_TEST_WORKER="+mode)
