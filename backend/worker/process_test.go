@@ -134,8 +134,9 @@ func (g *guestProc) end() {
 // vgpu serve), each session of a VM gets its own worker from the pool; the
 // VM's memory cap holds across them and what MemGetInfo calls free can be
 // allocated; a module image one process loaded is the next process's to
-// load by hash, and no other VM's; a process's device printf reaches that
-// process only; a sticky error ends only the process that caused it; the
+// load by hash, and no other VM's; a limit a process sets is its own; a
+// process's device printf reaches that process only; a sticky error ends
+// only the process that caused it; the
 // counters of workers that ended are still counted; workers exit with their
 // session and give their lease back.
 func TestPerProcessWorkers(t *testing.T) {
@@ -182,6 +183,22 @@ func TestPerProcessWorkers(t *testing.T) {
 	}
 	if _, st := c.alloc(60 * mib); st != 0 {
 		t.Fatalf("vm-q's own cap: %v", st)
+	}
+
+	// A limit one process sets is its own (issue 20: it was every
+	// client's in a shared context): CU_LIMIT_PRINTF_FIFO_SIZE.
+	if st, _, _, err := sessiontest.Do[protocol.LimitReq, protocol.Empty](a.c, protocol.OpDeviceSetLimit, &protocol.LimitReq{Limit: 1, Value: 4 << 20}, nil); err != nil || st != 0 {
+		t.Fatalf("a sets its printf FIFO: %v %v", err, device.Result(st))
+	}
+	for name, g := range map[string]*guestProc{"a": a, "b, same VM": b, "c, other VM": c} {
+		_, l, _, err := sessiontest.Do[protocol.LimitReq, protocol.LimitReply](g.c, protocol.OpDeviceGetLimit, &protocol.LimitReq{Limit: 1}, nil)
+		want := uint64(1 << 20)
+		if name == "a" {
+			want = 4 << 20
+		}
+		if err != nil || l.Value != want {
+			t.Fatalf("process %s's printf FIFO after a set its own: %d (%v), want %d", name, l.Value, err, want)
+		}
 	}
 
 	// Device output: each process gets its own printf lines.
