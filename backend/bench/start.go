@@ -3,6 +3,7 @@ package bench
 import (
 	"runtime"
 	"time"
+	"unsafe"
 )
 
 // StartTimes is what the first CUDA calls of a new process cost: the
@@ -15,7 +16,11 @@ type StartTimes struct {
 	Init       time.Duration `json:"init"`        // cuInit
 	Context    time.Duration `json:"context"`     // cuDeviceGet, cuDevicePrimaryCtxRetain, cuCtxSetCurrent
 	FirstAlloc time.Duration `json:"first_alloc"` // cuMemAlloc of 1 MiB and its cuMemFree
-	Total      time.Duration `json:"total"`
+	Total      time.Duration `json:"total"`       // load to first-alloc
+	// FirstCopy is a 4 MiB copy from pageable memory to the device and
+	// back, after Total: in a guest, a new worker registers the guest RAM
+	// it copies from with the device here (1 GiB chunks).
+	FirstCopy time.Duration `json:"first_copy"`
 }
 
 // FirstCall measures a process's first CUDA calls through lib (default:
@@ -46,5 +51,22 @@ func FirstCall(lib string) (StartTimes, error) {
 	}
 	t4 := time.Now()
 	st = StartTimes{Load: t1.Sub(t0), Init: t2.Sub(t1), Context: t3.Sub(t2), FirstAlloc: t4.Sub(t3), Total: t4.Sub(t0)}
-	return st, nil
+	const n = 4 << 20
+	buf := make([]byte, n)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	if err := check("cuMemAlloc", d.cuMemAlloc(&p, n)); err != nil {
+		return st, err
+	}
+	t5 := time.Now()
+	if err := check("cuMemcpyHtoD", d.cuMemcpyHtoD(p, unsafe.Pointer(&buf[0]), n)); err != nil {
+		return st, err
+	}
+	if err := check("cuMemcpyDtoH", d.cuMemcpyDtoH(unsafe.Pointer(&buf[0]), p, n)); err != nil {
+		return st, err
+	}
+	st.FirstCopy = time.Since(t5)
+	runtime.KeepAlive(buf)
+	return st, check("cuMemFree", d.cuMemFree(p))
 }

@@ -5,11 +5,15 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/device/sim"
+	"github.com/vgpu-project/vgpu/backend/internal/testwait"
 	"github.com/vgpu-project/vgpu/backend/server"
+	"github.com/vgpu-project/vgpu/backend/session"
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
+	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -108,5 +112,47 @@ func TestModuleCachePerVM(t *testing.T) {
 	}
 	if st, _ := load(t, a2, nil, sha256.Sum256(ptxImage(10))); st != 0 {
 		t.Fatalf("VM a's newest image: %v", st)
+	}
+}
+
+// TestStatusAddsWorkers: a manager's Status adds what its workers report
+// (server.Config.Aggregate): their counters to its own, their devices
+// (it holds none), their VMs' memory.
+func TestStatusAddsWorkers(t *testing.T) {
+	drv, err := sim.New(sim.Config{Devices: 1, MemBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	var agg server.Aggregate
+	agg.Stats.Ops = map[string]session.OpStats{"MEM_ALLOC": {Calls: 5, Errors: 1}}
+	agg.Stats.BadFrames, agg.Stats.Panics, agg.Stats.TotalSessions = 2, 1, 7
+	agg.Devices = []server.DeviceStatus{{GuestOrdinal: 0, Name: "from a worker", MemUsedByVGPU: 4096, Launches: 9}}
+	agg.VMMem = map[string]uint64{"vm-w": 4096}
+	release := make(chan struct{})
+	srv, err := server.New(server.Config{Driver: drv, Version: "test",
+		Dispatch: func(ctx context.Context, _ transport.Conn, _ uint64) error {
+			<-release
+			return nil
+		},
+		Aggregate: func() server.Aggregate { return agg }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, gc := sessiontest.Pipe(3, 1000, nil)
+	bc.Name = "vm-w"
+	done := make(chan struct{})
+	go func() { _ = srv.ServeConn(context.Background(), bc); close(done) }()
+	defer func() { close(release); gc.Close(); <-done }()
+	var st server.Status
+	testwait.For(t, 10*time.Second, "the session listed", func() bool { st = srv.Status(); return len(st.Sessions) == 1 })
+	if st.Stats.Ops["MEM_ALLOC"].Calls != 5 || st.Stats.BadFrames != 2 || st.Stats.Panics != 1 || st.Stats.TotalSessions != 7 {
+		t.Fatalf("counters %+v", st.Stats)
+	}
+	if len(st.Devices) != 1 || st.Devices[0].Name != "from a worker" || st.Devices[0].Launches != 9 {
+		t.Fatalf("devices %+v", st.Devices)
+	}
+	if len(st.VMs) != 1 || st.VMs[0].MemUsed != 4096 || st.VMs[0].Sessions != 1 {
+		t.Fatalf("VMs %+v", st.VMs)
 	}
 }

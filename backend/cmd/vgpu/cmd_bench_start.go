@@ -81,6 +81,7 @@ func benchStart(args []string) int {
 	pick("context", func(r bench.StartTimes) time.Duration { return r.Context })
 	pick("first-alloc", func(r bench.StartTimes) time.Duration { return r.FirstAlloc })
 	pick("first-call", func(r bench.StartTimes) time.Duration { return r.Total })
+	pick("first-copy", func(r bench.StartTimes) time.Duration { return r.FirstCopy })
 	printDist(*label, "process", walls)
 	return 0
 }
