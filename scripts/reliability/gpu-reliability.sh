@@ -131,8 +131,8 @@ n=0; while [ ! -e /tmp/ready ] && [ \$n -lt 1200 ]; do sleep 0.1; n=\$((n+1)); d
 echo KILL-BACKEND-NOW
 n=0; while kill -0 \$pid 2>/dev/null && [ \$n -lt 1200 ]; do sleep 0.1; n=\$((n+1)); done
 if kill -0 \$pid 2>/dev/null; then echo SOAK-HUNG; kill -9 \$pid; exit 1; fi
-wait \$pid; echo "soak when the backend was killed: exit \$? (\$(tail -1 /tmp/k.log))"
-timeout 60 $bin/soak --seconds 1 --streams 1 >/tmp/p.log 2>&1; echo "soak with no backend: exit \$? (\$(tail -1 /tmp/p.log))"
+wait \$pid; echo "soak when the backend was killed: exit \$? (\$(grep -E '^(PASS|FAIL) soak' /tmp/k.log | tail -1))"
+timeout 60 $bin/soak --seconds 1 --streams 1 >/tmp/p.log 2>&1; echo "soak with no backend: exit \$? (\$(grep -E '^(PASS|FAIL) soak' /tmp/p.log | tail -1))"
 echo START-BACKEND-NOW
 i=0
 while [ \$i -lt 60 ]; do
