@@ -51,6 +51,11 @@ type Manager struct {
 	// ModuleCacheBytes bounds each VM's module image cache kept for its
 	// PerProcess workers (0: session.DefaultModuleCacheBytes).
 	ModuleCacheBytes uint64
+	// MaxPerVM bounds a VM's PerProcess workers (its guest processes using
+	// the GPU at once; each holds a CUDA context, ~0.5 GiB of device memory
+	// on the H100); a session beyond it is refused (the guest library gets
+	// CUDA_ERROR_DEVICE_UNAVAILABLE). 0: DefaultMaxPerVM.
+	MaxPerVM int
 
 	mu       sync.Mutex
 	byVM     map[string]*proc // PerVM: the VM's current worker
@@ -70,6 +75,12 @@ const DefaultIdleTimeout = 30 * time.Second
 // DefaultStartTimeout is Manager.StartTimeout's default: a worker's start
 // is cuInit and a context per device (0.2-0.3 s on the H100).
 const DefaultStartTimeout = time.Minute
+
+// DefaultMaxPerVM is Manager.MaxPerVM's default.
+const DefaultMaxPerVM = 64
+
+// ErrTooManyProcesses refuses a session of a VM that has MaxPerVM workers.
+var ErrTooManyProcesses = errors.New("worker: the VM has as many guest processes on the GPU as it may (--max-processes)")
 
 // DefaultPool is the pool size "vgpu serve" uses unless told otherwise:
 // each started worker holds a CUDA context (about 0.5 GiB of device memory
@@ -150,7 +161,9 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 	ended := make(chan struct{})
 	m.mu.Lock()
 	p.sessions[id] = ended
-	p.served++
+	if m.Mode == PerVM {
+		p.served++
+	}
 	m.mu.Unlock()
 	defer m.sessionDone(p, id)
 
@@ -314,11 +327,25 @@ const ExitTimeout = 10 * time.Second
 // workerFor returns the worker for a new session of vm.
 func (m *Manager) workerFor(ctx context.Context, vm string) (*proc, error) {
 	if m.Mode == PerProcess {
+		if !m.reserveVM(vm) {
+			m.Log.Warn("guest process refused: its VM has the most processes on the GPU it may have", "vm", vm, "max", m.maxPerVM())
+			return nil, ErrTooManyProcesses
+		}
 		p, err := m.take(ctx)
 		if err != nil {
+			m.unreserveVM(vm)
 			return nil, err
 		}
-		m.bindVM(p, vm)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		select {
+		case <-p.dead: // it died just now: watch did not count it as the VM's
+			m.releaseVMLocked(vm)
+			return nil, fmt.Errorf("worker %d died before its session started", p.pid())
+		default:
+		}
+		p.vm = vm
+		p.served++
 		return p, nil
 	}
 	m.mu.Lock()
@@ -422,12 +449,19 @@ func (m *Manager) refill() {
 	}
 }
 
-// bindVM records which VM a PerProcess worker serves: its leases and
-// module requests are that VM's.
-func (m *Manager) bindVM(p *proc, vm string) {
+func (m *Manager) maxPerVM() int {
+	if m.MaxPerVM > 0 {
+		return m.MaxPerVM
+	}
+	return DefaultMaxPerVM
+}
+
+// reserveVM counts a new worker of vm, unless vm has MaxPerVM; what the
+// VM's workers share is created with its first.
+func (m *Manager) reserveVM(vm string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p.vm = vm
+	m.init()
 	now := time.Now()
 	for n, v := range m.vms {
 		if v.workers == 0 && now.Sub(v.idleSince) > server.ModuleCacheIdle {
@@ -440,7 +474,28 @@ func (m *Manager) bindVM(p *proc, vm string) {
 		v = &vmShared{acct: &session.Account{Limit: m.MemLimit}, modules: newImageCache(m.ModuleCacheBytes)}
 		m.vms[vm] = v
 	}
+	if v.workers >= m.maxPerVM() {
+		return false
+	}
 	v.workers++
+	return true
+}
+
+// unreserveVM undoes reserveVM (m.mu not held) for a session that got no
+// worker.
+func (m *Manager) unreserveVM(vm string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.releaseVMLocked(vm)
+}
+
+func (m *Manager) releaseVMLocked(vm string) {
+	if v, ok := m.vms[vm]; ok {
+		v.workers--
+		if v.workers == 0 {
+			v.idleSince = time.Now()
+		}
+	}
 }
 
 // start starts a worker process.
@@ -498,10 +553,7 @@ func (m *Manager) watch(p *proc) {
 	}
 	if v, ok := m.vms[p.vm]; ok && m.Mode == PerProcess && p.served > 0 {
 		v.acct.Drop(p)
-		v.workers--
-		if v.workers == 0 {
-			v.idleSince = time.Now()
-		}
+		m.releaseVMLocked(p.vm)
 	}
 	m.exits = append(m.exits, Exit{VM: p.vm, PID: p.pid(), Status: status, At: time.Now()})
 	if len(m.exits) > 64 {

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -305,4 +306,29 @@ func notes(g *guestProc) string {
 			return b.String()
 		}
 	}
+}
+
+// TestMaxProcessesPerVM: a VM may have MaxPerVM guest processes on the GPU
+// at once (each a worker with a CUDA context); one more is refused, another
+// VM is not affected, and the slot comes back when a process ends.
+func TestMaxProcessesPerVM(t *testing.T) {
+	m := manager(t, "process")
+	m.MaxPerVM = 1
+	a := connect(t, m, "vm-1")
+	a.hello(protocol.FeatureBatch)
+	b := connect(t, m, "vm-1")
+	select {
+	case err := <-b.served:
+		if !errors.Is(err, worker.ErrTooManyProcesses) {
+			t.Fatalf("the second process of vm-1: %v, want ErrTooManyProcesses", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second process of vm-1 was not refused")
+	}
+	if _, err := b.c.Call(protocol.OpPing, 0, nil, nil); err == nil {
+		t.Fatal("the refused process's connection still answers")
+	}
+	connect(t, m, "vm-2").hello(protocol.FeatureBatch)
+	a.end()
+	connect(t, m, "vm-1").hello(protocol.FeatureBatch)
 }

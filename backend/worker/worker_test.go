@@ -45,7 +45,7 @@ func childWorker(mode string) int {
 		}
 		log = hclog.New(&hclog.LoggerOptions{Name: "test-worker", Level: hclog.Warn, Output: logFile})
 		opt.Mode = worker.PerProcess
-		cfg.ExclusiveContext, cfg.Output, cfg.VMResources, cfg.Logger = true, out, ctrl.VMResources(testMemLimit), log
+		cfg.Output, cfg.VMResources, cfg.Logger = out, ctrl.VMResources(testMemLimit), log
 	}
 	drv, _ := sim.New(simCfg)
 	cfg.Driver = drv

@@ -41,7 +41,7 @@ type serveFlags struct {
 	guestCID                                                                          uint64
 	logJSON, allowUnprivileged, kernelVsock                                           bool
 	isolate                                                                           string
-	pool                                                                              int
+	pool, maxProcesses                                                                int
 	moduleCache                                                                       string
 	unixNoShare                                                                       bool
 	unixShareMax                                                                      int
@@ -71,6 +71,7 @@ func cmdServe(args []string) int {
 	fs.BoolVar(&f.kernelVsock, "kernel-vsock", false, "also listen on the host kernel's vhost-vsock (AF_VSOCK port 30311); guest memory is not known there, so data travels inline")
 	fs.StringVar(&f.isolate, "isolate", "process", "where GPU work runs: process (one 'vgpu worker' process, with its own CUDA context, per guest process: a sticky CUDA error, crash or kill ends only that program's GPU work), vm (one worker per VM: it ends that VM's work) or none (in this process: it ends every VM's work)")
 	fs.IntVar(&f.pool, "pool", worker.DefaultPool, "--isolate process: workers kept started (CUDA initialised, a context per GPU, about 0.5 GiB of device memory each) so a new guest program does not wait for them")
+	fs.IntVar(&f.maxProcesses, "max-processes", worker.DefaultMaxPerVM, "--isolate process: guest processes of one VM (host mode: of one socket) on the GPU at once; each holds a CUDA context")
 	fs.StringVar(&f.moduleCache, "module-cache", "1G", "module images kept per VM, so its next programs may load them by hash (bytes; K, M, G suffixes)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	if err := fs.Parse(args); err != nil {
@@ -208,7 +209,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 			return fmt.Errorf("--pool %d: want 0 or more", f.pool)
 		}
 		mgr := worker.NewManager(func(vm string) *exec.Cmd { return exec.Command(exe, workerArgs(f, mode, vm)...) }, log)
-		mgr.Mode, mgr.Pool, mgr.MemLimit, mgr.ModuleCacheBytes = mode, f.pool, memLimit, modCache
+		mgr.Mode, mgr.Pool, mgr.MemLimit, mgr.ModuleCacheBytes, mgr.MaxPerVM = mode, f.pool, memLimit, modCache, f.maxProcesses
 		defer mgr.Close()
 		mgr.Start()
 		cfg.Dispatch = mgr.ServeConn

@@ -117,10 +117,11 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		OnStickyError: ctrl.Poisoned,
 	}
 	if mode == worker.PerProcess {
-		// One guest process: the context is its own (cudaDeviceReset
-		// resets it), its output is its own, and what its VM's other
-		// processes share lives in the manager.
-		cfg.ExclusiveContext = true
+		// One guest process: its output is its own, and what its VM's
+		// other processes share lives in the manager. (The context is its
+		// own too, but cudaDeviceReset still releases only what the session
+		// created: a real reset would also drop the copy engines' guest-RAM
+		// registrations and gather kernel.)
 		cfg.VMResources = ctrl.VMResources(memLimit)
 		if out != nil {
 			cfg.Output = out
