@@ -190,38 +190,12 @@ func serve(f serveFlags, log hclog.Logger) error {
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
 		Version: version, Logger: log,
 	}
-	switch f.isolate {
-	case "none":
-		log.Warn("--isolate none: every VM's GPU work runs in this process; one guest's sticky CUDA error or crash ends all of it")
-	case "process", "vm", "":
-		mode := worker.PerProcess
-		if f.isolate == "vm" {
-			mode = worker.PerVM
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("--isolate %s: finding this binary: %w", mode, err)
-		}
-		if drv.Kind() == "sim" && f.device != "sim" {
-			f.device = "sim" // the manager already fell back; workers follow
-		}
-		if f.pool < 0 {
-			return fmt.Errorf("--pool %d: want 0 or more", f.pool)
-		}
-		mgr := worker.NewManager(func(vm string) *exec.Cmd { return exec.Command(exe, workerArgs(f, mode, vm)...) }, log)
-		mgr.Mode, mgr.Pool, mgr.MemLimit, mgr.ModuleCacheBytes, mgr.MaxPerVM = mode, f.pool, memLimit, modCache, f.maxProcesses
+	mgr, err := isolate(f, drv, &cfg, log)
+	if err != nil {
+		return err
+	}
+	if mgr != nil {
 		defer mgr.Close()
-		mgr.Start()
-		cfg.Dispatch = mgr.ServeConn
-		cfg.WorkerStatus = func() any { return mgr.Status() }
-		cfg.Aggregate = mgr.Aggregate
-		if mode == worker.PerProcess {
-			log.Info("each guest process's GPU work runs in its own worker process", "pool", f.pool)
-		} else {
-			log.Info("each VM's GPU work runs in its own worker process")
-		}
-	default:
-		return fmt.Errorf("--isolate %q: want process, vm or none", f.isolate)
 	}
 	var fronts *front.Listener
 	if f.frontSocket != "" {
@@ -300,6 +274,45 @@ func serve(f serveFlags, log hclog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// isolate sets cfg up to run sessions where --isolate says: in worker
+// processes (it returns their manager, started) or in this process (nil).
+func isolate(f serveFlags, drv device.Driver, cfg *server.Config, log hclog.Logger) (*worker.Manager, error) {
+	switch f.isolate {
+	case "none":
+		log.Warn("--isolate none: every VM's GPU work runs in this process; one guest's sticky CUDA error or crash ends all of it")
+		return nil, nil
+	case "process", "vm", "":
+	default:
+		return nil, fmt.Errorf("--isolate %q: want process, vm or none", f.isolate)
+	}
+	mode := worker.PerProcess
+	if f.isolate == "vm" {
+		mode = worker.PerVM
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--isolate %s: finding this binary: %w", mode, err)
+	}
+	if drv.Kind() == "sim" && f.device != "sim" {
+		f.device = "sim" // this process already fell back; workers follow
+	}
+	if f.pool < 0 {
+		return nil, fmt.Errorf("--pool %d: want 0 or more", f.pool)
+	}
+	mgr := worker.NewManager(func(vm string) *exec.Cmd { return exec.Command(exe, workerArgs(f, mode, vm)...) }, log)
+	mgr.Mode, mgr.Pool, mgr.MemLimit, mgr.ModuleCacheBytes, mgr.MaxPerVM = mode, f.pool, cfg.MemLimit, cfg.ModuleCacheBytes, f.maxProcesses
+	mgr.Start()
+	cfg.Dispatch = mgr.ServeConn
+	cfg.WorkerStatus = func() any { return mgr.Status() }
+	cfg.Aggregate = mgr.Aggregate
+	if mode == worker.PerProcess {
+		log.Info("each guest process's GPU work runs in its own worker process", "pool", f.pool)
+	} else {
+		log.Info("each VM's GPU work runs in its own worker process")
+	}
+	return mgr, nil
 }
 
 // serveVhostUser serves one VM's vhost-user-vsock socket (QEMU:

@@ -83,14 +83,19 @@ func cmdWorker(args []string) int {
 			log.Warn("device printf may reach the guest only when the worker exits", "err", err)
 		}
 	}
-	if err := runWorker(f, mode, worker.NewControl(ctrlFile), out, log); err != nil {
+	// The manager has announced the device (the sim's banner included);
+	// the driver of a worker, one per guest process, says only what goes
+	// wrong.
+	drvLog := hclog.New(&hclog.LoggerOptions{Name: "vgpu-worker", Level: max(hclog.LevelFromString(f.logLevel), hclog.Error), JSONFormat: f.logJSON, Output: logOut}).
+		With("vm", vm, "pid", os.Getpid())
+	if err := runWorker(f, mode, worker.NewControl(ctrlFile), out, log, drvLog); err != nil {
 		log.Error("worker failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker.Output, log hclog.Logger) error {
+func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker.Output, log, drvLog hclog.Logger) error {
 	gpus, err := parseGPUs(f.gpus)
 	if err != nil {
 		return err
@@ -106,7 +111,7 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 	if f.device == "auto" {
 		f.device = "auto-quiet"
 	}
-	drv, err := openDriver(f, log)
+	drv, err := openDriver(f, drvLog)
 	if err != nil {
 		return err
 	}
