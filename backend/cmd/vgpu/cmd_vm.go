@@ -9,8 +9,8 @@ import (
 
 	"github.com/vgpu-project/vgpu/backend/engine"
 	"github.com/vgpu-project/vgpu/backend/server"
-	"github.com/vgpu-project/vgpu/backend/worker"
 	"github.com/vgpu-project/vgpu/backend/vm"
+	"github.com/vgpu-project/vgpu/backend/worker"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
