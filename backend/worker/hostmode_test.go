@@ -74,9 +74,9 @@ func TestWorkerHostModeSharedMemory(t *testing.T) {
 	// must hold once the session is over.
 	workerFDs, _ := procCount(t, pid, "vgpu-hostmodetest")
 	workerFDs--
-	// Here: the client's socket only (the manager handed the accepted one
-	// to the worker and closed its copy); at the end, instead, the test's
-	// three memfds.
+	// Here: the client's socket and the accepted one (handed to the
+	// worker; the manager keeps its copy, unread, until the session ends);
+	// at the end, instead, the test's three memfds.
 	mine := hostmodetest.CountFDs(t)
 	hostmodetest.RoundTrip(t, c, 1<<40)
 	// Refusals and stray fds reach the worker's session too.
@@ -103,5 +103,5 @@ func TestWorkerHostModeSharedMemory(t *testing.T) {
 		fds, maps := procCount(t, pid, "vgpu-hostmodetest")
 		return fds == workerFDs && maps == 0
 	})
-	eventually(t, "the manager to hold nothing of the session", func() bool { return hostmodetest.CountFDs(t) == mine+2 })
+	eventually(t, "the manager to hold nothing of the session", func() bool { return hostmodetest.CountFDs(t) == mine+1 })
 }

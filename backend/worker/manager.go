@@ -196,7 +196,9 @@ func (m *Manager) handOver(ctx context.Context, p *proc, conn transport.Conn, f 
 	if err != nil {
 		return fmt.Errorf("worker %d: handing over session %d: %w", p.pid(), msg.Session, err)
 	}
-	conn.Close() // the worker has its own copy of the socket
+	// The worker has its own copy of the socket. Ours stays open, unread,
+	// until the session ends (ServeConn closes it), so that whoever counts
+	// the connection (a front's streams) counts it while it is served.
 	select {
 	case <-ended:
 		return nil
@@ -278,15 +280,13 @@ func (m *Manager) proxy(ctx context.Context, p *proc, conn transport.Conn, msg *
 }
 
 // unixFile returns a copy of conn's socket if conn is a unix stream socket
-// a worker can serve itself, else nil.
+// a worker can serve itself (host mode, a front's streams), else nil.
 func unixFile(conn transport.Conn) *os.File {
-	var uc *net.UnixConn
-	switch c := conn.(type) {
-	case *handoff.Conn:
-		uc, _ = c.Conn.(*net.UnixConn)
-	case interface{ Socket() *net.UnixConn }: // host mode
-		uc = c.Socket()
+	s, ok := conn.(interface{ Socket() *net.UnixConn })
+	if !ok {
+		return nil
 	}
+	uc := s.Socket()
 	if uc == nil {
 		return nil
 	}
