@@ -215,6 +215,7 @@ echo "== sticky_error"; $bin/sticky_error 2>&1 | tail -4
 echo "== after the sticky error, a new program"; $bin/soak --seconds 5 --streams 2 --launch | tail -2
 echo "== guest-faults"; $bin/guest-faults.sh $bin $carry/lib 20 2 2
 echo "== cap"; $bin/soak --alloc \$(( $(numfmt --from=iec "$limit") + (1 << 30) )); $bin/soak --alloc \$(( $(numfmt --from=iec "$limit") / 2 ))
+echo "== start of a guest program (its worker from the pool; first copy: the worker registers guest RAM)"; $carry/vgpu bench start --n 5 --gap 1s | sed 's/^/GSTART /'
 EOS
 chmod +x "$bin/vm-a.sh"
 timeout 420 "$carry/vgpu" vm run --image "$carry/image" "${bundle[@]}" --vgpu "$vs" --mem 4G --cpus 4 --timeout 400s \
@@ -252,6 +253,7 @@ grep -q 'GUEST-FAULTS PASS' "$logs/vm-a.log" && result PASS "A: guest faults (ki
 grep -qE '^ALLOC [0-9]+ 2 ' "$logs/vm-a.log" && result PASS "A: over the cap gets CUDA_ERROR_OUT_OF_MEMORY" || result FAIL "A: over-cap allocation"
 grep -qE '^ALLOC [0-9]+ 0 ' "$logs/vm-a.log" && result PASS "A: within the cap works" || result FAIL "A: within-cap allocation"
 [[ $rcA == 0 ]] || result FAIL "A: vm run exit $rcA"
+grep -E '^GSTART vgpu +(first-call|first-copy)' "$logs/vm-a.log" | sed 's/^GSTART /start in the guest (TCG): /' | tee -a "$summary"
 
 wait $hf
 cp "$logs"/host-*.out "$logs"/host-*.err "$logs/host-faults.log" "$out/" 2>/dev/null
