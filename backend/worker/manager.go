@@ -99,11 +99,10 @@ type proc struct {
 	cmd      *exec.Cmd
 	ctrl     *os.File
 	sendMu   sync.Mutex
-	mem      handoff.SentMemory // guarded by sendMu
-	ready    chan struct{}      // closed by the worker's "ready"
-	dead     chan struct{}      // closed when the process has exited
-	heard    chan struct{}      // closed when its last message has been read
-	readyAt  time.Time
+	mem      handoff.SentMemory       // guarded by sendMu
+	ready    chan struct{}            // closed by the worker's "ready"
+	dead     chan struct{}            // closed when the process has exited
+	heard    chan struct{}            // closed when its last message has been read
 	vm       string                   // guarded by Manager.mu; "" until a PerProcess worker gets a session
 	sessions map[uint64]chan struct{} // guarded by Manager.mu; closed by the worker's "session-end"
 	served   int                      // guarded by Manager.mu: sessions handed over
@@ -597,7 +596,6 @@ func (m *Manager) handle(p *proc, msg *handoff.Message, fds []int) error {
 		select {
 		case <-p.ready:
 		default:
-			p.readyAt = time.Now()
 			close(p.ready)
 		}
 		m.mu.Unlock()

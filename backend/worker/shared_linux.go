@@ -99,16 +99,24 @@ func (r *remoteModules) Get(h [32]byte) ([]byte, bool) {
 	return b, true
 }
 
+// Put keeps img here and sends a sealed copy to the manager in the
+// background: copying a large image (hundreds of MB for some libraries)
+// into a memfd must not delay the guest's module load. img is never
+// modified (the session and this store own it).
 func (r *remoteModules) Put(h [32]byte, img []byte) {
 	r.mu.Lock()
 	r.local[h] = img
 	r.mu.Unlock()
-	fd, err := sealedImage(img)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	_ = r.c.send(&handoff.Message{Op: handoff.OpModulePut, Hash: hex.EncodeToString(h[:]), Bytes: uint64(len(img))}, []int{fd})
+	r.c.bg.Add(1)
+	go func() {
+		defer r.c.bg.Done()
+		fd, err := sealedImage(img)
+		if err != nil {
+			return
+		}
+		defer unix.Close(fd)
+		_ = r.c.send(&handoff.Message{Op: handoff.OpModulePut, Hash: hex.EncodeToString(h[:]), Bytes: uint64(len(img))}, []int{fd})
+	}()
 }
 
 // imageSeals are the seals a cached image's memfd carries: nobody can

@@ -98,6 +98,7 @@ loop:
 		}
 	}
 	w.wg.Wait()
+	c.bg.Wait()
 	w.mem.Set(nil)
 	w.report()
 	if errors.Is(err, handoff.ErrClosed) {
@@ -224,6 +225,7 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 // share (VMResources).
 type Control struct {
 	ctrl    *os.File
+	bg      sync.WaitGroup // messages sent in the background (module images); Run waits for them
 	mu      sync.Mutex
 	next    uint64
 	waiting map[uint64]chan answer
