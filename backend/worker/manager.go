@@ -76,8 +76,15 @@ const DefaultIdleTimeout = 30 * time.Second
 // is cuInit and a context per device (0.2-0.3 s on the H100).
 const DefaultStartTimeout = time.Minute
 
-// DefaultMaxPerVM is Manager.MaxPerVM's default.
-const DefaultMaxPerVM = 64
+// DefaultMaxPerVM is Manager.MaxPerVM's default: at ~0.5 GiB of device
+// memory per context on the H100, 16 GiB for a VM at most.
+const DefaultMaxPerVM = 32
+
+// MaxStartsPerVM bounds the workers being started at once for one VM's
+// sessions when the pool is empty (each start is cuInit and a context:
+// ~0.3 s of a CPU on the H100): a VM that opens connections in a loop costs
+// the host at most this many CPUs; its further sessions wait.
+const MaxStartsPerVM = 4
 
 // ErrTooManyProcesses refuses a session of a VM that has MaxPerVM workers.
 var ErrTooManyProcesses = errors.New("worker: the VM has as many guest processes on the GPU as it may (--max-processes)")
@@ -120,6 +127,7 @@ type vmShared struct {
 	modules   *imageCache
 	workers   int
 	idleSince time.Time
+	starts    chan struct{} // MaxStartsPerVM slots
 }
 
 // NewManager returns a PerVM manager (set Mode, Pool and the rest before
@@ -330,7 +338,7 @@ func (m *Manager) workerFor(ctx context.Context, vm string) (*proc, error) {
 			m.Log.Warn("guest process refused: its VM has the most processes on the GPU it may have", "vm", vm, "max", m.maxPerVM())
 			return nil, ErrTooManyProcesses
 		}
-		p, err := m.take(ctx)
+		p, err := m.take(ctx, vm)
 		if err != nil {
 			m.unreserveVM(vm)
 			return nil, err
@@ -368,9 +376,10 @@ func (m *Manager) workerFor(ctx context.Context, vm string) (*proc, error) {
 	return p, nil
 }
 
-// take returns a ready PerProcess worker: one from the pool, else a new
-// one (waited for); the pool refills beside.
-func (m *Manager) take(ctx context.Context) (*proc, error) {
+// take returns a ready PerProcess worker for a session of vm: one from the
+// pool, else a new one (waited for; at most MaxStartsPerVM at once for a
+// VM); the pool refills beside.
+func (m *Manager) take(ctx context.Context, vm string) (*proc, error) {
 	defer m.refill()
 	m.mu.Lock()
 	m.init()
@@ -385,7 +394,14 @@ func (m *Manager) take(ctx context.Context) (*proc, error) {
 		m.mu.Unlock()
 		return p, nil
 	}
+	starts := m.vms[vm].starts
 	m.mu.Unlock()
+	select {
+	case starts <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-starts }()
 	p, err := m.start("")
 	if err != nil {
 		return nil, err
@@ -470,7 +486,7 @@ func (m *Manager) reserveVM(vm string) bool {
 	}
 	v, ok := m.vms[vm]
 	if !ok {
-		v = &vmShared{acct: &session.Account{Limit: m.MemLimit}, modules: newImageCache(m.ModuleCacheBytes)}
+		v = &vmShared{acct: &session.Account{Limit: m.MemLimit}, modules: newImageCache(m.ModuleCacheBytes), starts: make(chan struct{}, MaxStartsPerVM)}
 		m.vms[vm] = v
 	}
 	if v.workers >= m.maxPerVM() {
