@@ -118,9 +118,19 @@ func (o *Output) readLocked(s *outStream) bool {
 func (o *Output) Drain(emit func(stream uint32, b []byte)) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	// One poll for both pipes (this runs before every reply): read only
+	// what has data, or what the pump left in a buffer.
+	pfd := [2]unix.PollFd{{Fd: int32(o.streams[0].fd), Events: unix.POLLIN}, {Fd: int32(o.streams[1].fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd[:], 0); err != nil {
+		pfd[0].Revents, pfd[1].Revents = unix.POLLIN, unix.POLLIN // read both; they are non-blocking
+	} else if n == 0 && len(o.streams[0].buf) == 0 && len(o.streams[1].buf) == 0 && o.streams[0].dropped == 0 && o.streams[1].dropped == 0 {
+		return false
+	}
 	any := false
-	for _, s := range o.streams {
-		o.readLocked(s)
+	for i, s := range o.streams {
+		if pfd[i].Revents != 0 {
+			o.readLocked(s)
+		}
 		if s.dropped > 0 {
 			if n := len(s.buf); n > 0 && s.buf[n-1] != '\n' {
 				s.buf = append(s.buf, '\n')
