@@ -23,6 +23,7 @@ var CConstants = []NamedConst{
 	{"FLAG_MORE_SEGMENTS", uint64(FlagMoreSegments)},
 	{"FLAG_NO_REPLY", uint64(FlagNoReply)},
 	{"FLAG_NOTIFY", uint64(FlagNotify)},
+	{"FLAG_OUTPUT", uint64(FlagOutput)},
 
 	{"BUF_NONE", uint64(BufNone)},
 	{"BUF_INLINE", uint64(BufInline)},
@@ -35,6 +36,7 @@ var CConstants = []NamedConst{
 	{"FEATURE_INLINE", FeatureInline},
 	{"FEATURE_MODULE_HASH", FeatureModuleHash},
 	{"FEATURE_HOST_SHARE", FeatureHostShare},
+	{"FEATURE_DEVICE_OUTPUT", FeatureDeviceOutput},
 
 	{"ROLE_LIBRARY", uint64(RoleLibrary)},
 	{"ROLE_DRIVER", uint64(RoleDriver)},
@@ -69,6 +71,10 @@ var CConstants = []NamedConst{
 	{"MAX_PARAM_BYTES", MaxParamBytes},
 	{"DEFAULT_PORT", DefaultPort},
 	{"MAX_BATCH", DefaultMaxBatch},
+	{"OUTPUT_STDOUT", uint64(OutputStdout)},
+	{"OUTPUT_STDERR", uint64(OutputStderr)},
+	{"OUTPUT_FINAL", uint64(OutputFinal)},
+	{"MAX_OUTPUT_CHUNK", MaxOutputChunk},
 }
 
 // DefaultPort is the vsock port of the vGPU service.

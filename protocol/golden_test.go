@@ -107,6 +107,23 @@ func deviceGetMonitorReply() []byte {
 	return AppendFrame(nil, Reply(&req, 0), Bytes(&p), nil)
 }
 
+// notifyOutput is one line of device printf output, the whole flush.
+func notifyOutput() []byte {
+	text := "vgpu printf probe: tag 7 block 0 thread 0\n"
+	p := OutputNotify{Stream: OutputStdout, Flags: OutputFinal, Len: uint32(len(text))}
+	h := NewHeader(OpNotifyOutput, 11) // the request whose reply follows
+	h.Flags = FlagNotify
+	return AppendFrame(nil, h, append(Bytes(&p), text...), nil)
+}
+
+// syncReplyOutput is the reply that follows a flush of device output.
+func syncReplyOutput() []byte {
+	req := NewHeader(OpDeviceSynchronize, 11)
+	h := Reply(&req, 0)
+	h.Flags |= FlagOutput
+	return AppendFrame(nil, h, nil, nil)
+}
+
 var goldenFrames = []goldenFrame{
 	{"hello_req", helloReq},
 	{"hello_reply", helloReply},
@@ -120,6 +137,8 @@ var goldenFrames = []goldenFrame{
 	{"guest_register_host_mapped", guestRegisterHostMapped},
 	{"device_get_processes_reply", deviceGetProcessesReply},
 	{"device_get_monitor_reply", deviceGetMonitorReply},
+	{"notify_output", notifyOutput},
+	{"sync_reply_output", syncReplyOutput},
 }
 
 func TestGoldenFrames(t *testing.T) {

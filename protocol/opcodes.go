@@ -86,6 +86,7 @@ const (
 
 	OpNotifyHostFunc Opcode = 0x0901
 	OpNotifyError    Opcode = 0x0902
+	OpNotifyOutput   Opcode = 0x0903
 )
 
 // Tail says what may follow a payload's fixed part.
@@ -180,6 +181,7 @@ var Ops = []OpInfo{
 
 	{Op: OpNotifyHostFunc, Name: "NOTIFY_HOST_FUNC", Req: HostFuncNotify{}},
 	{Op: OpNotifyError, Name: "NOTIFY_ERROR", Req: ErrorNotify{}},
+	{Op: OpNotifyOutput, Name: "NOTIFY_OUTPUT", Req: OutputNotify{}, ReqTail: TailBytes},
 }
 
 var opIndex = func() map[Opcode]*OpInfo {

@@ -39,6 +39,10 @@ const (
 	FeatureInline     uint64 = 1 << 3 // inline data (host mode)
 	FeatureModuleHash uint64 = 1 << 4 // OpModuleLoad by content hash
 	FeatureHostShare  uint64 = 1 << 5 // OpHostShare/OpHostUnshare: host-mode memfds shared over the unix socket
+	// FeatureDeviceOutput: the process's device printf and assert output
+	// comes as OpNotifyOutput before the reply of each synchronising call
+	// (offered where the process's GPU work runs in its own host process).
+	FeatureDeviceOutput uint64 = 1 << 6
 )
 
 // Roles of a HELLO sender.
@@ -391,7 +395,7 @@ type ModuleLoadReq struct {
 // ModuleLoadReply answers OpModuleLoad.
 type ModuleLoadReply struct {
 	Module uint64
-	Cached uint32 // 1 if the host already had the image
+	Cached uint32 // 1 if the image came from this VM's cache (a load by hash)
 	Pad0   uint32
 }
 
@@ -531,6 +535,34 @@ type HostFuncNotify struct {
 	CallbackID uint64
 	Stream     uint64
 }
+
+// Output streams of OutputNotify.
+const (
+	OutputStdout uint32 = 1
+	OutputStderr uint32 = 2
+)
+
+// OutputFinal marks the last OutputNotify of one flush (the one before a
+// FlagOutput reply).
+const OutputFinal uint32 = 1
+
+// OutputNotify carries Len bytes of the process's device output (printf,
+// assert messages) for its Stream (OutputStdout, OutputStderr), in the
+// tail; the guest library writes them to its own stdout or stderr. A flush
+// may be split over several frames. A flush that precedes a reply carries
+// that reply's request id in its frames' headers, its last frame has
+// OutputFinal, and the reply has FlagOutput; a flush before a host function
+// runs has request id 0 and no OutputFinal.
+type OutputNotify struct {
+	Stream uint32
+	Flags  uint32
+	Len    uint32
+	Pad0   uint32
+}
+
+// MaxOutputChunk is the most output bytes one OutputNotify carries (so a
+// frame fits the guest driver's 4 KiB notification buffer).
+const MaxOutputChunk = 4096 - HeaderSize - 16
 
 // ErrorNotify reports a deferred error of an asynchronous call.
 type ErrorNotify struct {

@@ -26,6 +26,7 @@ typedef float vgpu_f32;
 #define VGPU_FLAG_MORE_SEGMENTS 0x4u
 #define VGPU_FLAG_NO_REPLY 0x8u
 #define VGPU_FLAG_NOTIFY 0x10u
+#define VGPU_FLAG_OUTPUT 0x20u
 #define VGPU_BUF_NONE 0x0u
 #define VGPU_BUF_INLINE 0x1u
 #define VGPU_BUF_SEGMENTS 0x2u
@@ -36,6 +37,7 @@ typedef float vgpu_f32;
 #define VGPU_FEATURE_INLINE 0x8u
 #define VGPU_FEATURE_MODULE_HASH 0x10u
 #define VGPU_FEATURE_HOST_SHARE 0x20u
+#define VGPU_FEATURE_DEVICE_OUTPUT 0x40u
 #define VGPU_ROLE_LIBRARY 0x1u
 #define VGPU_ROLE_DRIVER 0x2u
 #define VGPU_COPY_ASYNC 0x1u
@@ -65,6 +67,10 @@ typedef float vgpu_f32;
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
+#define VGPU_OUTPUT_STDOUT 0x1u
+#define VGPU_OUTPUT_STDERR 0x2u
+#define VGPU_OUTPUT_FINAL 0x1u
+#define VGPU_MAX_OUTPUT_CHUNK 0xfd0u
 
 /* Opcodes: area in the high byte. */
 #define VGPU_OP_HELLO 0x0001u
@@ -119,6 +125,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
 #define VGPU_OP_NOTIFY_ERROR 0x0902u
+#define VGPU_OP_NOTIFY_OUTPUT 0x0903u
 
 struct vgpu_header {
 	uint32_t magic;
@@ -746,6 +753,18 @@ _Static_assert(offsetof(struct vgpu_error_notify, error) == 8, "vgpu_error_notif
 _Static_assert(offsetof(struct vgpu_error_notify, opcode) == 12, "vgpu_error_notify.opcode");
 _Static_assert(offsetof(struct vgpu_error_notify, pad0) == 14, "vgpu_error_notify.pad0");
 
+struct vgpu_output_notify {
+	uint32_t stream;
+	uint32_t flags;
+	uint32_t len;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_output_notify) == 16, "vgpu_output_notify size");
+_Static_assert(offsetof(struct vgpu_output_notify, stream) == 0, "vgpu_output_notify.stream");
+_Static_assert(offsetof(struct vgpu_output_notify, flags) == 4, "vgpu_output_notify.flags");
+_Static_assert(offsetof(struct vgpu_output_notify, len) == 8, "vgpu_output_notify.len");
+_Static_assert(offsetof(struct vgpu_output_notify, pad0) == 12, "vgpu_output_notify.pad0");
+
 /* Opcode names, for logs. */
 static inline const char *vgpu_op_name(uint16_t op)
 {
@@ -802,6 +821,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";
 	case VGPU_OP_NOTIFY_ERROR: return "NOTIFY_ERROR";
+	case VGPU_OP_NOTIFY_OUTPUT: return "NOTIFY_OUTPUT";
 	default: return "UNKNOWN";
 	}
 }

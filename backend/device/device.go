@@ -244,6 +244,8 @@ const (
 	ErrNotReady            Result = 600
 	ErrIllegalAddress      Result = 700
 	ErrLaunchOutOfRes      Result = 701
+	ErrContextDestroyed    Result = 709
+	ErrAssert              Result = 710
 	ErrLaunchFailed        Result = 719
 	ErrHostMemAlreadyReg   Result = 712
 	ErrHostMemNotReg       Result = 713
@@ -263,6 +265,7 @@ var resultNames = map[Result]string{
 	ErrFileNotFound: "CUDA_ERROR_FILE_NOT_FOUND", ErrInvalidHandle: "CUDA_ERROR_INVALID_HANDLE",
 	ErrNotFound: "CUDA_ERROR_NOT_FOUND", ErrNotReady: "CUDA_ERROR_NOT_READY",
 	ErrIllegalAddress: "CUDA_ERROR_ILLEGAL_ADDRESS", ErrLaunchOutOfRes: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+	ErrContextDestroyed: "CUDA_ERROR_CONTEXT_IS_DESTROYED", ErrAssert: "CUDA_ERROR_ASSERT",
 	ErrLaunchFailed: "CUDA_ERROR_LAUNCH_FAILED", ErrHostMemAlreadyReg: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
 	ErrHostMemNotReg: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", ErrNotPermitted: "CUDA_ERROR_NOT_PERMITTED",
 	ErrNotSupported: "CUDA_ERROR_NOT_SUPPORTED", ErrInvalidAddressSpace: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
@@ -323,10 +326,12 @@ func ResultOf(err error) Result {
 
 // Sticky reports CUresults after which the CUDA context is unusable: every
 // later call of the process on that context fails (cuda.h: "the process
-// must be terminated and relaunched").
+// must be terminated and relaunched"). On the H100 (driver 580) such an
+// error poisons the whole process, every context of it
+// (bench/results/2026-11-25-h100-probe).
 func Sticky(r Result) bool {
 	switch r {
-	case ErrIllegalAddress, 702, 714, 715, 716, ErrInvalidAddressSpace, 718, ErrLaunchFailed, 720, 721:
+	case ErrIllegalAddress, 702, ErrAssert, 714, 715, 716, ErrInvalidAddressSpace, 718, ErrLaunchFailed, 720, 721:
 		return true
 	}
 	return false

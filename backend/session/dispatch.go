@@ -85,7 +85,7 @@ func init() {
 // dispatches it.
 func (s *Session) run(c *call) error {
 	f := c.f
-	if f.Flags&(protocol.FlagReply|protocol.FlagNotify) != 0 {
+	if f.Flags&(protocol.FlagReply|protocol.FlagNotify|protocol.FlagOutput) != 0 {
 		return device.Errorf("frame", device.ErrInvalidValue, "%v: guests send requests, not replies or notifications", f.Opcode)
 	}
 	if _, err := protocol.CheckRequest(f); err != nil {

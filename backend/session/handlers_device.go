@@ -17,6 +17,9 @@ func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, erro
 	case s.segsOK:
 		offer |= protocol.FeatureSegments
 	}
+	if s.cfg.Output != nil {
+		offer |= protocol.FeatureDeviceOutput
+	}
 	rep := protocol.HelloReply{
 		Major: uint16(protocol.Major), Minor: uint16(protocol.Minor),
 		DeviceCount: uint32(len(s.cfg.Devices)),
@@ -25,6 +28,7 @@ func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, erro
 		MaxBatch:  s.cfg.MaxBatch,
 		SessionID: s.cfg.ID,
 	}
+	s.outputOn.Store(rep.Features&protocol.FeatureDeviceOutput != 0)
 	protocol.SetString(rep.BackendVersion[:], s.cfg.BackendVersion)
 	protocol.SetString(rep.DeviceKind[:], s.cfg.DeviceKind)
 	s.proc.setPID(r.PID, r.Role)
@@ -136,8 +140,7 @@ func memGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.MemInfoRep
 		return protocol.MemInfoReply{}, err
 	}
 	if q := s.cfg.Quota; q != nil && q.Limit != 0 {
-		left := q.Limit - min(q.Used(), q.Limit)
-		free, total = min(free, left), min(total, q.Limit)
+		free, total = min(free, q.Available()), min(total, q.Limit)
 	}
 	return protocol.MemInfoReply{Free: free, Total: total}, nil
 }
@@ -276,6 +279,7 @@ func hostFuncLaunch(s *Session, c *call, r *protocol.HostFuncReq) error {
 	s.hfMu.Unlock()
 	stream := r.Stream
 	err = ctx.LaunchHostFunc(st, func() {
+		s.flushOutput(0) // the driver prints before a stream callback runs
 		n := protocol.HostFuncNotify{CallbackID: id, Stream: stream}
 		s.notify(protocol.OpNotifyHostFunc, protocol.Bytes(&n))
 		select {

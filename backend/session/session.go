@@ -26,7 +26,7 @@ type Session struct {
 	log   hclog.Logger
 	lim   protocol.Limits
 	stats *Stats
-	mods  *ModuleCache
+	mods  ModuleStore
 	eng   *engine.Engine
 	mem   guestmem.Source // nil: no guest memory (a VM transport that cannot see it)
 	// fdc is set when the peer can pass fds (host mode); sharer when it
@@ -61,6 +61,9 @@ type Session struct {
 
 	own        sessionStats
 	stickySeen bool
+	// outputOn: the library asked for device output (FeatureDeviceOutput).
+	outputOn atomic.Bool
+	outMu    sync.Mutex // one flush of device output at a time
 	// broken is set when the recover boundary caught a panic: the
 	// session's state can no longer be trusted, so every later call fails
 	// with this error (as a sticky CUDA error would) until the guest
@@ -417,11 +420,16 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		}
 		return
 	}
+	var flags protocol.Flags
+	if s.flushOutput(f.RequestID) {
+		flags = protocol.FlagOutput
+	}
 	if err == nil && c.frame != nil {
 		// The payload is already in place: fill in the header and send.
 		bp := c.frame
 		c.frame = nil
 		h := protocol.Reply(&f.Header, int32(status))
+		h.Flags |= flags
 		h.PayloadLen = uint32(c.frameN)
 		protocol.PutHeader(*bp, &h)
 		clear((*bp)[protocol.HeaderSize+c.frameN:]) // padding
@@ -432,7 +440,9 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 	if err == nil {
 		payload = c.out
 	}
-	s.reply(&f.Header, status, payload)
+	h := protocol.Reply(&f.Header, int32(status))
+	h.Flags |= flags
+	s.sendFrame(h, payload)
 }
 
 func (s *Session) reply(req *protocol.Header, status device.Result, payload []byte) {

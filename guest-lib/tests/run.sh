@@ -6,9 +6,10 @@
 #      ../shared/abi/*.exports.txt (nm -D --with-symbol-versions)
 #   3. every unsupported symbol returns its error (generated list)
 #   4. struct layouts against the real CUDA 11.8 headers (if installed)
-#   5. host mode against the sim device: C tests of every API group (pinned
-#      memory shared as memfds; again with VGPU_HOST_SHARE=0, inline; again
-#      with vgpu serve --isolate vm); the same tests in guest mode through a
+#   5. host mode against the sim device (vgpu serve: a worker process per
+#      client): C tests of every API group (pinned memory shared as memfds;
+#      again with VGPU_HOST_SHARE=0, inline; again with vgpu serve --isolate
+#      vm); the same tests in guest mode through a
 #      fake /dev/vgpu (tests/fakedev.c)
 #   6. nvcc-built programs (if /usr/bin/nvcc exists) against sim
 #   7. NVML: struct layouts against nvml.h (if installed); tests/nvml_test.c
@@ -152,8 +153,8 @@ if start_server; then
 		else
 			fail "host mode with VGPU_HOST_SHARE=0: $(grep FAIL "$T/noshare.out" | head -3 | tr '\n' ' ')"
 		fi
-		# 5a. host mode in a worker process (vgpu serve --isolate vm): the
-		# manager forwards the memfds, the worker maps them
+		# 5a. host mode in a VM's worker process (vgpu serve --isolate vm):
+		# the worker gets the client's socket and maps its memfds
 		bin=${VGPU_BIN:-$ROOT/bin/vgpu}
 		if [ -x "$bin" ] && "$bin" serve -h 2>&1 | grep -q -- 'isolate'; then
 			ISOCK=$T/vgpu-isolate.sock

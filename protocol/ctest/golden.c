@@ -146,6 +146,23 @@ static void notify_host_func(struct frame *f)
 	end_payload(f, 0);
 }
 
+static void notify_output(struct frame *f)
+{
+	static const char text[] = "vgpu printf probe: tag 7 block 0 thread 0\n";
+	struct vgpu_output_notify p = { .stream = VGPU_OUTPUT_STDOUT, .flags = VGPU_OUTPUT_FINAL,
+					.len = sizeof(text) - 1 };
+	begin(f, VGPU_OP_NOTIFY_OUTPUT, 11, VGPU_FLAG_NOTIFY, 0);
+	put(f, &p, sizeof(p));
+	put(f, text, sizeof(text) - 1);
+	end_payload(f, 0);
+}
+
+static void sync_reply_output(struct frame *f)
+{
+	begin(f, VGPU_OP_DEVICE_SYNCHRONIZE, 11, VGPU_FLAG_REPLY | VGPU_FLAG_OUTPUT, 0);
+	end_payload(f, 0);
+}
+
 static void host_share(struct frame *f)
 {
 	struct vgpu_host_share_req p = { .base = 1ull << 40, .size = 2u << 20 };
@@ -203,6 +220,8 @@ static const struct {
 	{ "guest_register_host_mapped", guest_register_host_mapped },
 	{ "device_get_processes_reply", device_get_processes_reply },
 	{ "device_get_monitor_reply", device_get_monitor_reply },
+	{ "notify_output", notify_output },
+	{ "sync_reply_output", sync_reply_output },
 };
 
 int main(int argc, char **argv)

@@ -12,12 +12,12 @@ import (
 )
 
 func init() {
-	register("bench", command{summary: "measure memcpy paths and call latency (memcpy | calls | plot)", run: cmdBench})
+	register("bench", command{summary: "measure memcpy paths, call latency and process start (memcpy | calls | start | plot)", run: cmdBench})
 }
 
 func cmdBench(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: vgpu bench memcpy|calls|plot [options]  (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: vgpu bench memcpy|calls|start|plot [options]  (-h for each)")
 		return 2
 	}
 	switch args[0] {
@@ -25,10 +25,12 @@ func cmdBench(args []string) int {
 		return benchMemcpy(args[1:])
 	case "calls":
 		return benchCalls(args[1:])
+	case "start":
+		return benchStart(args[1:])
 	case "plot":
 		return benchPlot(args[1:])
 	}
-	fmt.Fprintf(os.Stderr, "vgpu bench: unknown benchmark %q (memcpy, calls, plot)\n", args[0])
+	fmt.Fprintf(os.Stderr, "vgpu bench: unknown benchmark %q (memcpy, calls, start, plot)\n", args[0])
 	return 2
 }
 

@@ -98,6 +98,6 @@ func printStatus(st *server.Status) {
 	}
 	if st.Workers != nil {
 		b, _ := json.MarshalIndent(st.Workers, "  ", "  ")
-		fmt.Printf("\nworker processes (--isolate vm; their own call counters are not included above):\n  %s\n", b)
+		fmt.Printf("\nworker processes (their counters are included above):\n  %s\n", b)
 	}
 }

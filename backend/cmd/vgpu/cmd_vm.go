@@ -11,6 +11,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/serveconf"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/vm"
+	"github.com/vgpu-project/vgpu/backend/worker"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -52,24 +53,43 @@ func cmdVM(args []string) int {
 }
 
 // startInProcessBackend serves a vGPU for `vgpu vm run` without --vgpu: the
-// GPU if there is one, else the simulated device (with its banner).
-// VGPU_DEVICE=cuda|sim|auto overrides the choice.
+// GPU if there is one, else the simulated device (with its banner), with a
+// worker process per guest process as `vgpu serve` does by default (so a
+// program's device printf reaches its own output).
+// VGPU_DEVICE=cuda|sim|auto and VGPU_ISOLATE=process|vm|none override.
 func startInProcessBackend(ctx context.Context, log hclog.Logger) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "vgpu-vm-")
 	if err != nil {
 		return "", nil, err
 	}
-	f := serveFlags{device: "auto", simDevices: 1, simMem: "16G"}
+	f := serveFlags{device: "auto", simDevices: 1, simMem: "16G", memLimit: "0", engine: "auto", logLevel: "warn",
+		isolate: "process", pool: 1, maxProcesses: worker.DefaultMaxPerVM}
 	if d := os.Getenv("VGPU_DEVICE"); d != "" {
 		f.device = d
+	}
+	if i := os.Getenv("VGPU_ISOLATE"); i != "" {
+		f.isolate = i
 	}
 	drv, err := openDriver(f, log)
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	srv, err := server.New(server.Config{Driver: drv, Engine: engine.Auto, Limits: protocol.DefaultLimits, Version: version, Logger: log})
+	cfg := server.Config{Driver: drv, Engine: engine.Auto, Limits: protocol.DefaultLimits, Version: version, Logger: log}
+	mgr, err := isolate(f, drv, &cfg, log)
 	if err != nil {
+		drv.Close()
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	closeMgr := func() {
+		if mgr != nil {
+			mgr.Close()
+		}
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		closeMgr()
 		drv.Close()
 		os.RemoveAll(dir)
 		return "", nil, err
@@ -79,12 +99,14 @@ func startInProcessBackend(ctx context.Context, log hclog.Logger) (string, func(
 	errc := make(chan error, 1)
 	if _, err := serveVhostUser(ctx, srv, sock, 3, false, log, errc); err != nil {
 		cancel()
+		closeMgr()
 		drv.Close()
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
 	stop := func() {
 		cancel()
+		closeMgr()
 		drv.Close()
 		os.RemoveAll(dir)
 	}

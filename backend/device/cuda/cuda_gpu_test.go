@@ -52,7 +52,7 @@ func TestGPUProperties(t *testing.T) {
 	free, total, err := c.MemGetInfo()
 	ok(t, "mem info", err)
 	t.Logf("%s, cc %d.%d, %d SMs, %d/%d MiB free, CUDA %d, cuFuncGetParamInfo %v",
-		p.Name, p.Attrs[75], p.Attrs[76], p.Attrs[16], free>>20, total>>20, gpuDrv.Version(), c.l.cuFuncGetParamInfo != nil)
+		p.Name, p.Attrs[75], p.Attrs[76], p.Attrs[16], free>>20, total>>20, gpuDrv.Version(), c.l.has("cuFuncGetParamInfo"))
 	lim, err := c.GetLimit(2)
 	ok(t, "get limit", err)
 	ok(t, "set limit", c.SetLimit(2, lim))

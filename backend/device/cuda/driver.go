@@ -40,7 +40,7 @@ func Open(log hclog.Logger) (*Driver, error) {
 		return nil, fmt.Errorf("%w: cuDeviceGetCount: %d devices (%v)", device.ErrNoGPU, n, device.Result(r))
 	}
 	d := &Driver{l: l, log: log.Named("cuda"), count: int(n), ctxs: map[int]*Context{}}
-	d.log.Info("NVIDIA driver ready", "cuda_version", l.version, "devices", n, "param_info", l.cuFuncGetParamInfo != nil)
+	d.log.Info("NVIDIA driver ready", "cuda_version", l.version, "devices", n, "param_info", l.has("cuFuncGetParamInfo"), "absent", len(l.absent))
 	d.nvml = openNVML(d.log)
 	return d, nil
 }
@@ -87,9 +87,7 @@ func (d *Driver) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for o, c := range d.ctxs {
-		if d.l.cuDevicePrimaryCtxRelease != nil {
-			d.l.cuDevicePrimaryCtxRelease(c.dev)
-		}
+		d.l.cuDevicePrimaryCtxRelease(c.dev) // 801 from its stub if absent
 		delete(d.ctxs, o)
 	}
 	d.nvml.close()
