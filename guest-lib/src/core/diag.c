@@ -127,6 +127,19 @@ void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_
 	pthread_mutex_unlock(&stat_mu);
 }
 
+/* vgpuRoundTrips: the calls of this process that waited for a reply so far
+ * (with VGPU_STATS=1; 0 otherwise). Tools sample it around a region, e.g.
+ * one training step, to count its synchronous round trips. */
+VGPU_EXPORT uint64_t vgpuRoundTrips(void)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock(&stat_mu);
+	for (unsigned i = 0; i < VGPU_NOPSTAT; i++)
+		n += vgpu_opstats[i].round_trips;
+	pthread_mutex_unlock(&stat_mu);
+	return n;
+}
+
 unsigned vgpu_opstat_index(uint16_t op)
 {
 	unsigned area = op >> 8, n = op & 0xff;
