@@ -276,3 +276,20 @@ func (p *Pool) Snapshot() Snapshot {
 	}
 	return s
 }
+
+// Add adds o's use and refusals to s (limits are not added: each process
+// has its own). A manager sums its worker processes' snapshots with it.
+func (s *Snapshot) Add(o Snapshot) {
+	if s.Used == nil {
+		s.Used = map[string]int64{}
+	}
+	if s.Refused == nil {
+		s.Refused = map[string]int64{}
+	}
+	for r, v := range o.Used {
+		s.Used[r] += v
+	}
+	for r, v := range o.Refused {
+		s.Refused[r] += v
+	}
+}

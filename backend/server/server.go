@@ -1,8 +1,8 @@
 // Package server accepts guest connections from any transport.Listener and
 // runs one session per connection. It owns what sessions share: the device
 // contexts (mapped to guest ordinals by --gpus), per-VM state (device memory
-// cap, guest RAM registration), the module image cache and the counters; and
-// it reports them (Status) for "vgpu status" and the metrics endpoint.
+// cap, guest RAM registration, module image cache) and the counters; and it
+// reports them (Status) for "vgpu status" and the metrics endpoint.
 //
 // Trust: connections are untrusted; sessions validate everything. The server
 // trusts its configuration.
@@ -36,6 +36,13 @@ type Config struct {
 	GPUs []int
 	// MemLimit caps each VM's device memory, all devices together (0: none).
 	MemLimit uint64
+	// ModuleCacheBytes bounds each VM's module image cache (0:
+	// session.DefaultModuleCacheBytes).
+	ModuleCacheBytes uint64
+	// VMResources, if set, supplies a VM's memory quota and module store
+	// instead of this process's own (a worker process whose VM's other
+	// processes run elsewhere: both are shared through the manager).
+	VMResources func(vm string) (*session.Quota, session.ModuleStore)
 	// Engine picks the memcpy engine for guest-memory copies.
 	Engine engine.Kind
 	Limits protocol.Limits
@@ -50,8 +57,15 @@ type Config struct {
 	Dispatch func(ctx context.Context, conn transport.Conn, id uint64) error
 	// OnStickyError is passed to sessions (see session.Config).
 	OnStickyError func(error)
+	// Output is passed to sessions (see session.Config): only a process
+	// that serves one session (a PerProcess worker) can tell whose device
+	// output its fd 1 and 2 carry.
+	Output session.DeviceOutput
 	// WorkerStatus, if set, adds the worker processes to Status.
 	WorkerStatus func() any
+	// Aggregate, if set, adds what sessions served in other processes
+	// (workers) report: their counters, devices and VMs' memory.
+	Aggregate func() Aggregate
 	// FrontStatus, if set, adds the connected "vgpu front" processes to
 	// Status.
 	FrontStatus func() any
@@ -71,7 +85,6 @@ type Server struct {
 	log     hclog.Logger
 	devices []device.Context
 	stats   *session.Stats
-	mods    *session.ModuleCache
 	started time.Time
 	nextID  atomic.Uint64
 	bounds  budget.Bounds
@@ -83,6 +96,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	vms      map[string]*vmState
+	caches   map[string]*vmCache // outlive their VM's sessions (ModuleCacheIdle)
 	sessions map[uint64]*sessionInfo
 	wg       sync.WaitGroup
 }
@@ -90,10 +104,23 @@ type Server struct {
 type vmState struct {
 	name     string
 	quota    *session.Quota
+	procs    *session.ProcessTable // the VM's guest processes (NVML's process list)
+	mods     session.ModuleStore
 	reg      *engine.Registry
 	pool     *budget.Pool
 	sessions int
 }
+
+// vmCache is a VM's module images. A VM's programs usually run one after
+// another, so the cache outlives the VM's sessions; it is dropped once the
+// VM has had no session for ModuleCacheIdle.
+type vmCache struct {
+	c         *session.ModuleCache
+	idleSince time.Time // zero while the VM has sessions
+}
+
+// ModuleCacheIdle is how long a VM's module cache outlives its last session.
+const ModuleCacheIdle = 10 * time.Minute
 
 type sessionInfo struct {
 	id      uint64
@@ -119,8 +146,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger.Named("server"),
-		stats: &session.Stats{}, mods: session.NewModuleCache(0), started: time.Now(),
-		vms: map[string]*vmState{}, sessions: map[uint64]*sessionInfo{},
+		stats: &session.Stats{}, started: time.Now(),
+		vms: map[string]*vmState{}, caches: map[string]*vmCache{}, sessions: map[uint64]*sessionInfo{},
 	}
 	if cfg.Bounds != nil {
 		s.bounds = *cfg.Bounds
@@ -147,6 +174,18 @@ func New(cfg Config) (*Server, error) {
 
 // Pool returns the process's budget (tests, status).
 func (s *Server) Pool() *budget.Pool { return s.pool }
+
+// Warm makes sure every device's context exists and works (a worker does
+// it before it tells its manager it is ready: cuInit and context creation
+// then cost the guest program nothing).
+func (s *Server) Warm() error {
+	for _, c := range s.devices {
+		if _, _, err := c.MemGetInfo(); err != nil {
+			return fmt.Errorf("server: device %d: %w", c.Ordinal(), err)
+		}
+	}
+	return nil
+}
 
 // Stats returns the shared session counters.
 func (s *Server) Stats() *session.Stats { return s.stats }
@@ -235,17 +274,20 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		Devices:                   s.devices,
 		DeviceKind:                s.cfg.Driver.Kind(),
 		DriverVersion:             s.cfg.Driver.Version(),
+		DriverRelease:             s.cfg.Driver.Release(),
 		BackendVersion:            s.cfg.Version,
 		Limits:                    s.cfg.Limits,
 		AllowUnprivilegedSegments: s.cfg.AllowUnprivilegedSegments,
 		ExclusiveContext:          s.cfg.ExclusiveContext,
 		Quota:                     vm.quota,
-		Modules:                   s.mods,
+		Processes:                 vm.procs,
+		Modules:                   vm.mods,
 		Engine:                    engine.New(s.cfg.Engine, vm.reg),
 		Stats:                     s.stats,
 		Logger:                    s.cfg.Logger,
 		ID:                        id,
 		OnStickyError:             s.cfg.OnStickyError,
+		Output:                    s.cfg.Output,
 		Budget:                    vm.pool.Client(fmt.Sprintf("session %d", id), s.bounds.Client, s.bounds.Reserve),
 		LimitTable:                s.limits,
 		FrameTimeout:              s.cfg.FrameTimeout,
@@ -263,8 +305,17 @@ func (s *Server) attach(name string) *vmState {
 	defer s.mu.Unlock()
 	v, ok := s.vms[name]
 	if !ok {
-		v = &vmState{name: name, quota: &session.Quota{Limit: s.cfg.MemLimit}, reg: engine.NewRegistry(),
+		v = &vmState{name: name, procs: session.NewProcessTable(), reg: engine.NewRegistry(),
 			pool: s.pool.Child("vm "+name, s.bounds.VM)}
+		if s.cfg.VMResources != nil {
+			v.quota, v.mods = s.cfg.VMResources(name)
+		}
+		if v.quota == nil {
+			v.quota = &session.Quota{Limit: s.cfg.MemLimit}
+		}
+		if v.mods == nil {
+			v.mods = s.moduleCacheLocked(name)
+		}
 		s.vms[name] = v
 	}
 	v.sessions++
@@ -280,7 +331,28 @@ func (s *Server) detach(v *vmState) {
 	if v.sessions == 0 {
 		v.reg.Close()
 		delete(s.vms, v.name)
+		if c, ok := s.caches[v.name]; ok {
+			c.idleSince = time.Now()
+		}
 	}
+}
+
+// moduleCacheLocked returns VM name's module cache, creating it, and drops
+// the caches of VMs idle for longer than ModuleCacheIdle.
+func (s *Server) moduleCacheLocked(name string) *session.ModuleCache {
+	now := time.Now()
+	for n, c := range s.caches {
+		if !c.idleSince.IsZero() && now.Sub(c.idleSince) > ModuleCacheIdle {
+			delete(s.caches, n)
+		}
+	}
+	c, ok := s.caches[name]
+	if !ok {
+		c = &vmCache{c: session.NewModuleCache(s.cfg.ModuleCacheBytes)}
+		s.caches[name] = c
+	}
+	c.idleSince = time.Time{}
+	return c.c
 }
 
 // Status is a snapshot for "vgpu status" and metrics.
@@ -297,6 +369,10 @@ type Status struct {
 	// Budget is what guests hold of this process's bounds (per VM in VMs).
 	Budget          budget.Snapshot `json:"budget"`
 	RefusedSessions uint64          `json:"refused_sessions,omitempty"`
+	// WorkersBudget, in a manager, is what guests hold in its worker
+	// processes, summed (each worker has its own bounds; refusals of
+	// workers that ended included).
+	WorkersBudget *budget.Snapshot `json:"workers_budget,omitempty"`
 }
 
 // DeviceStatus describes one guest-visible device.
@@ -319,6 +395,9 @@ type VMStatus struct {
 	MemUsed  uint64          `json:"mem_used"`
 	MemLimit uint64          `json:"mem_limit"`
 	Budget   budget.Snapshot `json:"budget"`
+	// WorkersBudget, in a manager, is what the VM's sessions hold in
+	// worker processes, summed over them.
+	WorkersBudget *budget.Snapshot `json:"workers_budget,omitempty"`
 }
 
 // SessionStatus describes one session.
@@ -329,10 +408,48 @@ type SessionStatus struct {
 	Started string `json:"started"`
 }
 
+// Report is what a worker process tells its manager about itself: its
+// counters, its devices and its VMs' memory.
+type Report struct {
+	Stats   session.Snapshot `json:"stats"`
+	Devices []DeviceStatus   `json:"devices,omitempty"`
+	VMs     []VMStatus       `json:"vms,omitempty"`
+	// Budget is what guests hold of this process's bounds (per VM in VMs).
+	Budget budget.Snapshot `json:"budget"`
+}
+
+// Aggregate is what a manager adds to its own Status: the sum of its
+// workers' reports (counters of workers that ended included).
+type Aggregate struct {
+	Stats   session.Snapshot
+	Devices []DeviceStatus
+	VMMem   map[string]uint64 // device memory in use by VM
+	// Budget is what guests hold of the workers' bounds, summed (use of
+	// live workers; refusals of every worker).
+	Budget budget.Snapshot
+	// VMBudget is each VM's part of Budget.
+	VMBudget map[string]budget.Snapshot
+}
+
+// Report returns this process's counters, devices and VMs.
+func (s *Server) Report() Report {
+	st := s.Status()
+	return Report{Stats: st.Stats, Devices: st.Devices, VMs: st.VMs, Budget: st.Budget}
+}
+
 // Status returns a snapshot.
 func (s *Server) Status() Status {
 	st := Status{DeviceKind: s.cfg.Driver.Kind(), DriverVersion: s.cfg.Driver.Version(), Uptime: time.Since(s.started).Round(time.Second).String(), Stats: s.stats.Snapshot(),
 		Budget: s.pool.Snapshot(), RefusedSessions: s.refused.Load()}
+	var agg Aggregate
+	if s.cfg.Aggregate != nil {
+		agg = s.cfg.Aggregate()
+		st.Stats.Add(agg.Stats)
+		if len(s.devices) == 0 {
+			st.Devices = agg.Devices
+		}
+		st.WorkersBudget = &agg.Budget
+	}
 	for gi, ctx := range s.devices {
 		ds := DeviceStatus{GuestOrdinal: gi, HostOrdinal: ctx.Ordinal()}
 		if p, err := ctx.Properties(); err == nil {
@@ -349,7 +466,11 @@ func (s *Server) Status() Status {
 	}
 	s.mu.Lock()
 	for _, v := range s.vms {
-		st.VMs = append(st.VMs, VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used(), MemLimit: v.quota.Limit, Budget: v.pool.Snapshot()})
+		vs := VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used() + agg.VMMem[v.name], MemLimit: v.quota.Limit, Budget: v.pool.Snapshot()}
+		if b, ok := agg.VMBudget[v.name]; ok {
+			vs.WorkersBudget = &b
+		}
+		st.VMs = append(st.VMs, vs)
 	}
 	for _, si := range s.sessions {
 		st.Sessions = append(st.Sessions, SessionStatus{ID: si.id, VM: si.vm, Peer: si.peer, Started: si.started.UTC().Format(time.RFC3339)})

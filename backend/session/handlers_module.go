@@ -28,7 +28,7 @@ func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.Module
 	if r.Image.Kind == protocol.BufNone {
 		b, ok := s.mods.Get(r.Hash)
 		if !ok {
-			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrNotFound, "no image with this SHA-256 in the cache: send the image bytes")
+			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrNotFound, "no image with this SHA-256 in this VM's cache: send the image bytes")
 		}
 		img, cached = b, 1
 	} else {
@@ -41,11 +41,6 @@ func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.Module
 		}
 		if r.Hash != ([32]byte{}) && sha256.Sum256(b) != r.Hash {
 			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrInvalidValue, "the image's SHA-256 differs from the hash sent with it")
-		}
-		if old, ok := s.mods.Get(sha256.Sum256(b)); ok {
-			b, cached = old, 1
-		} else {
-			s.mods.Put(b)
 		}
 		img = b
 	}
@@ -63,9 +58,24 @@ func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.Module
 		s.dropObject()
 		return protocol.ModuleLoadReply{}, err
 	}
+	if cached == 0 {
+		s.cacheImage(img)
+	}
 	id := s.st.handle()
 	s.st.modules[id] = &moduleObj{dev: int(r.Device), h: h, funcs: map[string]uint64{}}
+	s.proc.touch(int(r.Device))
 	return protocol.ModuleLoadReply{Module: id, Cached: cached}, nil
+}
+
+// cacheImage keeps an image the device has loaded in the VM's cache, once
+// package image can parse it too: what is cached is a valid image, never
+// arbitrary bytes a guest uses to fill the cache.
+func (s *Session) cacheImage(img []byte) {
+	if _, err := image.Parse(img, image.KindAuto); err != nil {
+		s.log.Debug("module image not cached: the device loaded it but it does not parse", "err", err)
+		return
+	}
+	s.mods.Put(sha256.Sum256(img), img)
 }
 
 func moduleUnload(s *Session, c *call, r *protocol.HandleReq) error {

@@ -54,6 +54,7 @@ func hostFuncLaunch(s *Session, c *call, r *protocol.HostFuncReq) error {
 	s.hfMu.Unlock()
 	stream := r.Stream
 	err = ctx.LaunchHostFunc(st, func() {
+		s.flushOutput(0) // the driver prints before a stream callback runs
 		s.hfMu.Lock()
 		hf.started = time.Now().UnixNano()
 		s.hfMu.Unlock()

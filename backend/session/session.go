@@ -27,7 +27,7 @@ type Session struct {
 	log   hclog.Logger
 	lim   protocol.Limits
 	stats *Stats
-	mods  *ModuleCache
+	mods  ModuleStore
 	eng   *engine.Engine
 	mem   guestmem.Source // nil: no guest memory (a VM transport that cannot see it)
 	// fdc is set when the peer can pass fds (host mode); sharer when it
@@ -66,9 +66,16 @@ type Session struct {
 	hostFuncs map[uint64]*hostFunc
 	hfRunning atomic.Int64 // host functions the guest has been asked to run
 
-	propCache  []*device.Properties // validators' view of each device
+	propCache []*device.Properties // validators' view of each device
+	// proc is this session's entry in procs (the VM's process table).
+	procs *ProcessTable
+	proc  *processUse
+
 	own        sessionStats
 	stickySeen bool
+	// outputOn: the library asked for device output (FeatureDeviceOutput).
+	outputOn atomic.Bool
+	outMu    sync.Mutex // one flush of device output at a time
 	// broken is set when the recover boundary caught a panic: the
 	// session's state can no longer be trusted, so every later call fails
 	// with this error (as a sticky CUDA error would) until the guest
@@ -140,6 +147,11 @@ func New(conn transport.Conn, cfg Config) *Session {
 		hostFuncs: map[uint64]*hostFunc{},
 	}
 	s.st.init()
+	s.procs = cfg.Processes
+	if s.procs == nil {
+		s.procs = NewProcessTable()
+	}
+	s.proc = newProcessUse(len(cfg.Devices))
 	s.mem = conn.Memory()
 	s.fdc, _ = conn.(transport.FDConn)
 	if sh, ok := conn.(transport.MemorySharer); ok && s.mem != nil {
@@ -196,6 +208,8 @@ func (s *Session) Serve(ctx context.Context) error {
 	s.stats.sessions.Add(1)
 	s.stats.total.Add(1)
 	defer s.stats.sessions.Add(-1)
+	s.procs.add(s.proc)
+	defer s.procs.remove(s.proc)
 	s.log.Info("session started", "device_kind", s.cfg.DeviceKind, "devices", len(s.cfg.Devices), "segments", s.segsOK)
 
 	writerDone := make(chan struct{})
@@ -460,11 +474,16 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		}
 		return
 	}
+	var flags protocol.Flags
+	if s.flushOutput(f.RequestID) {
+		flags = protocol.FlagOutput
+	}
 	if status == device.Success && c.frame != nil {
 		// The payload is already in place: fill in the header and send.
 		bp := c.frame
 		c.frame = nil
 		h := protocol.Reply(&f.Header, int32(status))
+		h.Flags |= flags
 		h.PayloadLen = uint32(c.frameN)
 		protocol.PutHeader(*bp, &h)
 		clear((*bp)[protocol.HeaderSize+c.frameN:]) // padding
@@ -475,7 +494,9 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 	if status == device.Success {
 		payload = c.out // a reply with a non-zero status has no payload
 	}
-	s.reply(&f.Header, status, payload)
+	h := protocol.Reply(&f.Header, int32(status))
+	h.Flags |= flags
+	s.sendFrame(h, payload)
 }
 
 func (s *Session) reply(req *protocol.Header, status device.Result, payload []byte) {

@@ -87,6 +87,8 @@ type opts struct {
 	noHello         bool
 	limitTable      *session.LimitTable
 	vm              string // the connection's VM name (default "test")
+	procs           *session.ProcessTable
+	output          session.DeviceOutput
 }
 
 func start(t *testing.T, o opts) *env {
@@ -127,7 +129,8 @@ func start(t *testing.T, o opts) *env {
 	}
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
 		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky,
-		Budget: o.budget, LimitTable: o.limitTable, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive}
+		Budget: o.budget, LimitTable: o.limitTable, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive,
+		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}

@@ -263,6 +263,7 @@ func (s *Session) releaseAll(dev int) {
 			}
 			s.cfg.Quota.Release(r.size)
 			s.dropObject()
+			s.proc.uncharge(r.dev, r.size)
 			continue
 		}
 		kept = append(kept, r)
@@ -273,6 +274,7 @@ func (s *Session) releaseAll(dev int) {
 			s.dropRegion(id, r)
 		}
 	}
+	s.proc.reset(dev)
 }
 
 func (s *Session) unloadModule(id uint64, m *moduleObj) {

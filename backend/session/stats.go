@@ -127,6 +127,38 @@ func (s *Stats) Snapshot() Snapshot {
 	return out
 }
 
+// Add adds o's counters to s: the counters of sessions served in other
+// processes (worker processes report theirs to the manager).
+func (s *Snapshot) Add(o Snapshot) {
+	if s.Ops == nil {
+		s.Ops = map[string]OpStats{}
+	}
+	for n, v := range o.Ops {
+		a := s.Ops[n]
+		a.Calls += v.Calls
+		a.Errors += v.Errors
+		a.Nanos += v.Nanos
+		s.Ops[n] = a
+	}
+	s.UnknownOps += o.UnknownOps
+	s.BadFrames += o.BadFrames
+	s.Panics += o.Panics
+	s.HostFuncTimeouts += o.HostFuncTimeouts
+	s.FrameTimeouts += o.FrameTimeouts
+	s.StrayFDs += o.StrayFDs
+	s.ActiveSessions += o.ActiveSessions
+	s.TotalSessions += o.TotalSessions
+	s.DeferredErrors += o.DeferredErrors
+	s.BytesHtoD += o.BytesHtoD
+	s.BytesDtoH += o.BytesDtoH
+	if s.EngineCopies == nil {
+		s.EngineCopies = map[string]uint64{}
+	}
+	for n, v := range o.EngineCopies {
+		s.EngineCopies[n] += v
+	}
+}
+
 // sessionStats are one session's own counters (OpGetStats).
 type sessionStats struct {
 	calls, bytesHtoD, bytesDtoH, nanosHtoD, nanosDtoH, nanosInCall, launches atomic.Uint64

@@ -80,14 +80,17 @@ func init() {
 		protocol.OpSetOption: args(checkSetOption),
 		protocol.OpGetStats:  none("empty"),
 
-		protocol.OpDeviceGetCount:    none("empty"),
-		protocol.OpDeviceGetInfo:     args(checkDeviceReq),
-		protocol.OpDriverGetVersion:  none("empty"),
-		protocol.OpDeviceSynchronize: args(checkDeviceReq),
-		protocol.OpDeviceReset:       args(checkDeviceReq),
-		protocol.OpMemGetInfo:        args(checkDeviceReq),
-		protocol.OpDeviceSetLimit:    args(checkSetLimit),
-		protocol.OpDeviceGetLimit:    args(checkGetLimit),
+		protocol.OpDeviceGetCount:     none("empty"),
+		protocol.OpDeviceGetInfo:      args(checkDeviceReq),
+		protocol.OpDriverGetVersion:   none("empty"),
+		protocol.OpDeviceSynchronize:  args(checkDeviceReq),
+		protocol.OpDeviceReset:        args(checkDeviceReq),
+		protocol.OpMemGetInfo:         args(checkDeviceReq),
+		protocol.OpDeviceSetLimit:     args(checkSetLimit),
+		protocol.OpDeviceGetLimit:     args(checkGetLimit),
+		protocol.OpDriverGetInfo:      none("empty"),
+		protocol.OpDeviceGetProcesses: args(checkDeviceReq),
+		protocol.OpDeviceGetMonitor:   args(checkDeviceReq),
 
 		protocol.OpMemAlloc:           args(checkMemAlloc),
 		protocol.OpMemFree:            none("a pointer: the handler checks it is one of the session's allocations"),
@@ -129,6 +132,7 @@ func init() {
 
 		protocol.OpNotifyHostFunc: none("host to guest only: no handler serves it"),
 		protocol.OpNotifyError:    none("host to guest only: no handler serves it"),
+		protocol.OpNotifyOutput:   none("host to guest only: no handler serves it"),
 	}
 }
 

@@ -38,7 +38,9 @@ func TestWorkerGoesOnAfterALostMessage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
-	go func() { ran <- worker.Run(ctx, wrk, srv, hclog.NewNullLogger()) }()
+	go func() {
+		ran <- worker.Run(ctx, worker.NewControl(wrk), srv, hclog.NewNullLogger(), worker.RunOptions{Mode: worker.PerVM})
+	}()
 
 	var many []int
 	for i := 0; i < handoff.MaxFDs+8; i++ {

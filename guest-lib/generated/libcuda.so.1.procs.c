@@ -710,6 +710,7 @@ extern void cudbgRpcEnabled(void);
 extern void cudbgSessionId(void);
 extern void cudbgUseExternalDebugger(void);
 extern void vgpuGetStats(void);
+extern void vgpuRoundTrips(void);
 extern void vgpuSetOption(void);
 
 const struct vgpu_proc vgpu_procs[] = {
@@ -1421,6 +1422,7 @@ const struct vgpu_proc vgpu_procs[] = {
 	{"cudbgSessionId", cudbgSessionId},
 	{"cudbgUseExternalDebugger", cudbgUseExternalDebugger},
 	{"vgpuGetStats", vgpuGetStats},
+	{"vgpuRoundTrips", vgpuRoundTrips},
 	{"vgpuSetOption", vgpuSetOption},
 };
 
