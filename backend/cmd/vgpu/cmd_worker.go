@@ -120,6 +120,9 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, Engine: eng, Limits: protocol.DefaultLimits,
 		AllowUnprivilegedSegments: f.allowUnprivileged, Version: version, Logger: log,
 		OnStickyError: ctrl.Poisoned,
+		// The VM's process list spans its workers (in either mode: a
+		// PerVM worker's VM may still have the poisoned one it replaced).
+		OtherProcesses: ctrl.OtherProcesses,
 	}
 	if mode == worker.PerProcess {
 		// One guest process: its output is its own, and what its VM's
