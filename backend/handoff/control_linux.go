@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-project/vgpu/protocol"
 )
 
 // Control messages (Message.Op).
@@ -27,6 +29,9 @@ const (
 	OpUnlease    = "unlease"     // worker -> manager: Bytes of its lease back
 	OpModuleGet  = "module-get"  // worker -> manager: ID, Hash; the answer (same ID): the image as a sealed memfd, or none
 	OpModulePut  = "module-put"  // worker -> manager: Hash; the image as a sealed memfd
+	// The VM's process list (NVML) across its workers:
+	OpListProcesses = "list-processes" // worker -> manager: ID, Device; the answer (same op and ID): Processes, those the VM's other workers serve
+	OpOwnProcesses  = "own-processes"  // manager -> worker: ID, VM, Device; the answer (same op and ID): Processes, the worker's own
 )
 
 // Region is one guest RAM region as sent over a control socket (its fd
@@ -57,6 +62,11 @@ type Message struct {
 	Bytes  uint64          `json:"bytes,omitempty"`
 	Hash   string          `json:"hash,omitempty"` // hex SHA-256
 	Report json.RawMessage `json:"report,omitempty"`
+	// Device is a guest device ordinal (list-processes, own-processes);
+	// Processes are the guest processes on it (at most
+	// protocol.MaxProcesses), sorted by PID.
+	Device    int                    `json:"device,omitempty"`
+	Processes []protocol.ProcessInfo `json:"processes,omitempty"`
 }
 
 // MaxMsg and MaxFDs bound one control message.

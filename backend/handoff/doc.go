@@ -17,8 +17,9 @@
 // and source port), "poisoned" (worker -> manager: sticky CUDA error), and
 // between a manager and its workers: "ready", "session-end", "report"
 // (counters), "lease"/"leased"/"unlease" (the VM's memory cap, shared by its
-// workers) and "module-get"/"module-put" (the VM's module images, as sealed
-// memfds).
+// workers), "module-get"/"module-put" (the VM's module images, as sealed
+// memfds) and "list-processes"/"own-processes" (the VM's guest processes
+// on a device, gathered from its workers).
 //
 // Trust: Recv checks the framing (record size, truncated records or fd
 // lists, fd counts) and nothing else; the receiver validates the body.

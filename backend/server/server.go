@@ -43,6 +43,11 @@ type Config struct {
 	// instead of this process's own (a worker process whose VM's other
 	// processes run elsewhere: both are shared through the manager).
 	VMResources func(vm string) (*session.Quota, session.ModuleStore)
+	// OtherProcesses, if set, returns VM vm's guest processes on guest
+	// device dev that other host processes serve (a worker: the VM's other
+	// workers, through the manager); the VM's process list (NVML) adds
+	// them to this process's own (session.ProcessTable.Others).
+	OtherProcesses func(vm string, dev int) []protocol.ProcessInfo
 	// Engine picks the memcpy engine for guest-memory copies.
 	Engine engine.Kind
 	Limits protocol.Limits
@@ -307,6 +312,9 @@ func (s *Server) attach(name string) *vmState {
 	if !ok {
 		v = &vmState{name: name, procs: session.NewProcessTable(), reg: engine.NewRegistry(),
 			pool: s.pool.Child("vm "+name, s.bounds.VM)}
+		if others := s.cfg.OtherProcesses; others != nil {
+			v.procs.Others = func(dev int) []protocol.ProcessInfo { return others(name, dev) }
+		}
 		if s.cfg.VMResources != nil {
 			v.quota, v.mods = s.cfg.VMResources(name)
 		}
@@ -320,6 +328,19 @@ func (s *Server) attach(name string) *vmState {
 	}
 	v.sessions++
 	return v
+}
+
+// LocalProcesses returns VM vm's guest processes on guest device dev that
+// this process serves (none if it serves no session of vm): a worker's
+// answer to the manager, which gathers a VM's list from its workers.
+func (s *Server) LocalProcesses(vm string, dev int) []protocol.ProcessInfo {
+	s.mu.Lock()
+	v, ok := s.vms[vm]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return v.procs.Local(dev)
 }
 
 // detach drops a session's hold on its VM; the last one unregisters the

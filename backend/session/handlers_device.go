@@ -77,7 +77,8 @@ func driverGetInfo(s *Session, c *call, _ *protocol.Empty) (protocol.DriverInfoR
 }
 
 // deviceGetProcesses lists this VM's processes on the device (the VM's
-// ProcessTable: never another VM's), at most protocol.MaxProcesses.
+// ProcessTable, with the VM's other workers' entries where there are
+// workers: never another VM's), at most protocol.MaxProcesses.
 func deviceGetProcesses(s *Session, c *call, r *protocol.DeviceReq) error {
 	if _, err := s.device(r.Device); err != nil {
 		return err

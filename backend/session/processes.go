@@ -13,8 +13,15 @@ import (
 // queries show): one entry per session, with the PID its HELLO named and
 // the device memory it holds on each device. The server keeps one per VM
 // beside the VM's Quota, so a guest sees its own VM's processes and never
-// another VM's.
+// another VM's. Where the VM's sessions run in several host processes (a
+// worker each), Others adds what the VM's other processes serve.
 type ProcessTable struct {
+	// Others, if set, returns the VM's processes on a device that other
+	// host processes serve (a worker asks the manager, which asks the
+	// VM's other workers; bounded in time, nil when they cannot say). Only
+	// List calls it: sessions' own bookkeeping never waits on it.
+	Others func(dev int) []protocol.ProcessInfo
+
 	mu   sync.Mutex
 	uses map[*processUse]struct{}
 }
@@ -54,9 +61,20 @@ func (t *ProcessTable) remove(u *processUse) {
 	t.mu.Unlock()
 }
 
-// List returns the processes using guest device dev, sorted by PID; the
-// sessions of one process are merged.
+// List returns the VM's processes using guest device dev, this host
+// process's and the Others', sorted by PID; the sessions of one process
+// are merged.
 func (t *ProcessTable) List(dev int) []protocol.ProcessInfo {
+	local := t.Local(dev)
+	if t.Others == nil {
+		return local
+	}
+	return MergeProcesses(local, t.Others(dev))
+}
+
+// Local returns the processes using guest device dev that this host
+// process serves, sorted by PID, the sessions of one process merged.
+func (t *ProcessTable) Local(dev int) []protocol.ProcessInfo {
 	byPID := map[uint32]uint64{}
 	t.mu.Lock()
 	for u := range t.uses {
@@ -67,6 +85,26 @@ func (t *ProcessTable) List(dev int) []protocol.ProcessInfo {
 		byPID[pid] += u.used[dev].Load()
 	}
 	t.mu.Unlock()
+	return sortedProcesses(byPID)
+}
+
+// MergeProcesses merges process lists of one device (from the host
+// processes serving one VM) into one sorted by PID: a guest process listed
+// in several (its sessions ran in several workers) appears once, with the
+// memory it holds in all of them.
+func MergeProcesses(lists ...[]protocol.ProcessInfo) []protocol.ProcessInfo {
+	byPID := map[uint32]uint64{}
+	for _, l := range lists {
+		for _, p := range l {
+			if p.PID != 0 {
+				byPID[p.PID] += p.UsedMemory
+			}
+		}
+	}
+	return sortedProcesses(byPID)
+}
+
+func sortedProcesses(byPID map[uint32]uint64) []protocol.ProcessInfo {
 	out := make([]protocol.ProcessInfo, 0, len(byPID))
 	for pid, used := range byPID {
 		out = append(out, protocol.ProcessInfo{PID: pid, UsedMemory: used})

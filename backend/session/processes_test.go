@@ -97,6 +97,27 @@ func TestProcessListPerVM(t *testing.T) {
 	wantProcs(t, "VM A after a session ended", processes(a1, 0), both[0])
 }
 
+// A table whose VM has processes in other host processes (a worker's)
+// lists them beside its own, the sessions of one guest process merged;
+// Local, what a worker tells the manager, lists only its own.
+func TestProcessListWithOthers(t *testing.T) {
+	procs := session.NewProcessTable()
+	asked := -1
+	procs.Others = func(dev int) []protocol.ProcessInfo {
+		asked = dev
+		return []protocol.ProcessInfo{{PID: 300, UsedMemory: 5}, {PID: 100, UsedMemory: 7}, {PID: 0, UsedMemory: 9}}
+	}
+	e := start(t, opts{procs: procs})
+	hello(e, 100, protocol.RoleLibrary)
+	e.alloc(1 << 20)
+	wantProcs(t, "with the other workers'", processes(e, 0),
+		protocol.ProcessInfo{PID: 100, UsedMemory: 1<<20 + 7}, protocol.ProcessInfo{PID: 300, UsedMemory: 5})
+	if asked != 0 {
+		t.Fatalf("Others asked about device %d, want 0", asked)
+	}
+	wantProcs(t, "local only", procs.Local(0), protocol.ProcessInfo{PID: 100, UsedMemory: 1 << 20})
+}
+
 // The sim's monitor says what it knows: zero utilization (kernels never
 // run) and the model's maximum clocks; the driver release is the sim's.
 func TestMonitorAndDriverInfo(t *testing.T) {

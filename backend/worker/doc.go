@@ -23,7 +23,9 @@
 //     there (device printf, asserts) is that guest process's and goes to it
 //     (session.Config.Output). What a VM's processes share lives in the
 //     manager, per VM: the device memory cap (a session.Account the
-//     workers lease from) and the module image cache (sealed memfds).
+//     workers lease from) and the module image cache (sealed memfds);
+//     the VM's process list (NVML) is gathered from its workers by the
+//     manager when one asks (processes.go).
 //   - PerVM ("--isolate vm"): one worker serves all of a VM's sessions and
 //     stops after IdleTimeout without one. Its processes share a context:
 //     one's sticky error ends the VM's work until the worker is replaced.

@@ -67,6 +67,7 @@ type Manager struct {
 	exits    []Exit
 	retired  server.Report // counters of workers that have ended
 	gen      uint64
+	gathers  map[uint64]*procGather // process lists being gathered (processes.go)
 }
 
 // DefaultIdleTimeout is Manager.IdleTimeout's default.
@@ -144,6 +145,7 @@ func (m *Manager) init() {
 		m.live = map[*proc]bool{}
 		m.byVM = map[string]*proc{}
 		m.vms = map[string]*vmShared{}
+		m.gathers = map[uint64]*procGather{}
 	}
 }
 
@@ -559,6 +561,7 @@ func (m *Manager) watch(p *proc) {
 	m.mu.Lock()
 	close(p.dead)
 	delete(m.live, p)
+	m.goneLocked(p)
 	if m.byVM[p.vm] == p {
 		delete(m.byVM, p.vm)
 	}
@@ -652,6 +655,16 @@ func (m *Manager) handle(p *proc, msg *handoff.Message, fds []int) error {
 		return m.lease(p, msg)
 	case handoff.OpModuleGet, handoff.OpModulePut:
 		return m.module(p, msg, fds)
+	case handoff.OpListProcesses:
+		// It waits for the VM's other workers: not on this reader, which
+		// carries p's own answers and leases meanwhile.
+		go func() {
+			if err := m.listProcesses(p, msg); err != nil {
+				m.Log.Warn("worker message refused", "pid", p.pid(), "op", msg.Op, "err", err)
+			}
+		}()
+	case handoff.OpOwnProcesses:
+		m.ownProcesses(p, msg.ID, msg.Processes)
 	default:
 		return fmt.Errorf("unknown message")
 	}

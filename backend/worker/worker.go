@@ -151,6 +151,9 @@ func (w *runner) read(ctx context.Context) error {
 		case m.Op == handoff.OpReportNow:
 			handoff.CloseFDs(fds)
 			w.reportFor(m.ID)
+		case m.Op == handoff.OpOwnProcesses:
+			handoff.CloseFDs(fds)
+			err = w.ownProcesses(m)
 		case w.c.answer(m, fds):
 		default:
 			handoff.CloseFDs(fds)
@@ -259,9 +262,14 @@ func (c *Control) send(m *handoff.Message, fds []int) error {
 	return handoff.Send(c.ctrl, m, fds)
 }
 
-// call sends m with a fresh ID and waits for the manager's answer; the
-// caller owns the answer's fds.
+// call sends m with a fresh ID and waits for the manager's answer (at most
+// CallTimeout); the caller owns the answer's fds.
 func (c *Control) call(m *handoff.Message, fds []int) (*handoff.Message, []int, error) {
+	return c.callWithin(m, fds, CallTimeout)
+}
+
+// callWithin is call, waiting at most d.
+func (c *Control) callWithin(m *handoff.Message, fds []int, d time.Duration) (*handoff.Message, []int, error) {
 	ch := make(chan answer, 1)
 	c.mu.Lock()
 	if c.closed {
@@ -286,8 +294,8 @@ func (c *Control) call(m *handoff.Message, fds []int) (*handoff.Message, []int, 
 			return nil, nil, handoff.ErrClosed
 		}
 		return a.m, a.fds, nil
-	case <-time.After(CallTimeout):
-		return nil, nil, fmt.Errorf("worker: the manager did not answer %s in %v", m.Op, CallTimeout)
+	case <-time.After(d):
+		return nil, nil, fmt.Errorf("worker: the manager did not answer %s in %v", m.Op, d)
 	}
 }
 

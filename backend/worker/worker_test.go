@@ -37,7 +37,7 @@ func childWorker(mode string) int {
 	log := hclog.New(&hclog.LoggerOptions{Name: "test-worker", Level: hclog.Warn})
 	ctrl := worker.NewControl(os.NewFile(3, "control"))
 	opt := worker.RunOptions{Mode: worker.PerVM, ReportInterval: 50 * time.Millisecond}
-	cfg := server.Config{AllowUnprivilegedSegments: true, Logger: log, OnStickyError: ctrl.Poisoned}
+	cfg := server.Config{AllowUnprivilegedSegments: true, Logger: log, OnStickyError: ctrl.Poisoned, OtherProcesses: ctrl.OtherProcesses}
 	simCfg := sim.Config{MemBytes: 256 << 20}
 	if mode == "process" {
 		out, logFile, err := worker.CaptureOutput()

@@ -63,6 +63,12 @@ int nvmlDeviceIsMigDeviceHandle(dev_t_, unsigned *);
 int nvmlDeviceGetMigMode(dev_t_, unsigned *, unsigned *);
 int nvmlDeviceGetUtilizationRates(dev_t_, struct nvml_utilization *);
 int nvmlDeviceGetTemperature(dev_t_, int, unsigned *);
+struct temp_v1 {
+	unsigned version;
+	int sensor;
+	int temperature;
+};
+int nvmlDeviceGetTemperatureV(dev_t_, struct temp_v1 *);
 int nvmlDeviceGetPowerUsage(dev_t_, unsigned *);
 int nvmlDeviceGetEnforcedPowerLimit(dev_t_, unsigned *);
 int nvmlDeviceGetFanSpeed(dev_t_, unsigned *);
@@ -230,6 +236,13 @@ static void test_monitor(void)
 	IS(nvmlDeviceGetClockInfo(dev0, 1, &v), NVML_ERROR_NOT_SUPPORTED);
 	IS(nvmlDeviceGetTemperature(dev0, NVML_TEMPERATURE_GPU, &v), NVML_ERROR_NOT_SUPPORTED);
 	IS(nvmlDeviceGetTemperature(dev0, 1, &v), NVML_ERROR_INVALID_ARGUMENT);
+	{ /* the versioned form nvidia-smi 570+ uses: same answer, version checked */
+		struct temp_v1 t = {.version = (unsigned)sizeof(struct temp_v1) | (1u << 24), .sensor = 0};
+		IS(nvmlDeviceGetTemperatureV(dev0, &t), NVML_ERROR_NOT_SUPPORTED);
+		t.version = 1;
+		IS(nvmlDeviceGetTemperatureV(dev0, &t), 25 /* ARGUMENT_VERSION_MISMATCH */);
+		IS(nvmlDeviceGetTemperatureV(dev0, NULL), NVML_ERROR_INVALID_ARGUMENT);
+	}
 	IS(nvmlDeviceGetPowerUsage(dev0, &v), NVML_ERROR_NOT_SUPPORTED);
 	IS(nvmlDeviceGetEnforcedPowerLimit(dev0, &v), NVML_ERROR_NOT_SUPPORTED);
 	IS(nvmlDeviceGetFanSpeed(dev0, &v), NVML_ERROR_NOT_SUPPORTED);

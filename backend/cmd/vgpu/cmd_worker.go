@@ -123,6 +123,9 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		AllowUnprivilegedSegments: f.allowUnprivileged, Version: version, Logger: log,
 		OnStickyError:   ctrl.Poisoned,
 		HostFuncTimeout: f.hostFuncTimeout,
+		// The VM's process list spans its workers (in either mode: a
+		// PerVM worker's VM may still have the poisoned one it replaced).
+		OtherProcesses: ctrl.OtherProcesses,
 	}
 	if mode == worker.PerProcess {
 		// One guest process: its output is its own, and what its VM's

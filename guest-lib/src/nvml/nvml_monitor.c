@@ -87,6 +87,29 @@ NVML_API nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned *c)
 	return r;
 }
 
+/* nvmlTemperature_v1_t of nvml.h (NVML 12.8+): nvidia-smi 570+ reads the
+ * GPU's temperature through it. */
+struct vgpu_nvml_temperature_v1 {
+	unsigned version;
+	int sensor;
+	int temperature;
+};
+#define VGPU_NVML_TEMPERATURE_V1 ((unsigned)sizeof(struct vgpu_nvml_temperature_v1) | (1u << 24))
+
+NVML_API nvmlDeviceGetTemperatureV(nvmlDevice_t d, struct vgpu_nvml_temperature_v1 *t)
+{
+	VGPU_API();
+	if (!t)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (t->version != VGPU_NVML_TEMPERATURE_V1)
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	unsigned c;
+	nvmlReturn_t r = nvmlDeviceGetTemperature(d, t->sensor, &c);
+	if (!r)
+		t->temperature = (int)c;
+	return r;
+}
+
 NVML_API nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *mw)
 {
 	VGPU_API();
