@@ -131,7 +131,8 @@ struct vgpu_region {
  * @reader:      kernel thread that connects, says HELLO and reads frames.
  * @ready:       completed by @reader once HELLO is answered (or failed).
  * @open_err:    result of connecting and HELLO.
- * @opener_tgid: pid of the process that opened the file (sent in HELLO).
+ * @opener_tgid: pid (initial namespace) of the process that opened the
+ *	file, sent in HELLO: the host routes a process's files to one worker.
  * @send_lock:   serialises frames on the stream (continuations included).
  * @lock:        protects @pending, @notify, @nr_notify, @dead.
  * @pending:     requests waiting for a reply.

@@ -373,7 +373,12 @@ struct vgpu_session *vgpu_session_open(void)
 	mutex_init(&s->reg_lock);
 	INIT_LIST_HEAD(&s->regions);
 	s->max_payload = VGPU_DEFAULT_MAX_PAYLOAD;
-	s->opener_tgid = task_tgid_vnr(current);
+	/*
+	 * The PID in the initial namespace: unique in the guest (processes of
+	 * two containers may share a namespaced one), and the host serves all
+	 * the files one process opens in one worker by it.
+	 */
+	s->opener_tgid = task_tgid_nr(current);
 
 	s->reader = kthread_create(vgpu_reader, s, "vgpu-rx/%d", s->opener_tgid);
 	if (IS_ERR(s->reader)) {

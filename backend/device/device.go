@@ -231,6 +231,7 @@ const (
 	ErrOutOfMemory         Result = 2
 	ErrNotInitialized      Result = 3
 	ErrDeinitialized       Result = 4
+	ErrDeviceUnavailable   Result = 46
 	ErrNoDevice            Result = 100
 	ErrInvalidDevice       Result = 101
 	ErrInvalidImage        Result = 200
@@ -269,7 +270,7 @@ var resultNames = map[Result]string{
 	ErrLaunchFailed: "CUDA_ERROR_LAUNCH_FAILED", ErrHostMemAlreadyReg: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
 	ErrHostMemNotReg: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", ErrNotPermitted: "CUDA_ERROR_NOT_PERMITTED",
 	ErrNotSupported: "CUDA_ERROR_NOT_SUPPORTED", ErrInvalidAddressSpace: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
-	ErrUnknown: "CUDA_ERROR_UNKNOWN",
+	ErrDeviceUnavailable: "CUDA_ERROR_DEVICE_UNAVAILABLE", ErrUnknown: "CUDA_ERROR_UNKNOWN",
 }
 
 func (r Result) String() string {

@@ -29,6 +29,7 @@ const (
 	OpUnlease    = "unlease"     // worker -> manager: Bytes of its lease back
 	OpModuleGet  = "module-get"  // worker -> manager: ID, Hash; the answer (same ID): the image as a sealed memfd, or none
 	OpModulePut  = "module-put"  // worker -> manager: Hash; the image as a sealed memfd
+	OpStop       = "stop"        // manager -> worker (one guest process's): no more sessions come; exit once those served have ended
 	// The VM's process list (NVML) across its workers:
 	OpListProcesses = "list-processes" // worker -> manager: ID, Device; the answer (same op and ID): Processes, those the VM's other workers serve
 	OpOwnProcesses  = "own-processes"  // manager -> worker: ID, VM, Device; the answer (same op and ID): Processes, the worker's own
@@ -56,7 +57,11 @@ type Message struct {
 	// frames (OpHostShare), which the worker maps itself, within these caps.
 	ShareMax      int    `json:"share_max,omitempty"`
 	ShareMaxBytes uint64 `json:"share_max_bytes,omitempty"`
-	Error         string `json:"error,omitempty"`
+	// Prefix is what the manager already read of a session's stream (the
+	// guest's HELLO, read to learn which guest process it belongs to): the
+	// worker serves these bytes before the stream's own.
+	Prefix []byte `json:"prefix,omitempty"`
+	Error  string `json:"error,omitempty"`
 	// Requests and their answers (worker <-> manager).
 	ID     uint64          `json:"id,omitempty"`
 	Bytes  uint64          `json:"bytes,omitempty"`

@@ -13,12 +13,16 @@
 // socketpair on the worker's fd 3; JSON messages with SCM_RIGHTS fds,
 // package handoff). Two modes:
 //
-//   - PerProcess ("--isolate process", the default): every session (one
-//     guest process; in host mode one client connection) gets its own
-//     worker, taken from a pool of started ones (driver loaded, cuInit done,
-//     a context per GPU created: Pool, "--pool", refilled as workers are
-//     handed out). The worker serves that one session and exits when it
-//     ends, which releases its context and device memory. Its fd 1 and 2
+//   - PerProcess ("--isolate process", the default): every guest process
+//     (all the connections it opens; in host mode a client process) gets
+//     its own worker, taken from a pool of started ones (driver loaded,
+//     cuInit done, a context per GPU created: Pool, "--pool", refilled as
+//     workers are handed out). The manager learns whose a connection is
+//     from its HELLO or its socket peer (identity.go) before it picks the
+//     worker; MaxPerVM slots count processes, and a new process waits up
+//     to SlotWait for one. The worker serves the process's sessions and
+//     exits when the manager stops it after the last, which releases its
+//     context and device memory. Its fd 1 and 2
 //     are pipes it reads itself (CaptureOutput): what the driver prints
 //     there (device printf, asserts) is that guest process's and goes to it
 //     (session.Config.Output). What a VM's processes share lives in the
@@ -42,11 +46,14 @@
 // sticky error, or whose session panicked (the session's recover boundary
 // reports it the same way), says so ("poisoned"): a PerVM worker gets no
 // new sessions and exits after its last; a PerProcess worker serves only
-// the process that broke it anyway.
+// the process that broke it, and that process's next connection gets a
+// fresh worker.
 //
 // Trust: control messages come from the manager or a worker, both this
 // binary; each side checks them anyway (fd counts and kinds, sealed memfds
 // and sizes for module images) and the manager answers a worker only about
-// the VM it handed that worker. Guest bytes are not looked at here:
-// sessions validate them.
+// the VM it handed that worker. Guest bytes are not looked at here beyond
+// a connection's frames up to its first HELLO (identity.go: headers
+// checked as a session checks them, at most 64 frames and 30 s, sizes
+// bounded), which say whose it is: sessions validate the rest.
 package worker

@@ -53,9 +53,19 @@ type Manager struct {
 	ModuleCacheBytes uint64
 	// MaxPerVM bounds a VM's PerProcess workers (its guest processes using
 	// the GPU at once; each holds a CUDA context, ~0.5 GiB of device memory
-	// on the H100); a session beyond it is refused (the guest library gets
+	// on the H100). The connections of one guest process share its worker
+	// (identity.go): the slots count processes, not connections. A new
+	// process beyond it waits up to SlotWait for one of the VM's processes
+	// to end, then is refused (its HELLO is answered with
 	// CUDA_ERROR_DEVICE_UNAVAILABLE). 0: DefaultMaxPerVM.
 	MaxPerVM int
+	// SlotWait is how long a new guest process waits for a slot of its VM
+	// (0: it is refused at once; "vgpu serve" uses DefaultSlotWait).
+	SlotWait time.Duration
+	// HelloTimeout bounds how long a PerProcess manager waits for a new
+	// guest connection's HELLO, which says whose it is (0:
+	// DefaultHelloTimeout).
+	HelloTimeout time.Duration
 
 	mu       sync.Mutex
 	byVM     map[string]*proc // PerVM: the VM's current worker
@@ -112,6 +122,8 @@ type proc struct {
 	dead     chan struct{}            // closed when the process has exited
 	heard    chan struct{}            // closed when its last message has been read
 	vm       string                   // guarded by Manager.mu; "" until a PerProcess worker gets a session
+	owner    string                   // guarded by Manager.mu: the guest process a PerProcess worker serves ("": one connection's)
+	stopping bool                     // guarded by Manager.mu: a PerProcess worker told to stop (its sessions ended)
 	sessions map[uint64]chan struct{} // guarded by Manager.mu; closed by the worker's "session-end"
 	served   int                      // guarded by Manager.mu: sessions handed over
 	poisoned bool                     // guarded by Manager.mu
@@ -129,6 +141,18 @@ type vmShared struct {
 	workers   int
 	idleSince time.Time
 	starts    chan struct{} // MaxStartsPerVM slots
+	// routes: the worker of each of the VM's guest processes (by
+	// identity.go's name), or the one its first connection is getting.
+	routes  map[string]*route
+	freed   chan struct{} // closed (and replaced) when a worker's slot frees
+	waiting int           // new guest processes waiting for a slot
+}
+
+// route is a guest process's worker: p is set and ready closed once its
+// first connection has one (p stays nil if it got none).
+type route struct {
+	p     *proc
+	ready chan struct{}
 }
 
 // NewManager returns a PerVM manager (set Mode, Pool and the rest before
@@ -163,20 +187,28 @@ func (m *Manager) Start() {
 // over a socketpair.
 func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64) error {
 	defer conn.Close()
-	p, err := m.workerFor(ctx, conn.VM())
-	if err != nil {
-		return err
+	var ff firstFrame
+	if m.Mode == PerProcess {
+		d := m.HelloTimeout
+		if d <= 0 {
+			d = DefaultHelloTimeout
+		}
+		var err error
+		if ff, err = identify(ctx, conn, d); err != nil {
+			return fmt.Errorf("worker: a connection of %s ended before it said whose it is: %w", conn.VM(), err)
+		}
 	}
 	ended := make(chan struct{})
-	m.mu.Lock()
-	p.sessions[id] = ended
-	if m.Mode == PerVM {
-		p.served++
+	p, err := m.workerFor(ctx, conn.VM(), ff.who, id, ended)
+	if err != nil {
+		if errors.Is(err, ErrTooManyProcesses) {
+			refuse(conn, ff)
+		}
+		return err
 	}
-	m.mu.Unlock()
 	defer m.sessionDone(p, id)
 
-	msg := &handoff.Message{Op: handoff.OpSession, Session: id, CID: conn.PeerCID(), Port: conn.PeerPort(), VM: conn.VM()}
+	msg := &handoff.Message{Op: handoff.OpSession, Session: id, CID: conn.PeerCID(), Port: conn.PeerPort(), VM: conn.VM(), Prefix: ff.read}
 	if hc, ok := conn.(*hostmode.Conn); ok {
 		// Host mode with shared memory: the worker maps the client's
 		// memfds itself; they come on the stream beside their frames.
@@ -307,20 +339,36 @@ func unixFile(conn transport.Conn) *os.File {
 }
 
 // sessionDone forgets a session; an idle PerVM worker is retired later. A
-// PerProcess worker exits by itself; the session is over when it has (its
-// device memory is then free, and its lease back in the VM's account), and
-// it is killed if it does not within ExitTimeout.
+// PerProcess worker whose last session this was is told to stop (no session
+// reaches it after that: its guest process's next connection gets a fresh
+// worker); the session is over when it has exited (its device memory is
+// then free, and its lease back in the VM's account), and it is killed if
+// it does not within ExitTimeout.
 func (m *Manager) sessionDone(p *proc, id uint64) {
 	m.mu.Lock()
 	delete(p.sessions, id)
 	idle := len(p.sessions) == 0 && !p.poisoned
+	last := m.Mode == PerProcess && len(p.sessions) == 0 && !p.stopping
+	if last {
+		p.stopping = true
+		m.dropRouteLocked(p)
+	}
 	m.mu.Unlock()
 	switch {
 	case m.Mode == PerProcess:
+		if !last {
+			return // its guest process still has other connections
+		}
+		p.sendMu.Lock()
+		err := handoff.Send(p.ctrl, &handoff.Message{Op: handoff.OpStop}, nil)
+		p.sendMu.Unlock()
+		if err != nil {
+			handoff.Hangup(p.ctrl) // its loop ends with the socket
+		}
 		select {
 		case <-p.dead:
 		case <-time.After(ExitTimeout):
-			m.Log.Warn("worker did not exit after its session; killing it", "pid", p.pid())
+			m.Log.Warn("worker did not exit after its sessions; killing it", "pid", p.pid())
 			_ = p.cmd.Process.Kill()
 			<-p.dead
 		}
@@ -329,33 +377,26 @@ func (m *Manager) sessionDone(p *proc, id uint64) {
 	}
 }
 
+// dropRouteLocked forgets p as its guest process's worker (m.mu held), so
+// that the process's next connection gets a fresh one.
+func (m *Manager) dropRouteLocked(p *proc) {
+	if v, ok := m.vms[p.vm]; ok && p.owner != "" {
+		if r := v.routes[p.owner]; r != nil && r.p == p {
+			delete(v.routes, p.owner)
+		}
+	}
+}
+
 // ExitTimeout is how long a PerProcess worker may take to exit after its
 // session (releasing a CUDA context takes milliseconds).
 const ExitTimeout = 10 * time.Second
 
-// workerFor returns the worker for a new session of vm.
-func (m *Manager) workerFor(ctx context.Context, vm string) (*proc, error) {
+// workerFor returns the worker for a new session id of vm, whose guest
+// process is who ("": a process of its own), with the session counted as
+// its (ended is closed by the worker's session-end).
+func (m *Manager) workerFor(ctx context.Context, vm, who string, id uint64, ended chan struct{}) (*proc, error) {
 	if m.Mode == PerProcess {
-		if !m.reserveVM(vm) {
-			m.Log.Warn("guest process refused: its VM has the most processes on the GPU it may have", "vm", vm, "max", m.maxPerVM())
-			return nil, ErrTooManyProcesses
-		}
-		p, err := m.take(ctx, vm)
-		if err != nil {
-			m.unreserveVM(vm)
-			return nil, err
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		select {
-		case <-p.dead: // it died just now: watch did not count it as the VM's
-			m.releaseVMLocked(vm)
-			return nil, fmt.Errorf("worker %d died before its session started", p.pid())
-		default:
-		}
-		p.vm = vm
-		p.served++
-		return p, nil
+		return m.processWorker(ctx, vm, who, id, ended)
 	}
 	m.mu.Lock()
 	m.init()
@@ -363,6 +404,8 @@ func (m *Manager) workerFor(ctx context.Context, vm string) (*proc, error) {
 		select {
 		case <-p.dead:
 		default:
+			p.sessions[id] = ended
+			p.served++
 			m.mu.Unlock()
 			return p, nil
 		}
@@ -374,7 +417,107 @@ func (m *Manager) workerFor(ctx context.Context, vm string) (*proc, error) {
 	}
 	m.mu.Lock()
 	m.byVM[vm] = p
+	p.sessions[id] = ended
+	p.served++
 	m.mu.Unlock()
+	return p, nil
+}
+
+// processWorker returns the worker of guest process who of vm: the one its
+// earlier connections use, else a new one in a slot of the VM (waited for
+// up to SlotWait). A worker that is poisoned or stopping takes no new
+// session: the process's next connection gets a fresh one.
+func (m *Manager) processWorker(ctx context.Context, vm, who string, id uint64, ended chan struct{}) (*proc, error) {
+	var mine *route // the route this connection is getting a worker for
+	for who != "" && mine == nil {
+		m.mu.Lock()
+		m.init()
+		v := m.vmLocked(vm)
+		r, ok := v.routes[who]
+		switch {
+		case !ok:
+			mine = &route{ready: make(chan struct{})}
+			v.routes[who] = mine
+		case r.p == nil: // its first connection is getting one
+			m.mu.Unlock()
+			select {
+			case <-r.ready:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			m.mu.Lock()
+			if r.p == nil {
+				m.mu.Unlock()
+				return nil, fmt.Errorf("worker: guest process %s of %s got no worker", who, vm)
+			}
+			m.mu.Unlock()
+			continue
+		case m.usableLocked(r.p):
+			r.p.sessions[id] = ended
+			r.p.served++
+			m.mu.Unlock()
+			return r.p, nil
+		default:
+			mine = &route{ready: make(chan struct{})}
+			v.routes[who] = mine
+		}
+		m.mu.Unlock()
+	}
+	p, err := m.newProcessWorker(ctx, vm)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mine != nil {
+		defer close(mine.ready)
+		if v := m.vms[vm]; v != nil && v.routes[who] == mine && err != nil {
+			delete(v.routes, who)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-p.dead: // it died just now: watch did not count it as the VM's
+		m.releaseVMLocked(vm)
+		if v := m.vms[vm]; mine != nil && v != nil && v.routes[who] == mine {
+			delete(v.routes, who)
+		}
+		return nil, fmt.Errorf("worker %d died before its session started", p.pid())
+	default:
+	}
+	p.vm, p.owner = vm, who
+	p.sessions[id] = ended
+	p.served++
+	if mine != nil {
+		mine.p = p
+	}
+	return p, nil
+}
+
+// usableLocked reports whether p may take another session of its guest
+// process (m.mu held).
+func (m *Manager) usableLocked(p *proc) bool {
+	if p.poisoned || p.stopping {
+		return false
+	}
+	select {
+	case <-p.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// newProcessWorker reserves a slot of vm and takes a worker for it.
+func (m *Manager) newProcessWorker(ctx context.Context, vm string) (*proc, error) {
+	if err := m.reserveVM(ctx, vm); err != nil {
+		m.Log.Warn("guest process refused: its VM has the most processes on the GPU it may have", "vm", vm, "max", m.maxPerVM(), "waited", m.SlotWait, "err", err)
+		return nil, err
+	}
+	p, err := m.take(ctx, vm)
+	if err != nil {
+		m.unreserveVM(vm)
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -473,29 +616,64 @@ func (m *Manager) maxPerVM() int {
 	return DefaultMaxPerVM
 }
 
-// reserveVM counts a new worker of vm, unless vm has MaxPerVM; what the
-// VM's workers share is created with its first.
-func (m *Manager) reserveVM(vm string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.init()
+// reserveVM counts a new worker of vm. While vm has MaxPerVM it waits up
+// to SlotWait for one to end, then returns ErrTooManyProcesses.
+func (m *Manager) reserveVM(ctx context.Context, vm string) error {
+	var expired <-chan time.Time
+	for {
+		m.mu.Lock()
+		m.init()
+		v := m.vmLocked(vm)
+		if v.workers < m.maxPerVM() {
+			v.workers++
+			m.mu.Unlock()
+			return nil
+		}
+		freed := v.freed
+		if expired == nil && m.SlotWait > 0 {
+			v.waiting++
+			defer func() {
+				m.mu.Lock()
+				v.waiting--
+				m.mu.Unlock()
+			}()
+		}
+		m.mu.Unlock()
+		if expired == nil {
+			if m.SlotWait <= 0 {
+				return errSlotWait(vm, m.maxPerVM(), 0)
+			}
+			t := time.NewTimer(m.SlotWait)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-freed:
+		case <-expired:
+			return errSlotWait(vm, m.maxPerVM(), m.SlotWait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// vmLocked returns what vm's workers share, created with its first (m.mu
+// held); VMs without workers for ModuleCacheIdle are forgotten.
+func (m *Manager) vmLocked(vm string) *vmShared {
 	now := time.Now()
 	for n, v := range m.vms {
-		if v.workers == 0 && now.Sub(v.idleSince) > server.ModuleCacheIdle {
+		if n != vm && v.workers == 0 && len(v.routes) == 0 && now.Sub(v.idleSince) > server.ModuleCacheIdle {
 			v.modules.clear()
 			delete(m.vms, n)
 		}
 	}
 	v, ok := m.vms[vm]
 	if !ok {
-		v = &vmShared{acct: &session.Account{Limit: m.MemLimit}, modules: newImageCache(m.ModuleCacheBytes), starts: make(chan struct{}, MaxStartsPerVM)}
+		v = &vmShared{acct: &session.Account{Limit: m.MemLimit}, modules: newImageCache(m.ModuleCacheBytes), starts: make(chan struct{}, MaxStartsPerVM),
+			routes: map[string]*route{}, freed: make(chan struct{})}
 		m.vms[vm] = v
 	}
-	if v.workers >= m.maxPerVM() {
-		return false
-	}
-	v.workers++
-	return true
+	return v
 }
 
 // unreserveVM undoes reserveVM (m.mu not held) for a session that got no
@@ -512,6 +690,8 @@ func (m *Manager) releaseVMLocked(vm string) {
 		if v.workers == 0 {
 			v.idleSince = time.Now()
 		}
+		close(v.freed) // wakes the VM's processes waiting for a slot
+		v.freed = make(chan struct{})
 	}
 }
 
@@ -562,6 +742,7 @@ func (m *Manager) watch(p *proc) {
 	close(p.dead)
 	delete(m.live, p)
 	m.goneLocked(p)
+	m.dropRouteLocked(p)
 	if m.byVM[p.vm] == p {
 		delete(m.byVM, p.vm)
 	}
@@ -740,10 +921,11 @@ func (m *Manager) poisoned(p *proc, cause string) {
 	if m.byVM[p.vm] == p {
 		delete(m.byVM, p.vm) // new sessions of this VM go to a fresh worker
 	}
+	m.dropRouteLocked(p) // and its guest process's new connections too
 	m.mu.Unlock()
 	m.Log.Error("worker's CUDA context is broken; its guest process gets the error, new sessions go to a fresh worker", "vm", p.vm, "pid", p.pid(), "cause", cause)
 	if m.Mode == PerProcess {
-		return // it exits when its one session ends
+		return // it is stopped when its sessions end
 	}
 	// A PerVM worker exits when its sessions end: closing our end of the
 	// control socket ends its loop.
@@ -792,7 +974,8 @@ type Status struct {
 type VMShare struct {
 	VM          string `json:"vm"`
 	Workers     int    `json:"workers"`
-	Leased      uint64 `json:"mem_leased"` // of the VM's cap, by its workers (in use plus their slack)
+	Waiting     int    `json:"waiting,omitempty"` // new guest processes waiting for a slot (SlotWait)
+	Leased      uint64 `json:"mem_leased"`        // of the VM's cap, by its workers (in use plus their slack)
 	ModuleBytes uint64 `json:"module_cache_bytes"`
 }
 
@@ -803,6 +986,9 @@ type WorkerStatus struct {
 	State    string `json:"state"` // starting, ready (in the pool), serving
 	Sessions int    `json:"sessions"`
 	Poisoned bool   `json:"poisoned"`
+	// Process is the guest process a PerProcess worker serves ("guest pid
+	// N", "host pid N"; empty: one connection's).
+	Process string `json:"process,omitempty"`
 }
 
 // Status returns the workers and recent exits.
@@ -820,12 +1006,12 @@ func (m *Manager) Status() Status {
 		default:
 			state = "starting"
 		}
-		st.Workers = append(st.Workers, WorkerStatus{VM: p.vm, PID: p.pid(), State: state, Sessions: len(p.sessions), Poisoned: p.poisoned})
+		st.Workers = append(st.Workers, WorkerStatus{VM: p.vm, PID: p.pid(), State: state, Sessions: len(p.sessions), Poisoned: p.poisoned, Process: p.owner})
 	}
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].PID < st.Workers[j].PID })
 	st.Exits = append(st.Exits, m.exits...)
 	for n, v := range m.vms {
-		st.VMs = append(st.VMs, VMShare{VM: n, Workers: v.workers, Leased: v.acct.Leased(), ModuleBytes: v.modules.size()})
+		st.VMs = append(st.VMs, VMShare{VM: n, Workers: v.workers, Waiting: v.waiting, Leased: v.acct.Leased(), ModuleBytes: v.modules.size()})
 	}
 	sort.Slice(st.VMs, func(i, j int) bool { return st.VMs[i].VM < st.VMs[j].VM })
 	return st

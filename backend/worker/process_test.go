@@ -316,14 +316,18 @@ func notes(g *guestProc) string {
 }
 
 // TestMaxProcessesPerVM: a VM may have MaxPerVM guest processes on the GPU
-// at once (each a worker with a CUDA context); one more is refused, another
-// VM is not affected, and the slot comes back when a process ends.
+// at once (each a worker with a CUDA context); one more is refused (its
+// HELLO answered with CUDA_ERROR_DEVICE_UNAVAILABLE; SlotWait 0: at once),
+// another VM is not affected, and the slot comes back when a process ends.
 func TestMaxProcessesPerVM(t *testing.T) {
 	m := manager(t, "process")
 	m.MaxPerVM = 1
 	a := connect(t, m, "vm-1")
 	a.hello(protocol.FeatureBatch)
 	b := connect(t, m, "vm-1")
+	if st, _, _, err := sessiontest.Do[protocol.HelloReq, protocol.HelloReply](b.c, protocol.OpHello, &protocol.HelloReq{Major: 1}, nil); err != nil || device.Result(st) != device.ErrDeviceUnavailable {
+		t.Fatalf("the second process's HELLO: %v %v, want CUDA_ERROR_DEVICE_UNAVAILABLE", err, device.Result(st))
+	}
 	select {
 	case err := <-b.served:
 		if !errors.Is(err, worker.ErrTooManyProcesses) {

@@ -24,9 +24,10 @@ type Mode int
 
 // Modes.
 const (
-	// PerProcess: one worker per guest process (session), from a pool of
-	// started workers; it exits when its session ends ("--isolate
-	// process", the default).
+	// PerProcess: one worker per guest process (all the connections one
+	// guest process opens), from a pool of started workers; it exits when
+	// the manager stops it after its last session ("--isolate process",
+	// the default).
 	PerProcess Mode = iota
 	// PerVM: one worker per VM serves all the VM's sessions and stops
 	// after an idle timeout ("--isolate vm").
@@ -64,17 +65,17 @@ type RunOptions struct {
 
 // Run is the worker process's main loop: it tells the manager it is ready,
 // reads control messages from c and serves each session message's stream
-// with srv. A PerVM worker runs until the control socket closes (the
-// manager is gone or stopped it) or ctx ends; a PerProcess worker serves one
-// session and returns when it ends. Run returns when every session has
-// ended.
+// with srv. It runs until the control socket closes (the manager is gone
+// or stopped it), the manager sends "stop" (a PerProcess worker whose guest
+// process's sessions have all ended), or ctx ends. Run returns when every
+// session has ended.
 func Run(ctx context.Context, c *Control, srv *server.Server, log hclog.Logger, opt RunOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if opt.ReportInterval <= 0 {
 		opt.ReportInterval = DefaultReportInterval
 	}
-	w := &runner{c: c, srv: srv, log: log, mode: opt.Mode, mem: guestmem.Latest{Missing: handoff.ErrNoMemory}, served: make(chan struct{})}
+	w := &runner{c: c, srv: srv, log: log, mode: opt.Mode, mem: guestmem.Latest{Missing: handoff.ErrNoMemory}, stop: make(chan struct{})}
 	w.report()
 	if err := c.send(&handoff.Message{Op: handoff.OpReady}, nil); err != nil {
 		return fmt.Errorf("worker: telling the manager it is ready: %w", err)
@@ -89,14 +90,20 @@ loop:
 		select {
 		case err = <-readErr:
 			break loop
-		case <-w.served:
-			break loop // PerProcess: its one session has ended
+		case <-w.stop:
+			break loop // its guest process's sessions have ended
 		case <-ctx.Done():
 			break loop
 		case <-tick.C:
 			w.report()
 		}
 	}
+	w.mu.Lock()
+	if !w.stopping { // no session may start while Run waits for them
+		w.stopping = true
+		close(w.stop)
+	}
+	w.mu.Unlock()
 	w.wg.Wait()
 	c.bg.Wait()
 	w.mem.Set(nil)
@@ -114,15 +121,15 @@ func (c *Control) Poisoned(cause error) {
 }
 
 type runner struct {
-	wg     sync.WaitGroup
-	c      *Control
-	srv    *server.Server
-	log    hclog.Logger
-	mode   Mode
-	mem    guestmem.Latest
-	mu     sync.Mutex
-	took   bool          // PerProcess: a session was handed over
-	served chan struct{} // PerProcess: closed when that session has ended
+	wg       sync.WaitGroup
+	c        *Control
+	srv      *server.Server
+	log      hclog.Logger
+	mode     Mode
+	mem      guestmem.Latest
+	mu       sync.Mutex
+	stopping bool          // "stop" came: no session may start
+	stop     chan struct{} // closed when "stop" comes
 }
 
 // read serves control messages until the socket fails.
@@ -154,6 +161,14 @@ func (w *runner) read(ctx context.Context) error {
 		case m.Op == handoff.OpOwnProcesses:
 			handoff.CloseFDs(fds)
 			err = w.ownProcesses(m)
+		case m.Op == handoff.OpStop:
+			handoff.CloseFDs(fds)
+			w.mu.Lock()
+			if !w.stopping {
+				w.stopping = true
+				close(w.stop)
+			}
+			w.mu.Unlock()
 		case w.c.answer(m, fds):
 		default:
 			handoff.CloseFDs(fds)
@@ -195,19 +210,35 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 		return fmt.Errorf("worker: session message with %d fds", len(fds))
 	}
 	w.mu.Lock()
-	second := w.mode == PerProcess && w.took
-	w.took = true
-	w.mu.Unlock()
-	if second {
-		handoff.CloseFDs(fds)
-		return errors.New("worker: a second session for a worker that serves one guest process")
+	stopping := w.stopping
+	if !stopping {
+		w.wg.Add(1) // before Run can see "stop" and wait
 	}
+	w.mu.Unlock()
+	if stopping {
+		handoff.CloseFDs(fds)
+		return errors.New("worker: a session after stop")
+	}
+	started := false
+	defer func() {
+		if !started {
+			w.wg.Done()
+		}
+	}()
 	c, err := handoff.NewConn(fds[0], m.CID, m.Port, m.VM, nil)
 	if err != nil {
 		return err
 	}
 	var conn transport.Conn = c
 	switch {
+	case len(m.Prefix) > 0 && m.ShareMax > 0:
+		c.Close()
+		return errors.New("worker: a host-mode session with bytes read before it")
+	case len(m.Prefix) > 0: // the guest's HELLO, read by the manager
+		c.Conn = &prefixConn{Conn: c.Conn, prefix: m.Prefix}
+		if m.Memory != 0 {
+			c.Mem = &w.mem
+		}
 	case m.ShareMax > 0: // host mode: the client's memfds come on the stream
 		uc, ok := c.Conn.(*net.UnixConn)
 		if !ok {
@@ -218,7 +249,7 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 	case m.Memory != 0:
 		c.Mem = &w.mem
 	}
-	w.wg.Add(1)
+	started = true
 	go func() {
 		defer w.wg.Done()
 		if err := w.srv.ServeConn(ctx, conn); err != nil {
@@ -226,11 +257,28 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 		}
 		w.report()
 		_ = w.c.send(&handoff.Message{Op: handoff.OpSessionEnd, Session: m.Session}, nil)
-		if w.mode == PerProcess {
-			close(w.served)
-		}
 	}()
 	return nil
+}
+
+// prefixConn serves prefix (bytes the manager read from the stream) before
+// the stream's own.
+type prefixConn struct {
+	net.Conn
+	mu     sync.Mutex
+	prefix []byte
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	if len(c.prefix) > 0 {
+		n := copy(b, c.prefix)
+		c.prefix = c.prefix[n:]
+		c.mu.Unlock()
+		return n, nil
+	}
+	c.mu.Unlock()
+	return c.Conn.Read(b)
 }
 
 // Control is a worker's end of its control socket: Run reads it; the

@@ -63,7 +63,7 @@ func startInProcessBackend(ctx context.Context, log hclog.Logger) (string, func(
 		return "", nil, err
 	}
 	f := serveFlags{device: "auto", simDevices: 1, simMem: "16G", memLimit: "0", engine: "auto", logLevel: "warn",
-		isolate: "process", pool: 1, maxProcesses: worker.DefaultMaxPerVM}
+		isolate: "process", pool: 1, maxProcesses: worker.DefaultMaxPerVM, slotWait: worker.DefaultSlotWait}
 	if d := os.Getenv("VGPU_DEVICE"); d != "" {
 		f.device = d
 	}

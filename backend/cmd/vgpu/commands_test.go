@@ -49,6 +49,15 @@ func TestConfigSetsHostFuncTimeout(t *testing.T) {
 	if !strings.Contains(args, "--host-func-timeout 5s") {
 		t.Fatalf("the worker's arguments do not pass the timeout on: %s", args)
 	}
+	if f.slotWait != worker.DefaultSlotWait {
+		t.Fatalf("slot-wait by default: %v, want %v", f.slotWait, worker.DefaultSlotWait)
+	}
+	if err := os.WriteFile(conf, []byte("host-func-timeout = 5s\nslot-wait = 0s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, rc := parseServe([]string{"--config", conf}); rc != 0 || f.slotWait != 0 {
+		t.Fatalf("--config with slot-wait = 0s: rc %d, wait %v", rc, f.slotWait)
+	}
 	if f, rc := parseServe([]string{"--config", conf, "--host-func-timeout", "7s"}); rc != 0 || f.hostFuncTimeout != 7*time.Second {
 		t.Fatalf("the command line should win over the file: rc %d, timeout %v", rc, f.hostFuncTimeout)
 	}
