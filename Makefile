@@ -13,7 +13,7 @@ KDIR       ?= /lib/modules/$(KVER)/build
 FUZZTIME   ?= 20s
 
 .PHONY: all vgpu guest-lib guest-driver generate setup test test-go test-c test-fuzz \
-	test-guest-lib test-driver test-e2e test-reliability fuzz demo clean
+	test-guest-lib test-driver test-e2e test-deploy test-reliability fuzz demo clean deb
 
 all: vgpu guest-lib guest-driver
 
@@ -37,7 +37,7 @@ setup:
 # All tests. Installs what it needs first.
 test: setup
 	$(MAKE) all
-	$(MAKE) test-go test-c test-fuzz test-guest-lib test-driver test-e2e
+	$(MAKE) test-go test-c test-fuzz test-guest-lib test-driver test-e2e test-deploy
 	@echo "make test: all passed"
 
 test-go:
@@ -67,6 +67,15 @@ test-driver:
 
 test-e2e:
 	@if [ -x scripts/e2e.sh ]; then scripts/e2e.sh; else echo "e2e: not written yet"; fi
+
+# Debian packages (vgpu, vgpu-guest, vgpu-guest-dkms) into build/deb; see deploy/.
+deb: vgpu guest-lib
+	deploy/build-deb.sh build/deb
+
+# Packages installed and used on this machine and in a TCG guest (DKMS), and a
+# libvirt domain with a vGPU (deploy/test/run.sh; root; about 5 minutes).
+test-deploy:
+	deploy/test/run.sh
 
 # The reliability suite alone (also part of test-go): attacks, faults, quotas, soak.
 test-reliability:

@@ -23,6 +23,7 @@ var CConstants = []NamedConst{
 	{"FLAG_MORE_SEGMENTS", uint64(FlagMoreSegments)},
 	{"FLAG_NO_REPLY", uint64(FlagNoReply)},
 	{"FLAG_NOTIFY", uint64(FlagNotify)},
+	{"FLAG_OUTPUT", uint64(FlagOutput)},
 
 	{"BUF_NONE", uint64(BufNone)},
 	{"BUF_INLINE", uint64(BufInline)},
@@ -35,6 +36,7 @@ var CConstants = []NamedConst{
 	{"FEATURE_INLINE", FeatureInline},
 	{"FEATURE_MODULE_HASH", FeatureModuleHash},
 	{"FEATURE_HOST_SHARE", FeatureHostShare},
+	{"FEATURE_DEVICE_OUTPUT", FeatureDeviceOutput},
 
 	{"ROLE_LIBRARY", uint64(RoleLibrary)},
 	{"ROLE_DRIVER", uint64(RoleDriver)},
@@ -55,10 +57,24 @@ var CConstants = []NamedConst{
 	{"ENGINE_STAGING", EngineStaging},
 
 	{"MAX_DEVICE_ATTRS", MaxDeviceAttrs},
+	{"MAX_PROCESSES", MaxProcesses},
+	{"MONITOR_UTILIZATION", uint64(MonitorUtilization)},
+	{"MONITOR_TEMPERATURE", uint64(MonitorTemperature)},
+	{"MONITOR_POWER", uint64(MonitorPower)},
+	{"MONITOR_POWER_LIMIT", uint64(MonitorPowerLimit)},
+	{"MONITOR_FAN", uint64(MonitorFan)},
+	{"MONITOR_PSTATE", uint64(MonitorPstate)},
+	{"MONITOR_CLOCK", uint64(MonitorClock)},
+	{"MONITOR_MAX_CLOCK", uint64(MonitorMaxClock)},
+	{"MONITOR_CLOCKS", MonitorClocks},
 	{"MAX_FUNC_ATTRS", MaxFuncAttrs},
 	{"MAX_PARAM_BYTES", MaxParamBytes},
 	{"DEFAULT_PORT", DefaultPort},
 	{"MAX_BATCH", DefaultMaxBatch},
+	{"OUTPUT_STDOUT", uint64(OutputStdout)},
+	{"OUTPUT_STDERR", uint64(OutputStderr)},
+	{"OUTPUT_FINAL", uint64(OutputFinal)},
+	{"MAX_OUTPUT_CHUNK", MaxOutputChunk},
 }
 
 // DefaultPort is the vsock port of the vGPU service.

@@ -37,8 +37,14 @@ const (
 	FlagNoReply Flags = 1 << 3
 	// FlagNotify marks a frame the host sends on its own (no request).
 	FlagNotify Flags = 1 << 4
+	// FlagOutput marks a reply that OpNotifyOutput frames preceded (the
+	// device output flushed before this synchronising call returned). A
+	// guest that reads notifications on another path than replies (the
+	// kernel driver's notification queue) waits until it has written them
+	// before it returns from the call. Host to guest only.
+	FlagOutput Flags = 1 << 5
 
-	knownFlags = FlagReply | FlagSegments | FlagMoreSegments | FlagNoReply | FlagNotify
+	knownFlags = FlagReply | FlagSegments | FlagMoreSegments | FlagNoReply | FlagNotify | FlagOutput
 )
 
 // Header is the fixed 32-byte frame header.

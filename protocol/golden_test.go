@@ -88,6 +88,42 @@ func guestRegisterHostMapped() []byte {
 	return AppendFrame(nil, NewHeader(OpGuestRegister, 10), Bytes(&p), []Segment{{GPA: 1 << 40, Len: 2 << 20}})
 }
 
+// deviceGetProcessesReply lists two guest processes of the VM on device 0.
+func deviceGetProcessesReply() []byte {
+	p := ProcessListReply{Count: 2, Total: 2}
+	payload := Bytes(&p)
+	for _, e := range []ProcessInfo{{PID: 812, UsedMemory: 1 << 30}, {PID: 4242, UsedMemory: 512 << 20}} {
+		payload = append(payload, Bytes(&e)...)
+	}
+	req := NewHeader(OpDeviceGetProcesses, 11)
+	return AppendFrame(nil, Reply(&req, 0), payload, nil)
+}
+
+// deviceGetMonitorReply: utilization, power and the SM clock read; no fan.
+func deviceGetMonitorReply() []byte {
+	p := DeviceMonitor{Valid: MonitorUtilization | MonitorPower | MonitorClock<<1 | MonitorMaxClock<<1,
+		GPUUtil: 87, MemUtil: 40, PowerMilliwatts: 215000, Clocks: [MonitorClocks]uint32{1: 1755}, MaxClocks: [MonitorClocks]uint32{1: 1980}}
+	req := NewHeader(OpDeviceGetMonitor, 12)
+	return AppendFrame(nil, Reply(&req, 0), Bytes(&p), nil)
+}
+
+// notifyOutput is one line of device printf output, the whole flush.
+func notifyOutput() []byte {
+	text := "vgpu printf probe: tag 7 block 0 thread 0\n"
+	p := OutputNotify{Stream: OutputStdout, Flags: OutputFinal, Len: uint32(len(text))}
+	h := NewHeader(OpNotifyOutput, 11) // the request whose reply follows
+	h.Flags = FlagNotify
+	return AppendFrame(nil, h, append(Bytes(&p), text...), nil)
+}
+
+// syncReplyOutput is the reply that follows a flush of device output.
+func syncReplyOutput() []byte {
+	req := NewHeader(OpDeviceSynchronize, 11)
+	h := Reply(&req, 0)
+	h.Flags |= FlagOutput
+	return AppendFrame(nil, h, nil, nil)
+}
+
 var goldenFrames = []goldenFrame{
 	{"hello_req", helloReq},
 	{"hello_reply", helloReply},
@@ -99,6 +135,10 @@ var goldenFrames = []goldenFrame{
 	{"notify_host_func", notifyHostFunc},
 	{"host_share", hostShare},
 	{"guest_register_host_mapped", guestRegisterHostMapped},
+	{"device_get_processes_reply", deviceGetProcessesReply},
+	{"device_get_monitor_reply", deviceGetMonitorReply},
+	{"notify_output", notifyOutput},
+	{"sync_reply_output", syncReplyOutput},
 }
 
 func TestGoldenFrames(t *testing.T) {

@@ -34,14 +34,17 @@ const (
 	OpSetOption Opcode = 0x0006
 	OpGetStats  Opcode = 0x0007
 
-	OpDeviceGetCount    Opcode = 0x0101
-	OpDeviceGetInfo     Opcode = 0x0102
-	OpDriverGetVersion  Opcode = 0x0103
-	OpDeviceSynchronize Opcode = 0x0104
-	OpDeviceReset       Opcode = 0x0105
-	OpMemGetInfo        Opcode = 0x0106
-	OpDeviceSetLimit    Opcode = 0x0107
-	OpDeviceGetLimit    Opcode = 0x0108
+	OpDeviceGetCount     Opcode = 0x0101
+	OpDeviceGetInfo      Opcode = 0x0102
+	OpDriverGetVersion   Opcode = 0x0103
+	OpDeviceSynchronize  Opcode = 0x0104
+	OpDeviceReset        Opcode = 0x0105
+	OpMemGetInfo         Opcode = 0x0106
+	OpDeviceSetLimit     Opcode = 0x0107
+	OpDeviceGetLimit     Opcode = 0x0108
+	OpDriverGetInfo      Opcode = 0x0109
+	OpDeviceGetProcesses Opcode = 0x010a
+	OpDeviceGetMonitor   Opcode = 0x010b
 
 	OpMemAlloc           Opcode = 0x0201
 	OpMemFree            Opcode = 0x0202
@@ -83,6 +86,7 @@ const (
 
 	OpNotifyHostFunc Opcode = 0x0901
 	OpNotifyError    Opcode = 0x0902
+	OpNotifyOutput   Opcode = 0x0903
 )
 
 // Tail says what may follow a payload's fixed part.
@@ -133,6 +137,9 @@ var Ops = []OpInfo{
 	{Op: OpMemGetInfo, Name: "MEM_GET_INFO", Req: DeviceReq{}, Reply: MemInfoReply{}},
 	{Op: OpDeviceSetLimit, Name: "DEVICE_SET_LIMIT", Req: LimitReq{}, Reply: Empty{}},
 	{Op: OpDeviceGetLimit, Name: "DEVICE_GET_LIMIT", Req: LimitReq{}, Reply: LimitReply{}},
+	{Op: OpDriverGetInfo, Name: "DRIVER_GET_INFO", Req: Empty{}, Reply: DriverInfoReply{}},
+	{Op: OpDeviceGetProcesses, Name: "DEVICE_GET_PROCESSES", Req: DeviceReq{}, Reply: ProcessListReply{}, ReplyTail: TailBytes},
+	{Op: OpDeviceGetMonitor, Name: "DEVICE_GET_MONITOR", Req: DeviceReq{}, Reply: DeviceMonitor{}},
 
 	{Op: OpMemAlloc, Name: "MEM_ALLOC", Req: MemAllocReq{}, Reply: PtrReply{}},
 	{Op: OpMemFree, Name: "MEM_FREE", Req: PtrReq{}, Reply: Empty{}},
@@ -174,6 +181,7 @@ var Ops = []OpInfo{
 
 	{Op: OpNotifyHostFunc, Name: "NOTIFY_HOST_FUNC", Req: HostFuncNotify{}},
 	{Op: OpNotifyError, Name: "NOTIFY_ERROR", Req: ErrorNotify{}},
+	{Op: OpNotifyOutput, Name: "NOTIFY_OUTPUT", Req: OutputNotify{}, ReqTail: TailBytes},
 }
 
 var opIndex = func() map[Opcode]*OpInfo {

@@ -39,6 +39,10 @@ const (
 	FeatureInline     uint64 = 1 << 3 // inline data (host mode)
 	FeatureModuleHash uint64 = 1 << 4 // OpModuleLoad by content hash
 	FeatureHostShare  uint64 = 1 << 5 // OpHostShare/OpHostUnshare: host-mode memfds shared over the unix socket
+	// FeatureDeviceOutput: the process's device printf and assert output
+	// comes as OpNotifyOutput before the reply of each synchronising call
+	// (offered where the process's GPU work runs in its own host process).
+	FeatureDeviceOutput uint64 = 1 << 6
 )
 
 // Roles of a HELLO sender.
@@ -177,6 +181,71 @@ type LimitReq struct {
 // LimitReply answers OpDeviceGetLimit.
 type LimitReply struct {
 	Value uint64
+}
+
+// DriverInfoReply answers OpDriverGetInfo: what NVML's system queries
+// report about the driver behind the vGPU.
+type DriverInfoReply struct {
+	// DriverVersion is the host's NVIDIA driver version as its NVML says
+	// it ("580.159.04"); the sim device says "sim". NUL-padded text.
+	DriverVersion [32]byte
+}
+
+// MaxProcesses is the most ProcessInfo entries one ProcessListReply carries.
+const MaxProcesses = 256
+
+// ProcessListReply answers OpDeviceGetProcesses: the guest processes of this
+// VM that use the device (one per session: the PID its HELLO named), never
+// another VM's. Count ProcessInfo entries follow, sorted by PID; Total is
+// how many there are (more than Count when the list was cut at
+// MaxProcesses).
+type ProcessListReply struct {
+	Count uint32
+	Total uint32
+}
+
+// ProcessInfo is one entry of a ProcessListReply.
+type ProcessInfo struct {
+	PID  uint32
+	Pad0 uint32
+	// UsedMemory is the device memory the process holds on the device
+	// (its allocations), in bytes.
+	UsedMemory uint64
+}
+
+// Monitor validity bits (DeviceMonitor.Valid): which readings the host
+// could take.
+const (
+	MonitorUtilization uint32 = 1 << 0 // GPUUtil, MemUtil
+	MonitorTemperature uint32 = 1 << 1
+	MonitorPower       uint32 = 1 << 2
+	MonitorPowerLimit  uint32 = 1 << 3
+	MonitorFan         uint32 = 1 << 4
+	MonitorPstate      uint32 = 1 << 5
+	// MonitorClock << t: Clocks[t]; MonitorMaxClock << t: MaxClocks[t].
+	MonitorClock    uint32 = 1 << 8
+	MonitorMaxClock uint32 = 1 << 12
+)
+
+// MonitorClocks is the number of clock domains a DeviceMonitor reports,
+// indexed like nvmlClockType_t: graphics, SM, memory, video.
+const MonitorClocks = 4
+
+// DeviceMonitor answers OpDeviceGetMonitor: the physical GPU's live
+// readings as the host's NVML gives them. They describe the whole physical
+// GPU, which other VMs may share. A field is meaningful only where its bit
+// in Valid is set.
+type DeviceMonitor struct {
+	Valid                uint32
+	GPUUtil              uint32 // percent of the last sample period a kernel ran
+	MemUtil              uint32 // percent of it device memory was read or written
+	TemperatureC         uint32
+	PowerMilliwatts      uint32
+	PowerLimitMilliwatts uint32 // the enforced power limit
+	FanPercent           uint32
+	Pstate               uint32                // performance state, 0 (P0) to 15; 32 unknown
+	Clocks               [MonitorClocks]uint32 // current, MHz
+	MaxClocks            [MonitorClocks]uint32 // maximum, MHz
 }
 
 // MemAllocReq allocates device memory (OpMemAlloc).
@@ -326,7 +395,7 @@ type ModuleLoadReq struct {
 // ModuleLoadReply answers OpModuleLoad.
 type ModuleLoadReply struct {
 	Module uint64
-	Cached uint32 // 1 if the host already had the image
+	Cached uint32 // 1 if the image came from this VM's cache (a load by hash)
 	Pad0   uint32
 }
 
@@ -466,6 +535,34 @@ type HostFuncNotify struct {
 	CallbackID uint64
 	Stream     uint64
 }
+
+// Output streams of OutputNotify.
+const (
+	OutputStdout uint32 = 1
+	OutputStderr uint32 = 2
+)
+
+// OutputFinal marks the last OutputNotify of one flush (the one before a
+// FlagOutput reply).
+const OutputFinal uint32 = 1
+
+// OutputNotify carries Len bytes of the process's device output (printf,
+// assert messages) for its Stream (OutputStdout, OutputStderr), in the
+// tail; the guest library writes them to its own stdout or stderr. A flush
+// may be split over several frames. A flush that precedes a reply carries
+// that reply's request id in its frames' headers, its last frame has
+// OutputFinal, and the reply has FlagOutput; a flush before a host function
+// runs has request id 0 and no OutputFinal.
+type OutputNotify struct {
+	Stream uint32
+	Flags  uint32
+	Len    uint32
+	Pad0   uint32
+}
+
+// MaxOutputChunk is the most output bytes one OutputNotify carries (so a
+// frame fits the guest driver's 4 KiB notification buffer).
+const MaxOutputChunk = 4096 - HeaderSize - 16
 
 // ErrorNotify reports a deferred error of an asynchronous call.
 type ErrorNotify struct {

@@ -26,6 +26,7 @@ typedef float vgpu_f32;
 #define VGPU_FLAG_MORE_SEGMENTS 0x4u
 #define VGPU_FLAG_NO_REPLY 0x8u
 #define VGPU_FLAG_NOTIFY 0x10u
+#define VGPU_FLAG_OUTPUT 0x20u
 #define VGPU_BUF_NONE 0x0u
 #define VGPU_BUF_INLINE 0x1u
 #define VGPU_BUF_SEGMENTS 0x2u
@@ -36,6 +37,7 @@ typedef float vgpu_f32;
 #define VGPU_FEATURE_INLINE 0x8u
 #define VGPU_FEATURE_MODULE_HASH 0x10u
 #define VGPU_FEATURE_HOST_SHARE 0x20u
+#define VGPU_FEATURE_DEVICE_OUTPUT 0x40u
 #define VGPU_ROLE_LIBRARY 0x1u
 #define VGPU_ROLE_DRIVER 0x2u
 #define VGPU_COPY_ASYNC 0x1u
@@ -51,10 +53,24 @@ typedef float vgpu_f32;
 #define VGPU_ENGINE_GATHER 0x2u
 #define VGPU_ENGINE_STAGING 0x3u
 #define VGPU_MAX_DEVICE_ATTRS 0x100u
+#define VGPU_MAX_PROCESSES 0x100u
+#define VGPU_MONITOR_UTILIZATION 0x1u
+#define VGPU_MONITOR_TEMPERATURE 0x2u
+#define VGPU_MONITOR_POWER 0x4u
+#define VGPU_MONITOR_POWER_LIMIT 0x8u
+#define VGPU_MONITOR_FAN 0x10u
+#define VGPU_MONITOR_PSTATE 0x20u
+#define VGPU_MONITOR_CLOCK 0x100u
+#define VGPU_MONITOR_MAX_CLOCK 0x1000u
+#define VGPU_MONITOR_CLOCKS 0x4u
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
+#define VGPU_OUTPUT_STDOUT 0x1u
+#define VGPU_OUTPUT_STDERR 0x2u
+#define VGPU_OUTPUT_FINAL 0x1u
+#define VGPU_MAX_OUTPUT_CHUNK 0xfd0u
 
 /* Opcodes: area in the high byte. */
 #define VGPU_OP_HELLO 0x0001u
@@ -72,6 +88,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_GET_INFO 0x0106u
 #define VGPU_OP_DEVICE_SET_LIMIT 0x0107u
 #define VGPU_OP_DEVICE_GET_LIMIT 0x0108u
+#define VGPU_OP_DRIVER_GET_INFO 0x0109u
+#define VGPU_OP_DEVICE_GET_PROCESSES 0x010au
+#define VGPU_OP_DEVICE_GET_MONITOR 0x010bu
 #define VGPU_OP_MEM_ALLOC 0x0201u
 #define VGPU_OP_MEM_FREE 0x0202u
 #define VGPU_OP_MEMCPY_HTOD 0x0203u
@@ -106,6 +125,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
 #define VGPU_OP_NOTIFY_ERROR 0x0902u
+#define VGPU_OP_NOTIFY_OUTPUT 0x0903u
 
 struct vgpu_header {
 	uint32_t magic;
@@ -144,6 +164,16 @@ struct vgpu_param_info {
 _Static_assert(sizeof(struct vgpu_param_info) == 8, "vgpu_param_info size");
 _Static_assert(offsetof(struct vgpu_param_info, offset) == 0, "vgpu_param_info.offset");
 _Static_assert(offsetof(struct vgpu_param_info, size) == 4, "vgpu_param_info.size");
+
+struct vgpu_process_info {
+	uint32_t pid;
+	uint32_t pad0;
+	uint64_t used_memory;
+};
+_Static_assert(sizeof(struct vgpu_process_info) == 16, "vgpu_process_info size");
+_Static_assert(offsetof(struct vgpu_process_info, pid) == 0, "vgpu_process_info.pid");
+_Static_assert(offsetof(struct vgpu_process_info, pad0) == 4, "vgpu_process_info.pad0");
+_Static_assert(offsetof(struct vgpu_process_info, used_memory) == 8, "vgpu_process_info.used_memory");
 
 struct vgpu_hello_req {
 	uint16_t major;
@@ -312,6 +342,44 @@ struct vgpu_limit_reply {
 };
 _Static_assert(sizeof(struct vgpu_limit_reply) == 8, "vgpu_limit_reply size");
 _Static_assert(offsetof(struct vgpu_limit_reply, value) == 0, "vgpu_limit_reply.value");
+
+struct vgpu_driver_info_reply {
+	uint8_t driver_version[32];
+};
+_Static_assert(sizeof(struct vgpu_driver_info_reply) == 32, "vgpu_driver_info_reply size");
+_Static_assert(offsetof(struct vgpu_driver_info_reply, driver_version) == 0, "vgpu_driver_info_reply.driver_version");
+
+struct vgpu_process_list_reply {
+	uint32_t count;
+	uint32_t total;
+};
+_Static_assert(sizeof(struct vgpu_process_list_reply) == 8, "vgpu_process_list_reply size");
+_Static_assert(offsetof(struct vgpu_process_list_reply, count) == 0, "vgpu_process_list_reply.count");
+_Static_assert(offsetof(struct vgpu_process_list_reply, total) == 4, "vgpu_process_list_reply.total");
+
+struct vgpu_device_monitor {
+	uint32_t valid;
+	uint32_t gpu_util;
+	uint32_t mem_util;
+	uint32_t temperature_c;
+	uint32_t power_milliwatts;
+	uint32_t power_limit_milliwatts;
+	uint32_t fan_percent;
+	uint32_t pstate;
+	uint32_t clocks[4];
+	uint32_t max_clocks[4];
+};
+_Static_assert(sizeof(struct vgpu_device_monitor) == 64, "vgpu_device_monitor size");
+_Static_assert(offsetof(struct vgpu_device_monitor, valid) == 0, "vgpu_device_monitor.valid");
+_Static_assert(offsetof(struct vgpu_device_monitor, gpu_util) == 4, "vgpu_device_monitor.gpu_util");
+_Static_assert(offsetof(struct vgpu_device_monitor, mem_util) == 8, "vgpu_device_monitor.mem_util");
+_Static_assert(offsetof(struct vgpu_device_monitor, temperature_c) == 12, "vgpu_device_monitor.temperature_c");
+_Static_assert(offsetof(struct vgpu_device_monitor, power_milliwatts) == 16, "vgpu_device_monitor.power_milliwatts");
+_Static_assert(offsetof(struct vgpu_device_monitor, power_limit_milliwatts) == 20, "vgpu_device_monitor.power_limit_milliwatts");
+_Static_assert(offsetof(struct vgpu_device_monitor, fan_percent) == 24, "vgpu_device_monitor.fan_percent");
+_Static_assert(offsetof(struct vgpu_device_monitor, pstate) == 28, "vgpu_device_monitor.pstate");
+_Static_assert(offsetof(struct vgpu_device_monitor, clocks) == 32, "vgpu_device_monitor.clocks");
+_Static_assert(offsetof(struct vgpu_device_monitor, max_clocks) == 48, "vgpu_device_monitor.max_clocks");
 
 struct vgpu_mem_alloc_req {
 	uint32_t device;
@@ -685,6 +753,18 @@ _Static_assert(offsetof(struct vgpu_error_notify, error) == 8, "vgpu_error_notif
 _Static_assert(offsetof(struct vgpu_error_notify, opcode) == 12, "vgpu_error_notify.opcode");
 _Static_assert(offsetof(struct vgpu_error_notify, pad0) == 14, "vgpu_error_notify.pad0");
 
+struct vgpu_output_notify {
+	uint32_t stream;
+	uint32_t flags;
+	uint32_t len;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_output_notify) == 16, "vgpu_output_notify size");
+_Static_assert(offsetof(struct vgpu_output_notify, stream) == 0, "vgpu_output_notify.stream");
+_Static_assert(offsetof(struct vgpu_output_notify, flags) == 4, "vgpu_output_notify.flags");
+_Static_assert(offsetof(struct vgpu_output_notify, len) == 8, "vgpu_output_notify.len");
+_Static_assert(offsetof(struct vgpu_output_notify, pad0) == 12, "vgpu_output_notify.pad0");
+
 /* Opcode names, for logs. */
 static inline const char *vgpu_op_name(uint16_t op)
 {
@@ -704,6 +784,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_GET_INFO: return "MEM_GET_INFO";
 	case VGPU_OP_DEVICE_SET_LIMIT: return "DEVICE_SET_LIMIT";
 	case VGPU_OP_DEVICE_GET_LIMIT: return "DEVICE_GET_LIMIT";
+	case VGPU_OP_DRIVER_GET_INFO: return "DRIVER_GET_INFO";
+	case VGPU_OP_DEVICE_GET_PROCESSES: return "DEVICE_GET_PROCESSES";
+	case VGPU_OP_DEVICE_GET_MONITOR: return "DEVICE_GET_MONITOR";
 	case VGPU_OP_MEM_ALLOC: return "MEM_ALLOC";
 	case VGPU_OP_MEM_FREE: return "MEM_FREE";
 	case VGPU_OP_MEMCPY_HTOD: return "MEMCPY_HTOD";
@@ -738,6 +821,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";
 	case VGPU_OP_NOTIFY_ERROR: return "NOTIFY_ERROR";
+	case VGPU_OP_NOTIFY_OUTPUT: return "NOTIFY_OUTPUT";
 	default: return "UNKNOWN";
 	}
 }

@@ -48,7 +48,7 @@ scripts/cuda-tests/run.sh "$ct/sm_90" --out "$res/programs-native.csv" --logs "$
 tail -1 "$logs/native.txt"
 
 step "host mode (unix socket; pinned memory shared as memfds, the rest inline)"
-"$vgpu" serve --device cuda --isolate vm --unix /tmp/vgpu-host.sock --log-level info >"$logs/serve-host.log" 2>&1 &
+"$vgpu" serve --device cuda --unix /tmp/vgpu-host.sock --log-level info >"$logs/serve-host.log" 2>&1 &
 hsrv=$!
 wait_socket /tmp/vgpu-host.sock
 VGPU_TRANSPORT=unix:/tmp/vgpu-host.sock scripts/cuda-tests/run.sh "$ct/sm_90" --lib "$carry/lib" \
@@ -66,7 +66,7 @@ step "native benchmarks"
 
 step "guest (TCG) with the vGPU on the GPU"
 sock=/tmp/vgpu-vu.sock
-"$vgpu" serve --device cuda --isolate vm --vhost-user-socket "$sock" --log-level info --status-socket /tmp/vgpu-status.sock >"$logs/serve-vm.log" 2>&1 &
+"$vgpu" serve --device cuda --vhost-user-socket "$sock" --log-level info --status-socket /tmp/vgpu-status.sock >"$logs/serve-vm.log" 2>&1 &
 srv=$!
 wait_socket "$sock"
 "$vgpu" vm run --image "$carry/image" --bundle "$carry/qemu-bundle.tar.xz" --vgpu "$sock" --share "$res" \

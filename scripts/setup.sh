@@ -5,17 +5,27 @@
 #   qemu-system-x86, busybox-static, cpio, kmod  the TCG test guest
 #   linux-image-amd64 + linux-headers-<ver>      the guest kernel and the headers vgpu.ko builds against
 #   nvidia-cuda-toolkit (non-free)               nvcc 11.8 for real nvcc output in tests (no GPU needed)
+#   nvidia-smi (non-free, no recommends)         NVIDIA's nvidia-smi run against our NVML on sim (no kernel driver)
+#   debhelper, dh-dkms, dkms, dpkg-dev           make deb, and DKMS in the deployment test
+#   libvirt-daemon-system, libvirt-clients       the deployment test's libvirt domain (qemu driver, TCG)
+#   libxml2-utils                                xmllint, for libvirt's schema check in the tests (virt-xml-validate)
 #   Go modules                                   go mod download
 set -euo pipefail
 
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
-for p in qemu-system-x86 busybox-static cpio kmod linux-image-amd64 gcc make libc6-dev xz-utils; do
+for p in qemu-system-x86 busybox-static cpio kmod linux-image-amd64 gcc make libc6-dev xz-utils \
+	debhelper dh-dkms dkms dpkg-dev libvirt-daemon-system libvirt-clients libxml2-utils; do
 	have "$p" || need+=("$p")
 done
 if [[ "${VGPU_SKIP_NVCC:-0}" != 1 ]] && ! have nvidia-cuda-toolkit; then
 	need+=(nvidia-cuda-toolkit)
+fi
+# nvidia-smi needs only libnvidia-ml1 and nvidia-alternative (both come
+# with the toolkit); its kernel driver is a recommendation, not installed.
+if [[ "${VGPU_SKIP_NVCC:-0}" != 1 ]] && ! have nvidia-smi; then
+	need+=(nvidia-smi)
 fi
 
 if ((${#need[@]})); then

@@ -66,6 +66,22 @@ var ErrNoDriver = errors.New("bench: no CUDA driver library")
 // primary context current on the calling OS thread, which it locks: call
 // every method from the same goroutine.
 func Open(lib string) (*Driver, error) {
+	d, err := load(lib)
+	if err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	if err := check("cuInit", d.cuInit(0)); err != nil {
+		return nil, err
+	}
+	if err := d.primaryContext(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// load opens lib and binds the functions the benchmarks call.
+func load(lib string) (*Driver, error) {
 	if lib == "" {
 		lib = "libcuda.so.1"
 	}
@@ -107,21 +123,19 @@ func Open(lib string) (*Driver, error) {
 	if p, err := purego.Dlsym(h, "vgpuGetStats"); err == nil {
 		purego.RegisterFunc(&d.vgpuGetStats, p)
 	}
-	runtime.LockOSThread()
-	if err := check("cuInit", d.cuInit(0)); err != nil {
-		return nil, err
-	}
+	return d, nil
+}
+
+// primaryContext makes device 0's primary context current.
+func (d *Driver) primaryContext() error {
 	var dev int32
 	if err := check("cuDeviceGet", d.cuDeviceGet(&dev, 0)); err != nil {
-		return nil, err
+		return err
 	}
 	if err := check("cuDevicePrimaryCtxRetain", d.cuDevicePrimaryCtxRetain(&d.ctx, dev)); err != nil {
-		return nil, err
+		return err
 	}
-	if err := check("cuCtxSetCurrent", d.cuCtxSetCurrent(d.ctx)); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return check("cuCtxSetCurrent", d.cuCtxSetCurrent(d.ctx))
 }
 
 // IsVGPU reports whether the library is vgpu's (it has vgpu's extensions).

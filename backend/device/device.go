@@ -85,6 +85,9 @@ type Driver interface {
 	Kind() string
 	// Version is the driver's CUDA version (cuDriverGetVersion), e.g. 13000.
 	Version() int32
+	// Release is the driver's own version as NVML reports it
+	// (nvmlSystemGetDriverVersion, e.g. "580.159.04"); "" if unknown.
+	Release() string
 	// Count is the number of devices.
 	Count() int
 	// Context returns device ordinal's context, creating it on first use.
@@ -152,12 +155,55 @@ type Context interface {
 	// waits until fn returns.
 	LaunchHostFunc(s Stream, fn func()) error
 
+	// Monitor reads the device's live state (utilization, temperature,
+	// power, clocks) as far as the driver can tell; Monitor.Has says which
+	// readings are present. It describes the whole physical device.
+	Monitor() (Monitor, error)
+
 	SetLimit(limit int, value uint64) error
 	GetLimit(limit int) (uint64, error)
 	Synchronize() error
 	// Reset destroys every resource of the context (cuDevicePrimaryCtxReset).
 	// Only an owner of the whole context (a worker process) may call it.
 	Reset() error
+}
+
+// MonitorFields says which readings of a Monitor are present.
+type MonitorFields uint32
+
+// Monitor fields. The values are protocol.Monitor* (the session copies
+// them unchanged; a test checks that they agree).
+const (
+	HasUtilization MonitorFields = 1 << 0 // GPUUtil, MemUtil
+	HasTemperature MonitorFields = 1 << 1
+	HasPower       MonitorFields = 1 << 2
+	HasPowerLimit  MonitorFields = 1 << 3
+	HasFan         MonitorFields = 1 << 4
+	HasPstate      MonitorFields = 1 << 5
+	// HasClock << t: Clocks[t] is present; HasMaxClock << t: MaxClocks[t].
+	HasClock    MonitorFields = 1 << 8
+	HasMaxClock MonitorFields = 1 << 12
+)
+
+// Clock domains of Monitor.Clocks and MaxClocks (nvmlClockType_t).
+const (
+	ClockGraphics = iota
+	ClockSM
+	ClockMemory
+	ClockVideo
+	NumClocks
+)
+
+// Monitor is a device's live state (what nvidia-smi shows beside memory).
+type Monitor struct {
+	Has                  MonitorFields
+	GPUUtil, MemUtil     uint32 // percent of the last sample period
+	TemperatureC         uint32
+	PowerMilliwatts      uint32
+	PowerLimitMilliwatts uint32 // enforced limit
+	FanPercent           uint32
+	Pstate               uint32            // 0 (P0, fastest) to 15
+	Clocks, MaxClocks    [NumClocks]uint32 // MHz
 }
 
 // KernelExecutor is implemented by contexts that say whether they really
@@ -198,6 +244,8 @@ const (
 	ErrNotReady            Result = 600
 	ErrIllegalAddress      Result = 700
 	ErrLaunchOutOfRes      Result = 701
+	ErrContextDestroyed    Result = 709
+	ErrAssert              Result = 710
 	ErrLaunchFailed        Result = 719
 	ErrHostMemAlreadyReg   Result = 712
 	ErrHostMemNotReg       Result = 713
@@ -217,6 +265,7 @@ var resultNames = map[Result]string{
 	ErrFileNotFound: "CUDA_ERROR_FILE_NOT_FOUND", ErrInvalidHandle: "CUDA_ERROR_INVALID_HANDLE",
 	ErrNotFound: "CUDA_ERROR_NOT_FOUND", ErrNotReady: "CUDA_ERROR_NOT_READY",
 	ErrIllegalAddress: "CUDA_ERROR_ILLEGAL_ADDRESS", ErrLaunchOutOfRes: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+	ErrContextDestroyed: "CUDA_ERROR_CONTEXT_IS_DESTROYED", ErrAssert: "CUDA_ERROR_ASSERT",
 	ErrLaunchFailed: "CUDA_ERROR_LAUNCH_FAILED", ErrHostMemAlreadyReg: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
 	ErrHostMemNotReg: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", ErrNotPermitted: "CUDA_ERROR_NOT_PERMITTED",
 	ErrNotSupported: "CUDA_ERROR_NOT_SUPPORTED", ErrInvalidAddressSpace: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
@@ -277,10 +326,12 @@ func ResultOf(err error) Result {
 
 // Sticky reports CUresults after which the CUDA context is unusable: every
 // later call of the process on that context fails (cuda.h: "the process
-// must be terminated and relaunched").
+// must be terminated and relaunched"). On the H100 (driver 580) such an
+// error poisons the whole process, every context of it
+// (bench/results/2026-11-25-h100-probe).
 func Sticky(r Result) bool {
 	switch r {
-	case ErrIllegalAddress, 702, 714, 715, 716, ErrInvalidAddressSpace, 718, ErrLaunchFailed, 720, 721:
+	case ErrIllegalAddress, 702, ErrAssert, 714, 715, 716, ErrInvalidAddressSpace, 718, ErrLaunchFailed, 720, 721:
 		return true
 	}
 	return false

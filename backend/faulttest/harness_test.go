@@ -290,12 +290,20 @@ func noLeaks(t *testing.T, before resources, mapSlack int) {
 // soakKilledMidway is guest shell that starts a soak from bin, prints marker
 // once the soak moves data (the test then kills something on the host),
 // waits up to 120 s for the soak to end (else prints SOAK-HUNG and exits 1)
-// and reports how it ended: "soak <when>: exit N (its last line)".
+// and reports how it ended: "soak <when>: exit N (its PASS/FAIL line)" (the
+// library may log after it, e.g. its notification thread seeing the
+// session end). The script is a file in bin (needGuest writes it): a test
+// guest's whole command must fit the kernel command line.
 func soakKilledMidway(bin, marker, when string) string {
-	return fmt.Sprintf(`%[1]s/soak --seconds 0 --ready-file /tmp/ready --bytes 4194304 --streams 2 > /tmp/k.log 2>&1 & pid=$!
+	return fmt.Sprintf(`%s/soak-killed-midway.sh %s %s %q || exit 1`, bin, bin, marker, when)
+}
+
+// soakKilledMidwayScript is soak-killed-midway.sh BIN MARKER WHEN.
+const soakKilledMidwayScript = `#!/bin/sh
+$1/soak --seconds 0 --ready-file /tmp/ready --bytes 4194304 --streams 2 > /tmp/k.log 2>&1 & pid=$!
 n=0; while [ ! -e /tmp/ready ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
-echo %[2]s
+echo $2
 n=0; while kill -0 $pid 2>/dev/null && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done
 if kill -0 $pid 2>/dev/null; then echo "SOAK-HUNG"; kill -9 $pid; exit 1; fi
-wait $pid; echo "soak %[3]s: exit $? ($(tail -1 /tmp/k.log))"`, bin, marker, when)
-}
+wait $pid; echo "soak $3: exit $? ($(grep ' soak' /tmp/k.log | tail -1))"
+`

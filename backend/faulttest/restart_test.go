@@ -57,7 +57,7 @@ func TestBackendRestart(t *testing.T) {
 %[2]s/soak --seconds 2 --streams 2 | tail -1
 %[3]s
 t0=$(date +%%s); timeout 60 %[2]s/soak --seconds 1 --streams 1 > /tmp/p.log 2>&1; rc=$?
-echo "soak with no backend: exit $rc after $(( $(date +%%s) - t0 )) s ($(tail -1 /tmp/p.log))"
+echo "soak with no backend: exit $rc after $(( $(date +%%s) - t0 )) s ($(grep ' soak' /tmp/p.log|tail -1))"
 echo START-BACKEND-NOW
 i=0
 while [ $i -lt 60 ]; do

@@ -86,6 +86,9 @@ func needGuest(t *testing.T) *guestKit {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(k.bin, "soak-killed-midway.sh"), []byte(soakKilledMidwayScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if dir := os.Getenv("VGPU_TESTGUEST_IMAGE"); dir != "" {
 		img, err := testguest.Load(dir) // prebuilt (with vgpu.ko), e.g. on the GPU machine
 		if err != nil {

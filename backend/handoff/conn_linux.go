@@ -22,6 +22,13 @@ type Conn struct {
 
 var _ transport.Conn = (*Conn)(nil)
 
+// Socket returns the stream's unix socket, or nil if it is not one (a
+// process can then hand the socket itself to another).
+func (c *Conn) Socket() *net.UnixConn {
+	uc, _ := c.Conn.(*net.UnixConn)
+	return uc
+}
+
 // PeerCID is the guest's CID.
 func (c *Conn) PeerCID() uint32 { return c.CID }
 

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-project/vgpu/protocol"
 )
 
 // Control messages (Message.Op).
@@ -16,6 +18,20 @@ const (
 	OpMemory   = "memory"   // guest RAM regions, one fd each; none (and generation 0): forget the table
 	OpSession  = "session"  // one guest stream, one fd
 	OpPoisoned = "poisoned" // worker -> manager: sticky error; send no more sessions
+
+	// Between "vgpu serve" (the manager) and its workers only:
+	OpReady      = "ready"       // worker -> manager: driver open, contexts created; ready for a session
+	OpSessionEnd = "session-end" // worker -> manager: session Session has ended
+	OpReport     = "report"      // worker -> manager: its counters (Report); ID answers a report-now
+	OpReportNow  = "report-now"  // manager -> worker: ID; send a report now
+	OpLease      = "lease"       // worker -> manager: ID, Bytes more of its VM's memory cap; the answer (same ID): Bytes granted, Error if refused
+	OpLeased     = "leased"      // worker -> manager: ID; the answer: Bytes leased by all the VM's workers
+	OpUnlease    = "unlease"     // worker -> manager: Bytes of its lease back
+	OpModuleGet  = "module-get"  // worker -> manager: ID, Hash; the answer (same ID): the image as a sealed memfd, or none
+	OpModulePut  = "module-put"  // worker -> manager: Hash; the image as a sealed memfd
+	// The VM's process list (NVML) across its workers:
+	OpListProcesses = "list-processes" // worker -> manager: ID, Device; the answer (same op and ID): Processes, those the VM's other workers serve
+	OpOwnProcesses  = "own-processes"  // manager -> worker: ID, VM, Device; the answer (same op and ID): Processes, the worker's own
 )
 
 // Region is one guest RAM region as sent over a control socket (its fd
@@ -41,6 +57,16 @@ type Message struct {
 	ShareMax      int    `json:"share_max,omitempty"`
 	ShareMaxBytes uint64 `json:"share_max_bytes,omitempty"`
 	Error         string `json:"error,omitempty"`
+	// Requests and their answers (worker <-> manager).
+	ID     uint64          `json:"id,omitempty"`
+	Bytes  uint64          `json:"bytes,omitempty"`
+	Hash   string          `json:"hash,omitempty"` // hex SHA-256
+	Report json.RawMessage `json:"report,omitempty"`
+	// Device is a guest device ordinal (list-processes, own-processes);
+	// Processes are the guest processes on it (at most
+	// protocol.MaxProcesses), sorted by PID.
+	Device    int                    `json:"device,omitempty"`
+	Processes []protocol.ProcessInfo `json:"processes,omitempty"`
 }
 
 // MaxMsg and MaxFDs bound one control message.

@@ -5,8 +5,8 @@
 //
 // Two pairs of processes use it:
 //
-//   - "vgpu serve --isolate vm" (the manager) and its "vgpu worker"
-//     processes (package worker): a socketpair on the worker's fd 3;
+//   - "vgpu serve" (the manager, --isolate process or vm) and its "vgpu
+//     worker" processes (package worker): a socketpair on the worker's fd 3;
 //   - "vgpu front" (package front), which keeps a VM's vhost-user-vsock
 //     device alive across backend restarts, and "vgpu serve --front-socket"
 //     (the backend), which it dials.
@@ -14,7 +14,12 @@
 // Messages: "hello" (front -> backend: VM name and guest CID), "memory"
 // (guest RAM regions, one memfd each, plus their layout), "session" (one
 // guest stream: one end of a SOCK_STREAM socketpair, with the guest's CID
-// and source port), "poisoned" (worker -> manager: sticky CUDA error).
+// and source port), "poisoned" (worker -> manager: sticky CUDA error), and
+// between a manager and its workers: "ready", "session-end", "report"
+// (counters), "lease"/"leased"/"unlease" (the VM's memory cap, shared by its
+// workers), "module-get"/"module-put" (the VM's module images, as sealed
+// memfds) and "list-processes"/"own-processes" (the VM's guest processes
+// on a device, gathered from its workers).
 //
 // Trust: Recv checks the framing (record size, truncated records or fd
 // lists, fd counts) and nothing else; the receiver validates the body.

@@ -109,6 +109,10 @@ func (c *Conn) Close() error {
 	return err
 }
 
+// Socket returns the client's socket (a worker process can serve it
+// itself: "vgpu serve" hands it over instead of copying its bytes).
+func (c *Conn) Socket() *net.UnixConn { return c.UnixConn }
+
 // PeerCID is 0: the host itself.
 func (c *Conn) PeerCID() uint32 { return 0 }
 
@@ -153,4 +157,5 @@ type plainConn struct {
 func (c *plainConn) PeerCID() uint32         { return 0 }
 func (c *plainConn) PeerPort() uint32        { return 0 }
 func (c *plainConn) Memory() guestmem.Source { return nil }
+func (c *plainConn) Socket() *net.UnixConn   { return c.UnixConn }
 func (c *plainConn) VM() string              { return c.vm }

@@ -31,6 +31,7 @@ type collector struct {
 	src                                     Source
 	calls, errs, secs                       *prometheus.Desc
 	sessions, totalSessions, bad, unknown   *prometheus.Desc
+	panics                                  *prometheus.Desc
 	deferred, bytesIn, engineUse            *prometheus.Desc
 	memUsed, memTotal, memFree, launches    *prometheus.Desc
 	skipped, vmMem, vmLimit, vmSessions, up *prometheus.Desc
@@ -50,6 +51,7 @@ func NewCollector(src Source) prometheus.Collector {
 		totalSessions: d("sessions_total", "Sessions started."),
 		bad:           d("bad_frames_total", "Frames with an invalid header."),
 		unknown:       d("unknown_opcodes_total", "Requests with an opcode this backend does not serve."),
+		panics:        d("session_panics_total", "Internal errors caught at a session's recover boundary (that session's work ended, the process kept serving)."),
 		deferred:      d("deferred_errors_total", "Errors of asynchronous calls reported by notification."),
 		bytesIn:       d("copy_bytes_total", "Bytes copied between guests and devices.", "dir"),
 		engineUse:     d("engine_copies_total", "Guest-memory copies by engine.", "engine"),
@@ -66,7 +68,7 @@ func NewCollector(src Source) prometheus.Collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.calls, c.errs, c.secs, c.sessions, c.totalSessions, c.bad, c.unknown, c.deferred,
+	for _, d := range []*prometheus.Desc{c.calls, c.errs, c.secs, c.sessions, c.totalSessions, c.bad, c.unknown, c.panics, c.deferred,
 		c.bytesIn, c.engineUse, c.memUsed, c.memTotal, c.memFree, c.launches, c.skipped, c.vmMem, c.vmLimit, c.vmSessions, c.up} {
 		ch <- d
 	}
@@ -89,6 +91,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.totalSessions, float64(st.Stats.TotalSessions))
 	counter(c.bad, float64(st.Stats.BadFrames))
 	counter(c.unknown, float64(st.Stats.UnknownOps))
+	counter(c.panics, float64(st.Stats.Panics))
 	counter(c.deferred, float64(st.Stats.DeferredErrors))
 	counter(c.bytesIn, float64(st.Stats.BytesHtoD), "htod")
 	counter(c.bytesIn, float64(st.Stats.BytesDtoH), "dtoh")

@@ -1,5 +1,6 @@
-// Package qmp drives one QEMU instance through its QMP socket, on top of
-// github.com/digitalocean/go-qemu/qmp: connecting with a deadline, status,
+// Package qmp drives one QEMU instance through its QMP socket, or through
+// libvirt's QEMU monitor passthrough for a libvirt domain (DialLibvirt), on
+// top of github.com/digitalocean/go-qemu/qmp: connecting with a deadline, status,
 // power-down and quit, event collection, and the few commands the launcher
 // and `vgpu attach` need (chardev-add, device_add, memory-backend queries).
 //
@@ -26,8 +27,9 @@ type Event = qmp.Event
 // Client is one QMP connection. Its methods may be called from several
 // goroutines; commands are serialised.
 type Client struct {
-	mon *qmp.SocketMonitor
-	log hclog.Logger
+	mon     qmp.Monitor
+	version string // QEMU's version, when known at connection time
+	log     hclog.Logger
 
 	mu      sync.Mutex
 	events  []Event
@@ -64,9 +66,17 @@ func Dial(ctx context.Context, path string, log hclog.Logger) (*Client, error) {
 	}
 }
 
-func newClient(mon *qmp.SocketMonitor, log hclog.Logger) *Client {
+func newClient(mon qmp.Monitor, log hclog.Logger) *Client {
 	c := &Client{mon: mon, log: log.Named("qmp"), changed: make(chan struct{})}
-	ch, _ := mon.Events(context.Background())
+	if sm, ok := mon.(*qmp.SocketMonitor); ok && sm.Version != nil {
+		c.version = sm.Version.String()
+	}
+	ch, err := mon.Events(context.Background())
+	if err != nil {
+		c.log.Debug("no events", "err", err)
+		c.closed = true
+		return c
+	}
 	go func() {
 		for e := range ch {
 			c.log.Debug("event", "name", e.Event, "data", e.Data)
@@ -85,12 +95,7 @@ func newClient(mon *qmp.SocketMonitor, log hclog.Logger) *Client {
 }
 
 // Version is the QEMU version the monitor reported, e.g. "7.2.22".
-func (c *Client) Version() string {
-	if c.mon.Version == nil {
-		return ""
-	}
-	return c.mon.Version.String()
-}
+func (c *Client) Version() string { return c.version }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.mon.Disconnect() }
@@ -140,14 +145,23 @@ func (c *Client) Run(cmd string, args any, out any) error {
 	if err != nil {
 		return &CommandError{Command: cmd, Err: err}
 	}
-	if out == nil {
-		return nil
-	}
+	// The socket monitor turns an error reply into err; libvirt's monitor
+	// passthrough hands it back as the reply.
 	var r struct {
 		Return json.RawMessage `json:"return"`
+		Error  *struct {
+			Class string `json:"class"`
+			Desc  string `json:"desc"`
+		} `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("qmp: %s: decoding reply: %w", cmd, err)
+	}
+	if r.Error != nil {
+		return &CommandError{Command: cmd, Err: fmt.Errorf("%s: %s", r.Error.Class, r.Error.Desc)}
+	}
+	if out == nil {
+		return nil
 	}
 	if err := json.Unmarshal(r.Return, out); err != nil {
 		return fmt.Errorf("qmp: %s: decoding reply %s: %w", cmd, r.Return, err)

@@ -1,8 +1,8 @@
 // Package server accepts guest connections from any transport.Listener and
 // runs one session per connection. It owns what sessions share: the device
 // contexts (mapped to guest ordinals by --gpus), per-VM state (device memory
-// cap, guest RAM registration), the module image cache and the counters; and
-// it reports them (Status) for "vgpu status" and the metrics endpoint.
+// cap, guest RAM registration, module image cache) and the counters; and it
+// reports them (Status) for "vgpu status" and the metrics endpoint.
 //
 // Trust: connections are untrusted; sessions validate everything. The server
 // trusts its configuration.
@@ -35,6 +35,18 @@ type Config struct {
 	GPUs []int
 	// MemLimit caps each VM's device memory, all devices together (0: none).
 	MemLimit uint64
+	// ModuleCacheBytes bounds each VM's module image cache (0:
+	// session.DefaultModuleCacheBytes).
+	ModuleCacheBytes uint64
+	// VMResources, if set, supplies a VM's memory quota and module store
+	// instead of this process's own (a worker process whose VM's other
+	// processes run elsewhere: both are shared through the manager).
+	VMResources func(vm string) (*session.Quota, session.ModuleStore)
+	// OtherProcesses, if set, returns VM vm's guest processes on guest
+	// device dev that other host processes serve (a worker: the VM's other
+	// workers, through the manager); the VM's process list (NVML) adds
+	// them to this process's own (session.ProcessTable.Others).
+	OtherProcesses func(vm string, dev int) []protocol.ProcessInfo
 	// Engine picks the memcpy engine for guest-memory copies.
 	Engine engine.Kind
 	Limits protocol.Limits
@@ -49,8 +61,15 @@ type Config struct {
 	Dispatch func(ctx context.Context, conn transport.Conn, id uint64) error
 	// OnStickyError is passed to sessions (see session.Config).
 	OnStickyError func(error)
+	// Output is passed to sessions (see session.Config): only a process
+	// that serves one session (a PerProcess worker) can tell whose device
+	// output its fd 1 and 2 carry.
+	Output session.DeviceOutput
 	// WorkerStatus, if set, adds the worker processes to Status.
 	WorkerStatus func() any
+	// Aggregate, if set, adds what sessions served in other processes
+	// (workers) report: their counters, devices and VMs' memory.
+	Aggregate func() Aggregate
 	// FrontStatus, if set, adds the connected "vgpu front" processes to
 	// Status.
 	FrontStatus func() any
@@ -62,12 +81,12 @@ type Server struct {
 	log     hclog.Logger
 	devices []device.Context
 	stats   *session.Stats
-	mods    *session.ModuleCache
 	started time.Time
 	nextID  atomic.Uint64
 
 	mu       sync.Mutex
 	vms      map[string]*vmState
+	caches   map[string]*vmCache // outlive their VM's sessions (ModuleCacheIdle)
 	sessions map[uint64]*sessionInfo
 	wg       sync.WaitGroup
 }
@@ -75,9 +94,22 @@ type Server struct {
 type vmState struct {
 	name     string
 	quota    *session.Quota
+	procs    *session.ProcessTable // the VM's guest processes (NVML's process list)
+	mods     session.ModuleStore
 	reg      *engine.Registry
 	sessions int
 }
+
+// vmCache is a VM's module images. A VM's programs usually run one after
+// another, so the cache outlives the VM's sessions; it is dropped once the
+// VM has had no session for ModuleCacheIdle.
+type vmCache struct {
+	c         *session.ModuleCache
+	idleSince time.Time // zero while the VM has sessions
+}
+
+// ModuleCacheIdle is how long a VM's module cache outlives its last session.
+const ModuleCacheIdle = 10 * time.Minute
 
 type sessionInfo struct {
 	id      uint64
@@ -103,8 +135,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger.Named("server"),
-		stats: &session.Stats{}, mods: session.NewModuleCache(0), started: time.Now(),
-		vms: map[string]*vmState{}, sessions: map[uint64]*sessionInfo{},
+		stats: &session.Stats{}, started: time.Now(),
+		vms: map[string]*vmState{}, caches: map[string]*vmCache{}, sessions: map[uint64]*sessionInfo{},
 	}
 	for gi, hi := range gpus {
 		if hi < 0 || hi >= cfg.Driver.Count() {
@@ -120,6 +152,18 @@ func New(cfg Config) (*Server, error) {
 		s.devices = append(s.devices, ctx)
 	}
 	return s, nil
+}
+
+// Warm makes sure every device's context exists and works (a worker does
+// it before it tells its manager it is ready: cuInit and context creation
+// then cost the guest program nothing).
+func (s *Server) Warm() error {
+	for _, c := range s.devices {
+		if _, _, err := c.MemGetInfo(); err != nil {
+			return fmt.Errorf("server: device %d: %w", c.Ordinal(), err)
+		}
+	}
+	return nil
 }
 
 // Stats returns the shared session counters.
@@ -197,17 +241,20 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		Devices:                   s.devices,
 		DeviceKind:                s.cfg.Driver.Kind(),
 		DriverVersion:             s.cfg.Driver.Version(),
+		DriverRelease:             s.cfg.Driver.Release(),
 		BackendVersion:            s.cfg.Version,
 		Limits:                    s.cfg.Limits,
 		AllowUnprivilegedSegments: s.cfg.AllowUnprivilegedSegments,
 		ExclusiveContext:          s.cfg.ExclusiveContext,
 		Quota:                     vm.quota,
-		Modules:                   s.mods,
+		Processes:                 vm.procs,
+		Modules:                   vm.mods,
 		Engine:                    engine.New(s.cfg.Engine, vm.reg),
 		Stats:                     s.stats,
 		Logger:                    s.cfg.Logger,
 		ID:                        id,
 		OnStickyError:             s.cfg.OnStickyError,
+		Output:                    s.cfg.Output,
 	})
 	err := sess.Serve(ctx)
 	if err != nil {
@@ -221,11 +268,36 @@ func (s *Server) attach(name string) *vmState {
 	defer s.mu.Unlock()
 	v, ok := s.vms[name]
 	if !ok {
-		v = &vmState{name: name, quota: &session.Quota{Limit: s.cfg.MemLimit}, reg: engine.NewRegistry()}
+		v = &vmState{name: name, procs: session.NewProcessTable(), reg: engine.NewRegistry()}
+		if others := s.cfg.OtherProcesses; others != nil {
+			v.procs.Others = func(dev int) []protocol.ProcessInfo { return others(name, dev) }
+		}
+		if s.cfg.VMResources != nil {
+			v.quota, v.mods = s.cfg.VMResources(name)
+		}
+		if v.quota == nil {
+			v.quota = &session.Quota{Limit: s.cfg.MemLimit}
+		}
+		if v.mods == nil {
+			v.mods = s.moduleCacheLocked(name)
+		}
 		s.vms[name] = v
 	}
 	v.sessions++
 	return v
+}
+
+// LocalProcesses returns VM vm's guest processes on guest device dev that
+// this process serves (none if it serves no session of vm): a worker's
+// answer to the manager, which gathers a VM's list from its workers.
+func (s *Server) LocalProcesses(vm string, dev int) []protocol.ProcessInfo {
+	s.mu.Lock()
+	v, ok := s.vms[vm]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return v.procs.Local(dev)
 }
 
 // detach drops a session's hold on its VM; the last one unregisters the
@@ -237,7 +309,28 @@ func (s *Server) detach(v *vmState) {
 	if v.sessions == 0 {
 		v.reg.Close()
 		delete(s.vms, v.name)
+		if c, ok := s.caches[v.name]; ok {
+			c.idleSince = time.Now()
+		}
 	}
+}
+
+// moduleCacheLocked returns VM name's module cache, creating it, and drops
+// the caches of VMs idle for longer than ModuleCacheIdle.
+func (s *Server) moduleCacheLocked(name string) *session.ModuleCache {
+	now := time.Now()
+	for n, c := range s.caches {
+		if !c.idleSince.IsZero() && now.Sub(c.idleSince) > ModuleCacheIdle {
+			delete(s.caches, n)
+		}
+	}
+	c, ok := s.caches[name]
+	if !ok {
+		c = &vmCache{c: session.NewModuleCache(s.cfg.ModuleCacheBytes)}
+		s.caches[name] = c
+	}
+	c.idleSince = time.Time{}
+	return c.c
 }
 
 // Status is a snapshot for "vgpu status" and metrics.
@@ -282,9 +375,39 @@ type SessionStatus struct {
 	Started string `json:"started"`
 }
 
+// Report is what a worker process tells its manager about itself: its
+// counters, its devices and its VMs' memory.
+type Report struct {
+	Stats   session.Snapshot `json:"stats"`
+	Devices []DeviceStatus   `json:"devices,omitempty"`
+	VMs     []VMStatus       `json:"vms,omitempty"`
+}
+
+// Aggregate is what a manager adds to its own Status: the sum of its
+// workers' reports (counters of workers that ended included).
+type Aggregate struct {
+	Stats   session.Snapshot
+	Devices []DeviceStatus
+	VMMem   map[string]uint64 // device memory in use by VM
+}
+
+// Report returns this process's counters, devices and VMs.
+func (s *Server) Report() Report {
+	st := s.Status()
+	return Report{Stats: st.Stats, Devices: st.Devices, VMs: st.VMs}
+}
+
 // Status returns a snapshot.
 func (s *Server) Status() Status {
 	st := Status{DeviceKind: s.cfg.Driver.Kind(), DriverVersion: s.cfg.Driver.Version(), Uptime: time.Since(s.started).Round(time.Second).String(), Stats: s.stats.Snapshot()}
+	var agg Aggregate
+	if s.cfg.Aggregate != nil {
+		agg = s.cfg.Aggregate()
+		st.Stats.Add(agg.Stats)
+		if len(s.devices) == 0 {
+			st.Devices = agg.Devices
+		}
+	}
 	for gi, ctx := range s.devices {
 		ds := DeviceStatus{GuestOrdinal: gi, HostOrdinal: ctx.Ordinal()}
 		if p, err := ctx.Properties(); err == nil {
@@ -301,7 +424,7 @@ func (s *Server) Status() Status {
 	}
 	s.mu.Lock()
 	for _, v := range s.vms {
-		st.VMs = append(st.VMs, VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used(), MemLimit: v.quota.Limit})
+		st.VMs = append(st.VMs, VMStatus{VM: v.name, Sessions: v.sessions, MemUsed: v.quota.Used() + agg.VMMem[v.name], MemLimit: v.quota.Limit})
 	}
 	for _, si := range s.sessions {
 		st.Sessions = append(st.Sessions, SessionStatus{ID: si.id, VM: si.vm, Peer: si.peer, Started: si.started.UTC().Format(time.RFC3339)})

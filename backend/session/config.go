@@ -1,9 +1,7 @@
 package session
 
 import (
-	"crypto/sha256"
 	"sync"
-	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -31,99 +29,117 @@ type Config struct {
 	// ExclusiveContext says this session owns its contexts alone (a worker
 	// process with one session): OpDeviceReset then resets the context.
 	ExclusiveContext bool
-	Quota            *Quota       // per-VM device memory cap; nil: none
-	Modules          *ModuleCache // per-process image cache; nil: a private one
-	Engine           *engine.Engine
-	Stats            *Stats // shared counters; nil: private
-	Logger           hclog.Logger
+	Quota            *Quota // per-VM device memory cap; nil: none
+	// Processes lists the VM's processes using the vGPU (one per VM, like
+	// Quota); nil: a table of this session alone.
+	Processes *ProcessTable
+	// DriverRelease is the host driver's version string (device.Driver's
+	// Release), answered by OpDriverGetInfo.
+	DriverRelease string
+	Modules       ModuleStore // the VM's image cache; nil: a private one
+	Engine        *engine.Engine
+	Stats         *Stats // shared counters; nil: private
+	Logger        hclog.Logger
 	// ID names the session in logs and HELLO.
 	ID uint64
+	// Output, if set, is the device output (printf, assert messages) of
+	// this session's process: a worker that serves one guest process
+	// captures its own fd 1 and 2. Sent to a library that asks for it
+	// (FeatureDeviceOutput) before each reply, else logged.
+	Output DeviceOutput
 	// OnStickyError is called (once per session) when a call fails with an
 	// error that leaves the CUDA context unusable (device.Sticky). A worker
 	// process uses it to stop taking new sessions.
 	OnStickyError func(error)
 }
 
-// Quota caps the device memory of one VM (all its sessions, all devices).
-type Quota struct {
-	Limit uint64 // bytes; 0: no cap
-	used  atomic.Uint64
+// DeviceOutput is what the device printed for the session's process.
+type DeviceOutput interface {
+	// Drain passes emit everything written up to this call, stream by
+	// stream (protocol.OutputStdout, OutputStderr), in order; b is valid
+	// during the call only. It reports whether it emitted anything.
+	Drain(emit func(stream uint32, b []byte)) bool
 }
 
-// Reserve takes n bytes of the quota, or reports false.
-func (q *Quota) Reserve(n uint64) bool {
-	if q == nil {
-		return true
-	}
-	for {
-		u := q.used.Load()
-		if q.Limit != 0 && (n > q.Limit || u > q.Limit-n) {
-			return false
-		}
-		if q.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
+// ModuleStore keeps one VM's module images by SHA-256, so a guest process
+// can load an image that a process of the same VM loaded before by hash
+// alone (OpModuleLoad with no image). It is per VM: no VM can learn whether
+// another loaded an image, nor evict another's. Sessions put an image only
+// after the device has loaded it and package image has parsed it. Get may be
+// called concurrently; the bytes it returns are never modified.
+type ModuleStore interface {
+	Get(h [32]byte) ([]byte, bool)
+	// Put stores img (which the store now owns) under its SHA-256 h.
+	Put(h [32]byte, img []byte)
 }
 
-// Release returns n bytes.
-func (q *Quota) Release(n uint64) {
-	if q != nil {
-		q.used.Add(^(n - 1))
-	}
-}
-
-// Used returns the bytes in use.
-func (q *Quota) Used() uint64 {
-	if q == nil {
-		return 0
-	}
-	return q.used.Load()
-}
-
-// ModuleCache keeps module images by SHA-256 so a guest can load an image
-// it (or any guest of this process) loaded before by hash alone. It holds
-// at most MaxBytes of images, dropping the oldest.
+// ModuleCache is a ModuleStore in this process's memory. It holds at most
+// MaxBytes of images, dropping the least recently used.
 type ModuleCache struct {
 	MaxBytes uint64
 	mu       sync.Mutex
-	images   map[[32]byte][]byte
-	order    [][32]byte
+	images   map[[32]byte]*cachedImage
+	clock    uint64
 	bytes    uint64
 }
 
-// NewModuleCache returns a cache holding up to maxBytes (0: 1 GiB).
+type cachedImage struct {
+	b    []byte
+	used uint64 // clock at the last Get or Put
+}
+
+// DefaultModuleCacheBytes is a VM's module cache size unless configured.
+const DefaultModuleCacheBytes = 1 << 30
+
+// NewModuleCache returns a cache holding up to maxBytes (0:
+// DefaultModuleCacheBytes).
 func NewModuleCache(maxBytes uint64) *ModuleCache {
 	if maxBytes == 0 {
-		maxBytes = 1 << 30
+		maxBytes = DefaultModuleCacheBytes
 	}
-	return &ModuleCache{MaxBytes: maxBytes, images: map[[32]byte][]byte{}}
+	return &ModuleCache{MaxBytes: maxBytes, images: map[[32]byte]*cachedImage{}}
 }
 
 // Get returns the image with hash h.
 func (m *ModuleCache) Get(h [32]byte) ([]byte, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, ok := m.images[h]
-	return b, ok
+	c, ok := m.images[h]
+	if !ok {
+		return nil, false
+	}
+	m.clock++
+	c.used = m.clock
+	return c.b, true
 }
 
-// Put stores img (which the cache now owns) and returns its hash.
-func (m *ModuleCache) Put(img []byte) [32]byte {
-	h := sha256.Sum256(img)
+// Put stores img under h (its SHA-256), evicting the least recently used
+// images to make room. An image larger than MaxBytes is not kept.
+func (m *ModuleCache) Put(h [32]byte, img []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.images[h]; ok || uint64(len(img)) > m.MaxBytes {
-		return h
+		return
 	}
-	for m.bytes+uint64(len(img)) > m.MaxBytes && len(m.order) > 0 {
-		old := m.order[0]
-		m.order = m.order[1:]
-		m.bytes -= uint64(len(m.images[old]))
+	for m.bytes+uint64(len(img)) > m.MaxBytes {
+		var old [32]byte
+		oldest := ^uint64(0)
+		for k, c := range m.images {
+			if c.used < oldest {
+				old, oldest = k, c.used
+			}
+		}
+		m.bytes -= uint64(len(m.images[old].b))
 		delete(m.images, old)
 	}
-	m.images[h] = img
-	m.order = append(m.order, h)
+	m.clock++
+	m.images[h] = &cachedImage{b: img, used: m.clock}
 	m.bytes += uint64(len(img))
-	return h
+}
+
+// Bytes returns the bytes held.
+func (m *ModuleCache) Bytes() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytes
 }

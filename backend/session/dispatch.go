@@ -29,14 +29,17 @@ func init() {
 		protocol.OpSetOption: do(setOption),
 		protocol.OpGetStats:  reply(getStats),
 
-		protocol.OpDeviceGetCount:    reply(deviceGetCount),
-		protocol.OpDeviceGetInfo:     reply(deviceGetInfo),
-		protocol.OpDriverGetVersion:  reply(driverGetVersion),
-		protocol.OpDeviceSynchronize: onDevice(func(ctx device.Context) error { return ctx.Synchronize() }),
-		protocol.OpDeviceReset:       do(deviceReset),
-		protocol.OpMemGetInfo:        reply(memGetInfo),
-		protocol.OpDeviceSetLimit:    do(deviceSetLimit),
-		protocol.OpDeviceGetLimit:    reply(deviceGetLimit),
+		protocol.OpDeviceGetCount:     reply(deviceGetCount),
+		protocol.OpDeviceGetInfo:      reply(deviceGetInfo),
+		protocol.OpDriverGetVersion:   reply(driverGetVersion),
+		protocol.OpDeviceSynchronize:  onDevice(func(ctx device.Context) error { return ctx.Synchronize() }),
+		protocol.OpDeviceReset:        do(deviceReset),
+		protocol.OpMemGetInfo:         reply(memGetInfo),
+		protocol.OpDeviceSetLimit:     do(deviceSetLimit),
+		protocol.OpDeviceGetLimit:     reply(deviceGetLimit),
+		protocol.OpDriverGetInfo:      reply(driverGetInfo),
+		protocol.OpDeviceGetProcesses: do(deviceGetProcesses),
+		protocol.OpDeviceGetMonitor:   reply(deviceGetMonitor),
 
 		protocol.OpMemAlloc:           reply(memAlloc),
 		protocol.OpMemFree:            do(memFree),
@@ -82,7 +85,7 @@ func init() {
 // dispatches it.
 func (s *Session) run(c *call) error {
 	f := c.f
-	if f.Flags&(protocol.FlagReply|protocol.FlagNotify) != 0 {
+	if f.Flags&(protocol.FlagReply|protocol.FlagNotify|protocol.FlagOutput) != 0 {
 		return device.Errorf("frame", device.ErrInvalidValue, "%v: guests send requests, not replies or notifications", f.Opcode)
 	}
 	if _, err := protocol.CheckRequest(f); err != nil {

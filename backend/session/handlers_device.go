@@ -17,6 +17,9 @@ func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, erro
 	case s.segsOK:
 		offer |= protocol.FeatureSegments
 	}
+	if s.cfg.Output != nil {
+		offer |= protocol.FeatureDeviceOutput
+	}
 	rep := protocol.HelloReply{
 		Major: uint16(protocol.Major), Minor: uint16(protocol.Minor),
 		DeviceCount: uint32(len(s.cfg.Devices)),
@@ -25,8 +28,10 @@ func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, erro
 		MaxBatch:  s.cfg.MaxBatch,
 		SessionID: s.cfg.ID,
 	}
+	s.outputOn.Store(rep.Features&protocol.FeatureDeviceOutput != 0)
 	protocol.SetString(rep.BackendVersion[:], s.cfg.BackendVersion)
 	protocol.SetString(rep.DeviceKind[:], s.cfg.DeviceKind)
+	s.proc.setPID(r.PID, r.Role)
 	s.log.Debug("hello", "client", protocol.GetString(r.ClientVersion[:]), "pid", r.PID, "role", r.Role, "features", rep.Features)
 	return rep, nil
 }
@@ -64,6 +69,51 @@ func driverGetVersion(s *Session, c *call, _ *protocol.Empty) (protocol.VersionR
 	return protocol.VersionReply{Version: s.cfg.DriverVersion}, nil
 }
 
+func driverGetInfo(s *Session, c *call, _ *protocol.Empty) (protocol.DriverInfoReply, error) {
+	var rep protocol.DriverInfoReply
+	protocol.SetString(rep.DriverVersion[:], s.cfg.DriverRelease)
+	return rep, nil
+}
+
+// deviceGetProcesses lists this VM's processes on the device (the VM's
+// ProcessTable, with the VM's other workers' entries where there are
+// workers: never another VM's), at most protocol.MaxProcesses.
+func deviceGetProcesses(s *Session, c *call, r *protocol.DeviceReq) error {
+	if _, err := s.device(r.Device); err != nil {
+		return err
+	}
+	list := s.procs.List(int(r.Device))
+	rep := protocol.ProcessListReply{Total: uint32(len(list))}
+	if len(list) > protocol.MaxProcesses {
+		list = list[:protocol.MaxProcesses]
+	}
+	rep.Count = uint32(len(list))
+	c.out = protocol.Append(c.out, &rep)
+	for i := range list {
+		c.out = protocol.Append(c.out, &list[i])
+	}
+	return nil
+}
+
+// deviceGetMonitor passes on the device's live readings: the physical
+// GPU's, shared with whoever else uses it (docs/NVML.md says what a
+// VM learns from them).
+func deviceGetMonitor(s *Session, c *call, r *protocol.DeviceReq) (protocol.DeviceMonitor, error) {
+	ctx, err := s.device(r.Device)
+	if err != nil {
+		return protocol.DeviceMonitor{}, err
+	}
+	m, err := ctx.Monitor()
+	if err != nil {
+		return protocol.DeviceMonitor{}, err
+	}
+	return protocol.DeviceMonitor{
+		Valid: uint32(m.Has), GPUUtil: m.GPUUtil, MemUtil: m.MemUtil, TemperatureC: m.TemperatureC,
+		PowerMilliwatts: m.PowerMilliwatts, PowerLimitMilliwatts: m.PowerLimitMilliwatts,
+		FanPercent: m.FanPercent, Pstate: m.Pstate, Clocks: m.Clocks, MaxClocks: m.MaxClocks,
+	}, nil
+}
+
 // deviceReset frees everything this session holds on the device; only a
 // session that owns its context alone resets the context itself.
 func deviceReset(s *Session, c *call, r *protocol.DeviceReq) error {
@@ -91,8 +141,7 @@ func memGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.MemInfoRep
 		return protocol.MemInfoReply{}, err
 	}
 	if q := s.cfg.Quota; q != nil && q.Limit != 0 {
-		left := q.Limit - min(q.Used(), q.Limit)
-		free, total = min(free, left), min(total, q.Limit)
+		free, total = min(free, q.Available()), min(total, q.Limit)
 	}
 	return protocol.MemInfoReply{Free: free, Total: total}, nil
 }
@@ -128,6 +177,7 @@ func streamCreate(s *Session, c *call, r *protocol.StreamCreateReq) (protocol.Ha
 	}
 	id := s.st.handle()
 	s.st.streams[id] = &streamObj{dev: int(r.Device), h: h}
+	s.proc.touch(int(r.Device))
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -169,6 +219,7 @@ func eventCreate(s *Session, c *call, r *protocol.EventCreateReq) (protocol.Hand
 	}
 	id := s.st.handle()
 	s.st.events[id] = &eventObj{dev: int(r.Device), h: h}
+	s.proc.touch(int(r.Device))
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -229,6 +280,7 @@ func hostFuncLaunch(s *Session, c *call, r *protocol.HostFuncReq) error {
 	s.hfMu.Unlock()
 	stream := r.Stream
 	err = ctx.LaunchHostFunc(st, func() {
+		s.flushOutput(0) // the driver prints before a stream callback runs
 		n := protocol.HostFuncNotify{CallbackID: id, Stream: stream}
 		s.notify(protocol.OpNotifyHostFunc, protocol.Bytes(&n))
 		select {

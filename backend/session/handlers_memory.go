@@ -30,6 +30,7 @@ func memAlloc(s *Session, c *call, r *protocol.MemAllocReq) (protocol.PtrReply, 
 		s.cfg.Quota.Release(r.Size)
 		return protocol.PtrReply{}, err
 	}
+	s.proc.charge(int(r.Device), r.Size)
 	return protocol.PtrReply{Ptr: uint64(p)}, nil
 }
 
@@ -50,6 +51,7 @@ func memFree(s *Session, c *call, r *protocol.PtrReq) error {
 	}
 	s.st.remove(mr.base)
 	s.cfg.Quota.Release(mr.size)
+	s.proc.uncharge(mr.dev, mr.size)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 
 	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/device/image"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -27,7 +28,7 @@ func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.Module
 	if r.Image.Kind == protocol.BufNone {
 		b, ok := s.mods.Get(r.Hash)
 		if !ok {
-			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrNotFound, "no image with this SHA-256 in the cache: send the image bytes")
+			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrNotFound, "no image with this SHA-256 in this VM's cache: send the image bytes")
 		}
 		img, cached = b, 1
 	} else {
@@ -41,20 +42,30 @@ func moduleLoad(s *Session, c *call, r *protocol.ModuleLoadReq) (protocol.Module
 		if r.Hash != ([32]byte{}) && sha256.Sum256(b) != r.Hash {
 			return protocol.ModuleLoadReply{}, device.Errorf(op, device.ErrInvalidValue, "the image's SHA-256 differs from the hash sent with it")
 		}
-		if old, ok := s.mods.Get(sha256.Sum256(b)); ok {
-			b, cached = old, 1
-		} else {
-			s.mods.Put(b)
-		}
 		img = b
 	}
 	h, err := ctx.ModuleLoad(img)
 	if err != nil {
 		return protocol.ModuleLoadReply{}, err
 	}
+	if cached == 0 {
+		s.cacheImage(img)
+	}
 	id := s.st.handle()
 	s.st.modules[id] = &moduleObj{dev: int(r.Device), h: h, funcs: map[string]uint64{}}
+	s.proc.touch(int(r.Device))
 	return protocol.ModuleLoadReply{Module: id, Cached: cached}, nil
+}
+
+// cacheImage keeps an image the device has loaded in the VM's cache, once
+// package image can parse it too: what is cached is a valid image, never
+// arbitrary bytes a guest uses to fill the cache.
+func (s *Session) cacheImage(img []byte) {
+	if _, err := image.Parse(img, image.KindAuto); err != nil {
+		s.log.Debug("module image not cached: the device loaded it but it does not parse", "err", err)
+		return
+	}
+	s.mods.Put(sha256.Sum256(img), img)
 }
 
 func moduleUnload(s *Session, c *call, r *protocol.HandleReq) error {
@@ -158,11 +169,20 @@ func funcGetAttributes(s *Session, c *call, r *protocol.HandleReq) (protocol.Fun
 }
 
 func funcSetAttribute(s *Session, c *call, r *protocol.FuncSetAttributeReq) error {
-	f, err := s.function("OpFuncSetAttribute", r.Func)
+	const op = "OpFuncSetAttribute"
+	f, err := s.function(op, r.Func)
 	if err != nil {
 		return err
 	}
-	return s.cfg.Devices[f.dev].FuncSetAttribute(f.h, int(r.Attr), r.Value)
+	ctx := s.cfg.Devices[f.dev]
+	props, err := ctx.Properties()
+	if err != nil {
+		return err
+	}
+	if err := checkFuncSetAttribute(op, props, r.Attr, r.Value); err != nil {
+		return err
+	}
+	return ctx.FuncSetAttribute(f.h, int(r.Attr), r.Value)
 }
 
 func occupancyMaxBlocks(s *Session, c *call, r *protocol.OccupancyReq) (protocol.OccupancyReply, error) {
@@ -173,7 +193,20 @@ func occupancyMaxBlocks(s *Session, c *call, r *protocol.OccupancyReq) (protocol
 	if r.BlockSize == 0 || r.BlockSize > 1<<16 {
 		return protocol.OccupancyReply{}, device.Errorf("OpOccupancyMaxBlocks", device.ErrInvalidValue, "block size %d", r.BlockSize)
 	}
-	n, err := s.cfg.Devices[f.dev].OccupancyMaxBlocks(f.h, int(r.BlockSize), r.DynSmem, r.Flags)
+	if err := checkOccupancyFlags("OpOccupancyMaxBlocks", r.Flags); err != nil {
+		return protocol.OccupancyReply{}, err
+	}
+	ctx := s.cfg.Devices[f.dev]
+	props, err := ctx.Properties()
+	if err != nil {
+		return protocol.OccupancyReply{}, err
+	}
+	if r.DynSmem > uint64(max(optinSmem(props), 0)) {
+		// No block of this kernel fits: the driver's answer, without
+		// handing it a size near 2^64.
+		return protocol.OccupancyReply{}, nil
+	}
+	n, err := ctx.OccupancyMaxBlocks(f.h, int(r.BlockSize), r.DynSmem, r.Flags)
 	return protocol.OccupancyReply{NumBlocks: n}, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,7 +26,7 @@ type Session struct {
 	log   hclog.Logger
 	lim   protocol.Limits
 	stats *Stats
-	mods  *ModuleCache
+	mods  ModuleStore
 	eng   *engine.Engine
 	mem   guestmem.Source // nil: no guest memory (a VM transport that cannot see it)
 	// fdc is set when the peer can pass fds (host mode); sharer when it
@@ -54,8 +55,20 @@ type Session struct {
 	hfMu      sync.Mutex
 	hostFuncs map[uint64]chan int32
 
+	// proc is this session's entry in procs (the VM's process table).
+	procs *ProcessTable
+	proc  *processUse
+
 	own        sessionStats
 	stickySeen bool
+	// outputOn: the library asked for device output (FeatureDeviceOutput).
+	outputOn atomic.Bool
+	outMu    sync.Mutex // one flush of device output at a time
+	// broken is set when the recover boundary caught a panic: the
+	// session's state can no longer be trusted, so every later call fails
+	// with this error (as a sticky CUDA error would) until the guest
+	// process ends.
+	broken atomic.Pointer[device.Error]
 }
 
 type inFrame struct {
@@ -110,6 +123,11 @@ func New(conn transport.Conn, cfg Config) *Session {
 		hostFuncs: map[uint64]chan int32{},
 	}
 	s.st.init()
+	s.procs = cfg.Processes
+	if s.procs == nil {
+		s.procs = NewProcessTable()
+	}
+	s.proc = newProcessUse(len(cfg.Devices))
 	s.mem = conn.Memory()
 	s.fdc, _ = conn.(transport.FDConn)
 	if sh, ok := conn.(transport.MemorySharer); ok && s.mem != nil {
@@ -160,6 +178,8 @@ func (s *Session) Serve(ctx context.Context) error {
 	s.stats.sessions.Add(1)
 	s.stats.total.Add(1)
 	defer s.stats.sessions.Add(-1)
+	s.procs.add(s.proc)
+	defer s.procs.remove(s.proc)
 	s.log.Info("session started", "device_kind", s.cfg.DeviceKind, "devices", len(s.cfg.Devices), "segments", s.segsOK)
 
 	writerDone := make(chan struct{})
@@ -169,7 +189,7 @@ func (s *Session) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { _ = s.conn.Close() })
 	defer stop()
 
-	err := s.readLoop()
+	err := s.guardedReadLoop()
 	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
 	close(s.closing)        // host functions waiting for the guest give up
 	close(s.execq)
@@ -296,7 +316,7 @@ func (s *Session) executor(done chan struct{}) {
 	defer close(done)
 	for in := range s.execq {
 		s.frameFDs = in.fds
-		s.handleFrame(&in.f, in.recv)
+		s.guardedHandleFrame(&in.f, in.recv)
 		s.closeFDs(s.frameFDs) // unclaimed (a refused or continued frame)
 		s.frameFDs = nil
 		putBuf(in.buf)
@@ -362,7 +382,7 @@ func (s *Session) continueSegments(f *protocol.Frame, _ time.Time) {
 func (s *Session) execute(c *call, f *protocol.Frame, recv time.Time) {
 	start := time.Now()
 	c.reset(f)
-	err := s.run(c)
+	err := s.guardedRun(c)
 	c.release()
 	s.finish(c, f, err)
 	end := time.Now()
@@ -400,11 +420,16 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		}
 		return
 	}
+	var flags protocol.Flags
+	if s.flushOutput(f.RequestID) {
+		flags = protocol.FlagOutput
+	}
 	if err == nil && c.frame != nil {
 		// The payload is already in place: fill in the header and send.
 		bp := c.frame
 		c.frame = nil
 		h := protocol.Reply(&f.Header, int32(status))
+		h.Flags |= flags
 		h.PayloadLen = uint32(c.frameN)
 		protocol.PutHeader(*bp, &h)
 		clear((*bp)[protocol.HeaderSize+c.frameN:]) // padding
@@ -415,7 +440,9 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 	if err == nil {
 		payload = c.out
 	}
-	s.reply(&f.Header, status, payload)
+	h := protocol.Reply(&f.Header, int32(status))
+	h.Flags |= flags
+	s.sendFrame(h, payload)
 }
 
 func (s *Session) reply(req *protocol.Header, status device.Result, payload []byte) {

@@ -77,6 +77,9 @@ type opts struct {
 	limits   protocol.Limits
 	drv      device.Driver // nil: a sim with 1 GiB per device
 	ramSize  uint64        // second region's size (default 4 MiB)
+	onSticky func(error)   // session.Config.OnStickyError
+	procs    *session.ProcessTable
+	output   session.DeviceOutput
 }
 
 func start(t *testing.T, o opts) *env {
@@ -115,7 +118,8 @@ func start(t *testing.T, o opts) *env {
 		devs = append(devs, d)
 	}
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
-		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits}
+		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky,
+		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}

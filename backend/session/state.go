@@ -210,6 +210,7 @@ func (s *Session) releaseAll(dev int) {
 				s.log.Warn("freeing device memory at session end failed", "ptr", r.base, "err", err)
 			}
 			s.cfg.Quota.Release(r.size)
+			s.proc.uncharge(r.dev, r.size)
 			continue
 		}
 		kept = append(kept, r)
@@ -220,6 +221,7 @@ func (s *Session) releaseAll(dev int) {
 			s.dropRegion(id, r)
 		}
 	}
+	s.proc.reset(dev)
 }
 
 func (s *Session) unloadModule(id uint64, m *moduleObj) {

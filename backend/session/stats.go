@@ -17,6 +17,7 @@ type Stats struct {
 	nanos      [opSlots]atomic.Uint64
 	unknownOps atomic.Uint64
 	badFrames  atomic.Uint64
+	panics     atomic.Uint64
 	strayFDs   atomic.Uint64
 	sessions   atomic.Int64
 	total      atomic.Uint64
@@ -47,16 +48,19 @@ type OpStats struct {
 
 // Snapshot is a copy of the counters.
 type Snapshot struct {
-	Ops            map[string]OpStats `json:"ops"`
-	UnknownOps     uint64             `json:"unknown_ops"`
-	BadFrames      uint64             `json:"bad_frames"`
-	StrayFDs       uint64             `json:"stray_fds,omitempty"` // host mode: fds sent with frames that take none (closed)
-	ActiveSessions int64              `json:"active_sessions"`
-	TotalSessions  uint64             `json:"total_sessions"`
-	DeferredErrors uint64             `json:"deferred_errors"`
-	BytesHtoD      uint64             `json:"bytes_htod"`
-	BytesDtoH      uint64             `json:"bytes_dtoh"`
-	EngineCopies   map[string]uint64  `json:"engine_copies"`
+	Ops        map[string]OpStats `json:"ops"`
+	UnknownOps uint64             `json:"unknown_ops"`
+	BadFrames  uint64             `json:"bad_frames"`
+	// Panics counts internal errors caught at a session's recover boundary
+	// (each ended that session's work; the process kept serving the others).
+	Panics         uint64            `json:"panics"`
+	StrayFDs       uint64            `json:"stray_fds,omitempty"` // host mode: fds sent with frames that take none (closed)
+	ActiveSessions int64             `json:"active_sessions"`
+	TotalSessions  uint64            `json:"total_sessions"`
+	DeferredErrors uint64            `json:"deferred_errors"`
+	BytesHtoD      uint64            `json:"bytes_htod"`
+	BytesDtoH      uint64            `json:"bytes_dtoh"`
+	EngineCopies   map[string]uint64 `json:"engine_copies"`
 }
 
 // Snapshot copies the counters.
@@ -70,6 +74,7 @@ func (s *Stats) Snapshot() Snapshot {
 	}
 	out.UnknownOps = s.unknownOps.Load()
 	out.BadFrames = s.badFrames.Load()
+	out.Panics = s.panics.Load()
 	out.StrayFDs = s.strayFDs.Load()
 	out.ActiveSessions = s.sessions.Load()
 	out.TotalSessions = s.total.Load()
@@ -82,6 +87,36 @@ func (s *Stats) Snapshot() Snapshot {
 		}
 	}
 	return out
+}
+
+// Add adds o's counters to s: the counters of sessions served in other
+// processes (worker processes report theirs to the manager).
+func (s *Snapshot) Add(o Snapshot) {
+	if s.Ops == nil {
+		s.Ops = map[string]OpStats{}
+	}
+	for n, v := range o.Ops {
+		a := s.Ops[n]
+		a.Calls += v.Calls
+		a.Errors += v.Errors
+		a.Nanos += v.Nanos
+		s.Ops[n] = a
+	}
+	s.UnknownOps += o.UnknownOps
+	s.BadFrames += o.BadFrames
+	s.Panics += o.Panics
+	s.StrayFDs += o.StrayFDs
+	s.ActiveSessions += o.ActiveSessions
+	s.TotalSessions += o.TotalSessions
+	s.DeferredErrors += o.DeferredErrors
+	s.BytesHtoD += o.BytesHtoD
+	s.BytesDtoH += o.BytesDtoH
+	if s.EngineCopies == nil {
+		s.EngineCopies = map[string]uint64{}
+	}
+	for n, v := range o.EngineCopies {
+		s.EngineCopies[n] += v
+	}
 }
 
 // sessionStats are one session's own counters (OpGetStats).

@@ -17,11 +17,17 @@ import (
 type AttachConfig struct {
 	// QMPSocket is the VM's QMP unix socket (-qmp unix:PATH,server=on,wait=off).
 	QMPSocket string
+	// LibvirtDomain, instead of QMPSocket, names a running libvirt domain:
+	// the commands go through libvirtd's QEMU monitor passthrough.
+	LibvirtDomain string
+	// LibvirtSocket is libvirtd's socket (default qmp.DefaultLibvirtSocket).
+	LibvirtSocket string
 	// VhostUserSocket is the listening vhost-user-vsock backend.
 	VhostUserSocket string
 	// ID names the chardev; the device is ID+"-dev". Default "vgpu0".
 	ID string
-	// Bus is the PCIe port to plug into; default HotplugPort.
+	// Bus is the PCIe port to plug into; default HotplugPort
+	// (LibvirtHotplugPort for a libvirt domain).
 	Bus    string
 	Logger hclog.Logger
 }
@@ -59,15 +65,28 @@ func CheckSharedRAM(c *qmp.Client) error {
 	return nil
 }
 
-// Attach connects to the VM's QMP socket and hot-plugs the vGPU (see
-// AttachClient).
+// Attach connects to the VM's QMP socket, or to libvirt for a libvirt
+// domain, and hot-plugs the vGPU (see AttachClient).
 func Attach(ctx context.Context, cfg AttachConfig) error {
-	if cfg.QMPSocket == "" {
-		return errors.New("vm: attach: no QMP socket: start QEMU with -qmp unix:PATH,server=on,wait=off and pass --qmp PATH")
-	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := qmp.Dial(dctx, cfg.QMPSocket, cfg.Logger)
+	var (
+		c   *qmp.Client
+		err error
+	)
+	switch {
+	case cfg.QMPSocket != "" && cfg.LibvirtDomain != "":
+		return errors.New("vm: attach: give a QMP socket or a libvirt domain, not both")
+	case cfg.LibvirtDomain != "":
+		if cfg.Bus == "" {
+			cfg.Bus = LibvirtHotplugPort
+		}
+		c, err = qmp.DialLibvirt(dctx, cfg.LibvirtSocket, cfg.LibvirtDomain, cfg.Logger)
+	case cfg.QMPSocket != "":
+		c, err = qmp.Dial(dctx, cfg.QMPSocket, cfg.Logger)
+	default:
+		return errors.New("vm: attach: no QMP socket: start QEMU with -qmp unix:PATH,server=on,wait=off and pass --qmp PATH (or --libvirt DOMAIN for a libvirt domain)")
+	}
 	if err != nil {
 		return err
 	}
@@ -104,10 +123,16 @@ func AttachClient(ctx context.Context, c *qmp.Client, cfg AttachConfig) (err err
 		bus = HotplugPort
 	}
 	if err := CheckSharedRAM(c); err != nil {
+		if cfg.LibvirtDomain != "" {
+			return fmt.Errorf("%w (libvirt: %s)", err, LibvirtSharedRAMXML)
+		}
 		return err
 	}
 	var typ string
 	if err := c.QomGet("/machine/peripheral/"+bus, "type", &typ); err != nil {
+		if cfg.LibvirtDomain != "" {
+			return fmt.Errorf("%w: no device %q (%v): give the domain %s (vgpu libvirt-xml --hotplug prints it)", ErrNoHotplugPort, bus, err, LibvirtHotplugPortXML)
+		}
 		return fmt.Errorf("%w: no device %q (%v): add -device pcie-root-port,id=%s,bus=pcie.0,chassis=200,slot=200 to the QEMU command line", ErrNoHotplugPort, bus, err, bus)
 	}
 	if err := c.ChardevAddSocket(id, sock); err != nil {

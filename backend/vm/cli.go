@@ -3,6 +3,7 @@ package vm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vgpu-project/vgpu/backend/front"
+	"github.com/vgpu-project/vgpu/backend/qmp"
 	"github.com/vgpu-project/vgpu/vm-images/testguest"
 )
 
@@ -29,6 +31,40 @@ type CLI struct {
 	// on and a function that stops it. Nil means no vGPU device unless
 	// --vgpu is given.
 	StartBackend func(ctx context.Context, log hclog.Logger) (socket string, stop func(), err error)
+	// DefaultSocket, when set, gives the --vhost-user-socket of attach and
+	// qemu-args when neither it nor --vm is given: the packaged service's
+	// socket ("" for none).
+	DefaultSocket func() (string, error)
+	// VMSocket, when set, maps --vm NAME to the socket of that VM's
+	// "vgpu front@NAME" service; nil leaves --vm out.
+	VMSocket func(name string) (string, error)
+}
+
+// socketFlags are the flags that say which vGPU socket a VM uses.
+type socketFlags struct {
+	socket, vm string
+}
+
+func (c CLI) registerSocket(fs *flag.FlagSet, f *socketFlags, what string) {
+	fs.StringVar(&f.socket, "vhost-user-socket", "", what+" (default: the packaged service's, from /etc/vgpu/vgpu.conf)")
+	if c.VMSocket != nil {
+		fs.StringVar(&f.vm, "vm", "", "use the socket of the 'vgpu front@NAME' service for this VM name")
+	}
+}
+
+// resolve returns the socket the flags name, or the default.
+func (c CLI) resolveSocket(f socketFlags) (string, error) {
+	switch {
+	case f.socket != "" && f.vm != "":
+		return "", errors.New("give --vhost-user-socket or --vm, not both")
+	case f.socket != "":
+		return f.socket, nil
+	case f.vm != "":
+		return c.VMSocket(f.vm)
+	case c.DefaultSocket != nil:
+		return c.DefaultSocket()
+	}
+	return "", nil
 }
 
 // ExitLauncherError is `vm run`'s exit code when the VM could not run the
@@ -84,6 +120,7 @@ func (f *imageFlags) get(log hclog.Logger) (*testguest.Image, error) {
 	return testguest.Build(testguest.Options{
 		CacheDir: f.cache, KernelSource: f.kernelSource, KernelVersion: f.kernelVersion,
 		ExtraModules: f.modules, Uncompressed: f.uncompressed, Logger: log,
+		Progress: func(line string) { fmt.Fprintln(os.Stderr, "vgpu:", line) },
 	})
 }
 
@@ -217,6 +254,61 @@ func (c CLI) VMRun(args []string) int {
 	return res.ExitStatus
 }
 
+// VMDomain is `vgpu vm domain [options] -- COMMAND...`: print a libvirt
+// domain that boots the test guest and runs COMMAND (see TestGuestDomain).
+func (c CLI) VMDomain(args []string) int {
+	fs := flag.NewFlagSet("vm domain", flag.ContinueOnError)
+	fs.SetOutput(c.errw())
+	var (
+		f      imageFlags
+		cfg    DomainConfig
+		shares listFlag
+		env    listFlag
+		kargs  listFlag
+	)
+	f.register(fs)
+	fs.StringVar(&cfg.Name, "name", "vgpu-testguest", "domain name")
+	fs.StringVar(&cfg.Console, "console", "", "file the serial console goes to (absolute; required)")
+	fs.StringVar(&cfg.Mem, "mem", DefaultMem, "guest RAM")
+	fs.IntVar(&cfg.CPUs, "cpus", DefaultCPUs, "guest CPUs")
+	fs.StringVar(&cfg.Accel, "accel", "tcg", "tcg (domain type qemu) or kvm")
+	fs.Var(&shares, "share", "host folder the guest may write, at the same path in the guest; HOST:GUEST to move it (repeatable)")
+	fs.Var(&env, "env", "KEY=VALUE for the command (repeatable)")
+	fs.StringVar(&cfg.Dir, "cwd", "", "working directory in the guest (default /)")
+	fs.BoolVar(&cfg.Verbose, "verbose", false, "keep the kernel log on the console")
+	fs.Var(&kargs, "kernel-arg", "extra guest kernel command line parameter (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(c.errw(), "usage: vgpu vm domain --console FILE [options] -- COMMAND [ARGS...]\n\nPrint a libvirt domain (qemu driver) that boots the test guest and runs COMMAND, with the\nconsole in FILE (VGPU-EXIT-STATUS: n at the end). Add a vGPU with vgpu libvirt-xml --domain -.\nlibvirt's QEMU user must be able to read the image: copy it out of /root (vgpu vm image --out).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg.Command = fs.Args()
+	if len(cfg.Command) == 0 || cfg.Console == "" {
+		fs.Usage()
+		return 2
+	}
+	for _, s := range shares {
+		h, g, _ := strings.Cut(s, ":")
+		cfg.Shares = append(cfg.Shares, Share{HostPath: h, GuestPath: g})
+	}
+	cfg.Env, cfg.KernelArgs = env, kargs
+	img, err := f.get(c.log())
+	if err != nil {
+		fmt.Fprintln(c.errw(), "vgpu vm domain:", err)
+		return 1
+	}
+	cfg.Image = img
+	b, err := TestGuestDomain(cfg)
+	if err != nil {
+		fmt.Fprintln(c.errw(), "vgpu vm domain:", err)
+		return 1
+	}
+	c.out().Write(b)
+	return 0
+}
+
 // startFront serves the VM's vhost-user-vsock socket in this process and
 // forwards it to the backend's front socket (package front).
 func startFront(ctx context.Context, backend string, log hclog.Logger) (string, func(), error) {
@@ -233,20 +325,31 @@ func startFront(ctx context.Context, backend string, log hclog.Logger) (string, 
 	return sock, func() { f.Close(); os.RemoveAll(dir) }, nil
 }
 
-// Attach is `vgpu attach --qmp QMP_SOCKET --vhost-user-socket PATH`.
+// Attach is `vgpu attach --qmp QMP_SOCKET | --libvirt DOMAIN
+// [--vhost-user-socket PATH | --vm NAME]`.
 func (c CLI) Attach(args []string) int {
 	fs := flag.NewFlagSet("attach", flag.ContinueOnError)
 	fs.SetOutput(c.errw())
-	var cfg AttachConfig
+	var (
+		cfg  AttachConfig
+		sock socketFlags
+	)
 	fs.StringVar(&cfg.QMPSocket, "qmp", "", "the VM's QMP unix socket")
-	fs.StringVar(&cfg.VhostUserSocket, "vhost-user-socket", "", "the listening vgpu backend's vhost-user socket")
+	fs.StringVar(&cfg.LibvirtDomain, "libvirt", "", "a running libvirt domain (name or UUID), instead of --qmp: hot-plug through libvirtd's QEMU monitor")
+	fs.StringVar(&cfg.LibvirtSocket, "libvirt-socket", "", "libvirtd's socket (default "+qmp.DefaultLibvirtSocket+")")
+	c.registerSocket(fs, &sock, "the listening vgpu backend's vhost-user socket")
 	fs.StringVar(&cfg.ID, "id", "vgpu0", "chardev id (the device is ID-dev)")
-	fs.StringVar(&cfg.Bus, "bus", HotplugPort, "PCIe root port to plug into")
+	fs.StringVar(&cfg.Bus, "bus", "", "PCIe root port to plug into (default "+HotplugPort+", "+LibvirtHotplugPort+" with --libvirt)")
 	fs.Usage = func() {
-		fmt.Fprintln(c.errw(), "usage: vgpu attach --qmp QMP_SOCKET --vhost-user-socket PATH\n\nHot-plug a vGPU (vhost-user-vsock-pci) into a running QEMU. The VM needs shareable RAM\nand a free PCIe root port: see vgpu qemu-args.")
+		fmt.Fprintln(c.errw(), "usage: vgpu attach --qmp QMP_SOCKET | --libvirt DOMAIN [--vhost-user-socket PATH | --vm NAME]\n\nHot-plug a vGPU (vhost-user-vsock-pci) into a running QEMU. The VM needs shareable RAM\nand a free PCIe root port: see vgpu qemu-args (QEMU) or vgpu libvirt-xml --hotplug (libvirt).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	if cfg.VhostUserSocket, err = c.resolveSocket(sock); err != nil {
+		fmt.Fprintln(c.errw(), "vgpu attach:", err)
 		return 2
 	}
 	cfg.Logger = c.log()
@@ -254,7 +357,13 @@ func (c CLI) Attach(args []string) int {
 		fmt.Fprintln(c.errw(), "vgpu attach:", err)
 		return 1
 	}
-	fmt.Fprintf(c.out(), "attached %s-dev on %s\n", cfg.ID, cfg.Bus)
+	bus := cfg.Bus
+	if bus == "" && cfg.LibvirtDomain != "" {
+		bus = LibvirtHotplugPort
+	} else if bus == "" {
+		bus = HotplugPort
+	}
+	fmt.Fprintf(c.out(), "attached %s-dev on %s\n", cfg.ID, bus)
 	return 0
 }
 
@@ -264,14 +373,24 @@ func (c CLI) QemuArgs(args []string) int {
 	fs := flag.NewFlagSet("qemu-args", flag.ContinueOnError)
 	fs.SetOutput(c.errw())
 	mem := fs.String("mem", DefaultMem, "guest RAM (must match -m)")
-	sock := fs.String("vhost-user-socket", "", "backend socket to connect at boot; empty adds a hot-plug port for vgpu attach instead")
+	var sf socketFlags
+	c.registerSocket(fs, &sf, "backend socket to connect at boot")
+	hotplug := fs.Bool("hotplug", false, "no device at boot: add a free hot-plug port for vgpu attach instead")
 	qmpPath := fs.String("qmp", "", "also add a QMP socket at this path (for vgpu attach)")
 	fs.Usage = func() {
-		fmt.Fprintln(c.errw(), "usage: vgpu qemu-args [--mem 2G] [--vhost-user-socket PATH] [--qmp PATH]\n\nPrint the QEMU options a VM needs for a vGPU (replace your -m and -machine with them).")
+		fmt.Fprintln(c.errw(), "usage: vgpu qemu-args [--mem 2G] [--vhost-user-socket PATH | --vm NAME | --hotplug] [--qmp PATH]\n\nPrint the QEMU options a VM needs for a vGPU (replace your -m and -machine with them).\nWithout a socket (none given, none configured) or with --hotplug they add a hot-plug port.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	sock := new(string)
+	if !*hotplug {
+		var err error
+		if *sock, err = c.resolveSocket(sf); err != nil {
+			fmt.Fprintln(c.errw(), "vgpu qemu-args:", err)
+			return 2
+		}
 	}
 	m, err := ParseSize(*mem)
 	if err != nil {

@@ -13,6 +13,16 @@ import (
 // hot-plugging a vGPU (device_add ...,bus=vgpu-rp).
 const HotplugPort = "vgpu-rp"
 
+// LibvirtHotplugPort is that port's QEMU id in a libvirt domain, where it is
+// a controller with the user alias "ua-vgpu-rp" (package domainxml adds it);
+// LibvirtHotplugPortXML and LibvirtSharedRAMXML are what such a domain needs,
+// for error messages.
+const (
+	LibvirtHotplugPort    = "ua-" + HotplugPort
+	LibvirtHotplugPortXML = `<controller type='pci' model='pcie-root-port'><alias name='ua-vgpu-rp'/></controller>`
+	LibvirtSharedRAMXML   = `<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>`
+)
+
 // Defaults for Config.
 const (
 	DefaultMem  = "2G"

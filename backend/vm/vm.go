@@ -202,48 +202,26 @@ func Start(ctx context.Context, cfg Config) (_ *Machine, err error) {
 	}
 	args = append(args, QMPArgs(qmpPath)...)
 	args = append(args, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con")
-	args = append(args, "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
-	shares := cfg.Shares
-	if d := hiddenWorkdir(); d != "" {
-		// The guest's /tmp is its own tmpfs, which would hide a checkout
-		// under the host's /tmp (a CI clone, say) and every binary in it:
-		// show that folder, read-only like the rest of the host, first so
-		// that explicit shares inside it mount on top.
-		shares = append([]Share{{HostPath: d, ReadOnly: true}}, shares...)
+	args = append(args, "-virtfs", "local,path=/,mount_tag="+hostRootTag+",security_model=none,readonly=on,multidevs=remap")
+	if job.Shares, err = guestShares(cfg.Shares); err != nil {
+		return nil, err
 	}
-	for i, s := range shares {
-		hp, err := filepath.Abs(s.HostPath)
-		if err != nil {
-			return nil, fmt.Errorf("vm: share %s: %w", s.HostPath, err)
-		}
-		if st, err := os.Stat(hp); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("vm: share %s is not a folder: create it first", hp)
-		}
-		tag := fmt.Sprintf("share%d", i)
+	for _, s := range job.Shares {
 		ro := ""
 		if s.ReadOnly {
 			ro = ",readonly=on"
 		}
-		args = append(args, "-virtfs", "local,path="+qemuEscape(hp)+",mount_tag="+tag+",security_model=none,multidevs=remap"+ro)
-		job.Shares = append(job.Shares, testguest.Share{Tag: tag, HostPath: hp, GuestPath: s.GuestPath, ReadOnly: s.ReadOnly})
+		args = append(args, "-virtfs", "local,path="+qemuEscape(s.HostPath)+",mount_tag="+s.Tag+",security_model=none,multidevs=remap"+ro)
 	}
 	args = append(args, HotplugPortArgs()...)
 	if cfg.VGPUSocket != "" {
 		args = append(args, VGPUArgs(cfg.VGPUSocket)...)
 	}
-	jobArg, err := job.JobCmdline()
+	kargs, err := kernelCmdline(job, cfg.Verbose, cfg.KernelArgs)
 	if err != nil {
 		return nil, err
 	}
-	// no_timer_check: under a loaded TCG host the kernel's IO-APIC timer
-	// check can fail and panic the boot.
-	kargs := []string{"console=ttyS0", "panic=-1", "rdinit=/init", "mitigations=off", "no_timer_check"}
-	if !cfg.Verbose {
-		kargs = append(kargs, "quiet")
-	}
-	kargs = append(kargs, cfg.KernelArgs...)
-	kargs = append(kargs, jobArg)
-	args = append(args, "-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd, "-append", strings.Join(kargs, " "))
+	args = append(args, "-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd, "-append", kargs)
 	args = append(args, cfg.QEMUArgs...)
 
 	m := &Machine{
@@ -451,6 +429,51 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// hostRootTag is the 9p tag under which the test guest's init mounts the
+// host's root (vm-images/testguest/init.sh).
+const hostRootTag = "hostroot"
+
+// guestShares resolves shares into the job's 9p shares (tags share0...),
+// after a read-only share of a checkout under /tmp: the guest's /tmp is its
+// own tmpfs, which would hide a checkout there (a CI clone, say) and every
+// binary in it, so that folder comes first and explicit shares inside it
+// mount on top.
+func guestShares(shares []Share) ([]testguest.Share, error) {
+	if d := hiddenWorkdir(); d != "" {
+		shares = append([]Share{{HostPath: d, ReadOnly: true}}, shares...)
+	}
+	var out []testguest.Share
+	for i, s := range shares {
+		hp, err := filepath.Abs(s.HostPath)
+		if err != nil {
+			return nil, fmt.Errorf("vm: share %s: %w", s.HostPath, err)
+		}
+		if st, err := os.Stat(hp); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("vm: share %s is not a folder: create it first", hp)
+		}
+		out = append(out, testguest.Share{Tag: fmt.Sprintf("share%d", i), HostPath: hp, GuestPath: s.GuestPath, ReadOnly: s.ReadOnly})
+	}
+	return out, nil
+}
+
+// kernelCmdline is the test guest's kernel command line for job, with extra
+// parameters before the job.
+func kernelCmdline(job testguest.Job, verbose bool, extra []string) (string, error) {
+	jobArg, err := job.JobCmdline()
+	if err != nil {
+		return "", err
+	}
+	// no_timer_check: under a loaded TCG host the kernel's IO-APIC timer
+	// check can fail and panic the boot.
+	kargs := []string{"console=ttyS0", "panic=-1", "rdinit=/init", "mitigations=off", "no_timer_check"}
+	if !verbose {
+		kargs = append(kargs, "quiet")
+	}
+	kargs = append(kargs, extra...)
+	kargs = append(kargs, jobArg)
+	return strings.Join(kargs, " "), nil
 }
 
 // unpackBundle unpacks a QEMU bundle .tar.xz (scripts/qemu-bundle.sh) into

@@ -2,11 +2,13 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -17,55 +19,154 @@ import (
 	"github.com/vgpu-project/vgpu/backend/transport"
 )
 
-// Run is the worker process's main loop: it reads control messages from
-// ctrl and serves each session message's stream with srv until the control
-// socket closes (the manager is gone) or ctx ends. It returns when every
-// session has ended.
-func Run(ctx context.Context, ctrl *os.File, srv *server.Server, log hclog.Logger) error {
+// Mode is how the manager uses its workers.
+type Mode int
+
+// Modes.
+const (
+	// PerProcess: one worker per guest process (session), from a pool of
+	// started workers; it exits when its session ends ("--isolate
+	// process", the default).
+	PerProcess Mode = iota
+	// PerVM: one worker per VM serves all the VM's sessions and stops
+	// after an idle timeout ("--isolate vm").
+	PerVM
+)
+
+func (m Mode) String() string {
+	if m == PerVM {
+		return "vm"
+	}
+	return "process"
+}
+
+// ParseMode parses "process" or "vm".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "process":
+		return PerProcess, nil
+	case "vm":
+		return PerVM, nil
+	}
+	return 0, fmt.Errorf("worker mode %q: want process or vm", s)
+}
+
+// DefaultReportInterval is how often a worker reports its counters.
+const DefaultReportInterval = time.Second
+
+// RunOptions configure Run.
+type RunOptions struct {
+	Mode Mode
+	// ReportInterval: how often the worker sends its counters (0:
+	// DefaultReportInterval); it also sends them when a session ends.
+	ReportInterval time.Duration
+}
+
+// Run is the worker process's main loop: it tells the manager it is ready,
+// reads control messages from c and serves each session message's stream
+// with srv. A PerVM worker runs until the control socket closes (the
+// manager is gone or stopped it) or ctx ends; a PerProcess worker serves one
+// session and returns when it ends. Run returns when every session has
+// ended.
+func Run(ctx context.Context, c *Control, srv *server.Server, log hclog.Logger, opt RunOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &runner{ctrl: ctrl, srv: srv, log: log, mem: guestmem.Latest{Missing: handoff.ErrNoMemory}}
+	if opt.ReportInterval <= 0 {
+		opt.ReportInterval = DefaultReportInterval
+	}
+	w := &runner{c: c, srv: srv, log: log, mode: opt.Mode, mem: guestmem.Latest{Missing: handoff.ErrNoMemory}, served: make(chan struct{})}
+	w.report()
+	if err := c.send(&handoff.Message{Op: handoff.OpReady}, nil); err != nil {
+		return fmt.Errorf("worker: telling the manager it is ready: %w", err)
+	}
+	readErr := make(chan error, 1)
+	go func() { readErr <- w.read(ctx) }()
+	tick := time.NewTicker(opt.ReportInterval)
+	defer tick.Stop()
 	var err error
+loop:
 	for {
-		var m *handoff.Message
-		var fds []int
-		m, fds, err = handoff.Recv(ctrl)
-		if err != nil {
-			break
-		}
-		switch m.Op {
-		case handoff.OpMemory:
-			err = w.setMemory(m, fds)
-		case handoff.OpSession:
-			err = w.session(ctx, m, fds)
-		default:
-			handoff.CloseFDs(fds)
-			err = fmt.Errorf("worker: unknown control message %q", m.Op)
-		}
-		if err != nil {
-			log.Error("control message refused", "op", m.Op, "err", err)
+		select {
+		case err = <-readErr:
+			break loop
+		case <-w.served:
+			break loop // PerProcess: its one session has ended
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			w.report()
 		}
 	}
+	w.wg.Wait()
+	c.bg.Wait()
+	w.mem.Set(nil)
+	w.report()
 	if errors.Is(err, handoff.ErrClosed) {
 		err = nil
 	}
-	w.wg.Wait()
-	w.mem.Set(nil)
 	return err
 }
 
 // Poisoned tells the manager that this worker's context is broken (call it
 // from server.Config.OnStickyError).
-func Poisoned(ctrl *os.File, cause error) {
-	_ = handoff.Send(ctrl, &handoff.Message{Op: handoff.OpPoisoned, Error: cause.Error()}, nil)
+func (c *Control) Poisoned(cause error) {
+	_ = c.send(&handoff.Message{Op: handoff.OpPoisoned, Error: cause.Error()}, nil)
 }
 
 type runner struct {
-	wg   sync.WaitGroup
-	ctrl *os.File
-	srv  *server.Server
-	log  hclog.Logger
-	mem  guestmem.Latest
+	wg     sync.WaitGroup
+	c      *Control
+	srv    *server.Server
+	log    hclog.Logger
+	mode   Mode
+	mem    guestmem.Latest
+	mu     sync.Mutex
+	took   bool          // PerProcess: a session was handed over
+	served chan struct{} // PerProcess: closed when that session has ended
+}
+
+// read serves control messages until the socket fails.
+func (w *runner) read(ctx context.Context) error {
+	for {
+		m, fds, err := handoff.Recv(w.c.ctrl)
+		if err != nil {
+			w.c.closeWaiters()
+			return err
+		}
+		switch {
+		case m.Op == handoff.OpMemory:
+			err = w.setMemory(m, fds)
+		case m.Op == handoff.OpSession:
+			err = w.session(ctx, m, fds)
+		case m.Op == handoff.OpReportNow:
+			handoff.CloseFDs(fds)
+			w.reportFor(m.ID)
+		case m.Op == handoff.OpOwnProcesses:
+			handoff.CloseFDs(fds)
+			err = w.ownProcesses(m)
+		case w.c.answer(m, fds):
+		default:
+			handoff.CloseFDs(fds)
+			err = fmt.Errorf("worker: unexpected control message %q", m.Op)
+		}
+		if err != nil {
+			w.log.Error("control message refused", "op", m.Op, "err", err)
+		}
+	}
+}
+
+// report sends the manager this process's counters.
+func (w *runner) report() { w.reportFor(0) }
+
+// reportFor sends the counters, as the answer to request id (0: none).
+func (w *runner) reportFor(id uint64) {
+	b, err := json.Marshal(w.srv.Report())
+	if err == nil {
+		err = w.c.send(&handoff.Message{Op: handoff.OpReport, ID: id, Report: b}, nil)
+	}
+	if err != nil && !errors.Is(err, handoff.ErrClosed) {
+		w.log.Debug("report not sent", "err", err)
+	}
 }
 
 func (w *runner) setMemory(m *handoff.Message, fds []int) error {
@@ -74,7 +175,7 @@ func (w *runner) setMemory(m *handoff.Message, fds []int) error {
 		return err
 	}
 	w.mem.Set(t)
-	w.log.Info("guest memory mapped", "regions", len(m.Regions), "generation", m.Memory)
+	w.log.Debug("guest memory mapped", "regions", len(m.Regions), "generation", m.Memory)
 	return nil
 }
 
@@ -82,6 +183,14 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 	if len(fds) != 1 {
 		handoff.CloseFDs(fds)
 		return fmt.Errorf("worker: session message with %d fds", len(fds))
+	}
+	w.mu.Lock()
+	second := w.mode == PerProcess && w.took
+	w.took = true
+	w.mu.Unlock()
+	if second {
+		handoff.CloseFDs(fds)
+		return errors.New("worker: a second session for a worker that serves one guest process")
 	}
 	c, err := handoff.NewConn(fds[0], m.CID, m.Port, m.VM, nil)
 	if err != nil {
@@ -105,6 +214,104 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 		if err := w.srv.ServeConn(ctx, conn); err != nil {
 			w.log.Warn("session ended", "manager_session", m.Session, "err", err)
 		}
+		w.report()
+		_ = w.c.send(&handoff.Message{Op: handoff.OpSessionEnd, Session: m.Session}, nil)
+		if w.mode == PerProcess {
+			close(w.served)
+		}
 	}()
 	return nil
+}
+
+// Control is a worker's end of its control socket: Run reads it; the
+// worker's sessions ask the manager through it for what a VM's processes
+// share (VMResources).
+type Control struct {
+	ctrl    *os.File
+	bg      sync.WaitGroup // messages sent in the background (module images); Run waits for them
+	mu      sync.Mutex
+	next    uint64
+	waiting map[uint64]chan answer
+	closed  bool
+}
+
+type answer struct {
+	m   *handoff.Message
+	fds []int
+}
+
+// NewControl wraps the control socket (the worker's fd 3).
+func NewControl(ctrl *os.File) *Control {
+	return &Control{ctrl: ctrl, waiting: map[uint64]chan answer{}}
+}
+
+// CallTimeout bounds how long a worker waits for the manager's answer.
+const CallTimeout = 30 * time.Second
+
+func (c *Control) send(m *handoff.Message, fds []int) error {
+	return handoff.Send(c.ctrl, m, fds)
+}
+
+// call sends m with a fresh ID and waits for the manager's answer (at most
+// CallTimeout); the caller owns the answer's fds.
+func (c *Control) call(m *handoff.Message, fds []int) (*handoff.Message, []int, error) {
+	return c.callWithin(m, fds, CallTimeout)
+}
+
+// callWithin is call, waiting at most d.
+func (c *Control) callWithin(m *handoff.Message, fds []int, d time.Duration) (*handoff.Message, []int, error) {
+	ch := make(chan answer, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, nil, handoff.ErrClosed
+	}
+	c.next++
+	m.ID = c.next
+	c.waiting[m.ID] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiting, m.ID)
+		c.mu.Unlock()
+	}()
+	if err := c.send(m, fds); err != nil {
+		return nil, nil, err
+	}
+	select {
+	case a, ok := <-ch:
+		if !ok {
+			return nil, nil, handoff.ErrClosed
+		}
+		return a.m, a.fds, nil
+	case <-time.After(d):
+		return nil, nil, fmt.Errorf("worker: the manager did not answer %s in %v", m.Op, d)
+	}
+}
+
+// answer hands an answer to its caller and reports whether m was one.
+func (c *Control) answer(m *handoff.Message, fds []int) bool {
+	if m.ID == 0 {
+		return false
+	}
+	c.mu.Lock()
+	ch, ok := c.waiting[m.ID]
+	delete(c.waiting, m.ID)
+	c.mu.Unlock()
+	if !ok {
+		handoff.CloseFDs(fds) // a late answer: its caller gave up
+		return true
+	}
+	ch <- answer{m, fds}
+	return true
+}
+
+func (c *Control) closeWaiters() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for id, ch := range c.waiting {
+		close(ch)
+		delete(c.waiting, id)
+	}
 }

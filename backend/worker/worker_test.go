@@ -28,29 +28,52 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// childWorker is "vgpu worker" on the sim: mode "ok" and "poison" (which
+// reports a sticky error at once) serve a VM (PerVM); "process" serves one
+// guest process (PerProcess) as vgpu serve's default does, with its fd 1
+// and 2 captured and a memory cap of 64 MiB shared with the VM's others.
 func childWorker(mode string) int {
 	log := hclog.New(&hclog.LoggerOptions{Name: "test-worker", Level: hclog.Warn})
-	drv, _ := sim.New(sim.Config{MemBytes: 64 << 20})
-	ctrl := os.NewFile(3, "control")
-	srv, err := server.New(server.Config{Driver: drv, AllowUnprivilegedSegments: true, Logger: log})
+	ctrl := worker.NewControl(os.NewFile(3, "control"))
+	opt := worker.RunOptions{Mode: worker.PerVM, ReportInterval: 50 * time.Millisecond}
+	cfg := server.Config{AllowUnprivilegedSegments: true, Logger: log, OnStickyError: ctrl.Poisoned, OtherProcesses: ctrl.OtherProcesses}
+	simCfg := sim.Config{MemBytes: 256 << 20}
+	if mode == "process" {
+		out, logFile, err := worker.CaptureOutput()
+		if err != nil {
+			return 1
+		}
+		log = hclog.New(&hclog.LoggerOptions{Name: "test-worker", Level: hclog.Warn, Output: logFile})
+		opt.Mode = worker.PerProcess
+		cfg.Output, cfg.VMResources, cfg.Logger = out, ctrl.VMResources(testMemLimit), log
+	}
+	drv, _ := sim.New(simCfg)
+	cfg.Driver = drv
+	srv, err := server.New(cfg)
 	if err != nil {
 		return 1
 	}
 	if mode == "poison" {
-		worker.Poisoned(ctrl, errors.New("test: pretend CUDA_ERROR_ILLEGAL_ADDRESS"))
+		ctrl.Poisoned(errors.New("test: pretend CUDA_ERROR_ILLEGAL_ADDRESS"))
 	}
-	if err := worker.Run(context.Background(), ctrl, srv, log); err != nil {
+	if err := worker.Run(context.Background(), ctrl, srv, log, opt); err != nil {
 		return 1
 	}
 	return 0
 }
 
-func manager(t *testing.T, mode string) *worker.Manager {
+// testMemLimit is the VM cap of the "process" workers (and their manager).
+const testMemLimit = 64 << 20
+
+func manager(t testing.TB, mode string) *worker.Manager {
 	m := worker.NewManager(func(vm string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "VGPU_TEST_WORKER="+mode)
 		return cmd
 	}, nil)
+	if mode == "process" {
+		m.Mode, m.MemLimit = worker.PerProcess, testMemLimit
+	}
 	t.Cleanup(m.Close)
 	return m
 }
@@ -141,13 +164,10 @@ func TestPoisonedWorkerIsReplaced(t *testing.T) {
 	if f, err := c2.Call(protocol.OpPing, 0, nil, nil); err != nil || f.Status != 0 {
 		t.Fatalf("ping on the fresh worker: %v", err)
 	}
-	var pids []int
-	for _, w := range m.Status().Workers {
-		pids = append(pids, w.PID)
-	}
-	if len(pids) != 1 || pids[0] == first {
-		// the poisoned one is no longer the VM's worker
-		t.Fatalf("workers %v (first %d)", pids, first)
+	// The poisoned one serves its last session; the VM's new session went
+	// to a fresh worker.
+	if ws := m.Status().Workers; len(ws) != 2 || ws[0].PID != first || !ws[0].Poisoned || ws[1].Sessions != 1 {
+		t.Fatalf("workers %+v (first %d)", ws, first)
 	}
 	c.Close() // its last session ends: the poisoned worker exits
 	deadline = time.Now().Add(10 * time.Second)

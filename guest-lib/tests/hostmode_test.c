@@ -718,7 +718,7 @@ static void test_nvml(void)
 	OK(nvmlDeviceGetPciInfo_v3(d, &pci));
 	OK(nvmlDeviceGetHandleByPciBusId_v2(pci.bus_id, &d2));
 	CHECK(d2 == d);
-	CHECK(nvmlDeviceGetTemperature(d, 0, &t) == 3); /* NVML_ERROR_NOT_SUPPORTED, a generated stub */
+	CHECK(nvmlDeviceGetTemperature(d, 0, &t) == 3); /* NVML_ERROR_NOT_SUPPORTED: the sim has no temperature (tests/nvml_test.c covers NVML) */
 	CHECK(!strcmp(nvmlErrorString(3), "Not Supported"));
 	OK(nvmlShutdown());
 }

@@ -6,11 +6,15 @@
 #      ../shared/abi/*.exports.txt (nm -D --with-symbol-versions)
 #   3. every unsupported symbol returns its error (generated list)
 #   4. struct layouts against the real CUDA 11.8 headers (if installed)
-#   5. host mode against the sim device: C tests of every API group (pinned
-#      memory shared as memfds; again with VGPU_HOST_SHARE=0, inline; again
-#      with vgpu serve --isolate vm); the same tests in guest mode through a
+#   5. host mode against the sim device (vgpu serve: a worker process per
+#      client): C tests of every API group (pinned memory shared as memfds;
+#      again with VGPU_HOST_SHARE=0, inline; again with vgpu serve --isolate
+#      vm); the same tests in guest mode through a
 #      fake /dev/vgpu (tests/fakedev.c)
 #   6. nvcc-built programs (if /usr/bin/nvcc exists) against sim
+#   7. NVML: struct layouts against nvml.h (if installed); tests/nvml_test.c
+#      in host and guest mode, with Debian's nvidia-smi when installed, and
+#      against a backend with --mem-limit
 #
 # Environment: BUILD (library dir, default guest-lib/build), CC, GO,
 # VGPU_SHARED (default: ../shared beside the repository), VGPU_BIN (a vgpu
@@ -89,6 +93,18 @@ else
 	echo "skip layout test: CUDA 11.8 headers not installed"
 fi
 
+# 4a. NVML structs against NVIDIA's nvml.h (libnvidia-ml-dev, with the toolkit)
+if [ -f /usr/include/nvml.h ]; then
+	if $CC $CFLAGS -I"$GL/src/nvml" -o "$T/nvml_layout_test" "$HERE/nvml_layout_test.c" "$HERE/nvml_layout_real.c" &&
+		"$T/nvml_layout_test"; then
+		pass "NVML layouts"
+	else
+		fail "NVML layouts"
+	fi
+else
+	echo "skip NVML layout test: /usr/include/nvml.h not installed"
+fi
+
 # 4b. no backend: errors, never exit()
 if $CC $CFLAGS -o "$T/failure_test" "$HERE/failure_test.c" -L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 \
 	-l:libnvidia-ml.so.1 -Wl,-rpath,"$BUILD"; then
@@ -137,8 +153,8 @@ if start_server; then
 		else
 			fail "host mode with VGPU_HOST_SHARE=0: $(grep FAIL "$T/noshare.out" | head -3 | tr '\n' ' ')"
 		fi
-		# 5a. host mode in a worker process (vgpu serve --isolate vm): the
-		# manager forwards the memfds, the worker maps them
+		# 5a. host mode in a VM's worker process (vgpu serve --isolate vm):
+		# the worker gets the client's socket and maps its memfds
 		bin=${VGPU_BIN:-$ROOT/bin/vgpu}
 		if [ -x "$bin" ] && "$bin" serve -h 2>&1 | grep -q -- 'isolate'; then
 			ISOCK=$T/vgpu-isolate.sock
@@ -221,10 +237,59 @@ if start_server; then
 	else
 		echo "skip nvcc test: no nvcc"
 	fi
+	# 7. NVML, on the same backend: host mode (with nvidia-smi when it is
+	# installed: Debian's non-free nvidia-smi, no kernel driver), guest mode
+	NVML_CFLAGS="$CFLAGS -I$GL/src/nvml -I$GL/src/common -I$ROOT/protocol"
+	SMI=$(command -v nvidia-smi || true)
+	if $CC $NVML_CFLAGS -o "$T/nvml_test" "$HERE/nvml_test.c" -L"$BUILD" -l:libnvidia-ml.so.1 -l:libcuda.so.1 \
+		-Wl,-rpath,"$BUILD"; then
+		if LD_LIBRARY_PATH=$BUILD timeout 120 "$T/nvml_test" ${SMI:+--smi "$SMI"} >"$T/nvml.out" 2>&1; then
+			pass "NVML in host mode (sim)${SMI:+, and nvidia-smi $(dpkg-query -W -f='${Version}' nvidia-smi 2>/dev/null) on it}"
+		else
+			fail "NVML in host mode: $(grep FAIL "$T/nvml.out" | head -3 | tr '\n' ' ')"
+		fi
+		[ -n "$SMI" ] || echo "skip nvidia-smi against our NVML: not installed (scripts/setup.sh installs Debian's)"
+		unset VGPU_TRANSPORT
+		if FAKEDEV_SOCK=$SOCK VGPU_DEVICE=/dev/vgpu-fake LD_PRELOAD=$T/fakedev.so LD_LIBRARY_PATH=$BUILD \
+			timeout 120 "$T/nvml_test" >"$T/nvml-guest.out" 2>&1; then
+			pass "NVML in guest mode through a fake /dev/vgpu"
+		else
+			fail "NVML in guest mode: $(grep -E 'FAIL|fakedev' "$T/nvml-guest.out" | head -3 | tr '\n' ' ')"
+		fi
+	else
+		fail "building nvml_test"
+	fi
 	unset VGPU_TRANSPORT
 	stop_server
 else
 	fail "could not start a sim backend (see $T/server.log)"
+fi
+
+# 7b. NVML against a backend with a memory cap: totals are the cap, used
+# and free exact; with bin/vgpu, in a worker process (--isolate vm), where
+# the VM's process table lives
+if [ -x "$T/nvml_test" ]; then
+	LIMIT=$((3 << 30))
+	SOCK=$T/vgpu-limit.sock
+	rm -f "$SOCK"
+	bin=${VGPU_BIN:-$ROOT/bin/vgpu}
+	how=
+	if [ -x "$bin" ] && "$bin" serve -h 2>&1 | grep -q -- 'isolate'; then
+		"$bin" serve --device sim --isolate vm --mem-limit $LIMIT --unix "$SOCK" >"$T/server-limit.log" 2>&1 &
+		how=", in a worker (--isolate vm)"
+	else
+		"$T/simserve" -unix "$SOCK" -mem-limit $LIMIT >"$T/server-limit.log" 2>&1 &
+	fi
+	SERVER_PID=$!
+	i=0
+	while [ ! -S "$SOCK" ] && [ $i -lt 300 ] && kill -0 "$SERVER_PID" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+	if VGPU_TRANSPORT=unix:$SOCK LD_LIBRARY_PATH=$BUILD timeout 120 "$T/nvml_test" --mem-limit $LIMIT \
+		${SMI:+--smi "$SMI"} >"$T/nvml-limit.out" 2>&1; then
+		pass "NVML memory totals are the backend's --mem-limit ($((LIMIT >> 20)) MiB)$how"
+	else
+		fail "NVML with --mem-limit: $(grep FAIL "$T/nvml-limit.out" | head -3 | tr '\n' ' ') (see $T/server-limit.log)"
+	fi
+	stop_server
 fi
 
 # informational: ABI coverage of common programs

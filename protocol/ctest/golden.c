@@ -146,6 +146,23 @@ static void notify_host_func(struct frame *f)
 	end_payload(f, 0);
 }
 
+static void notify_output(struct frame *f)
+{
+	static const char text[] = "vgpu printf probe: tag 7 block 0 thread 0\n";
+	struct vgpu_output_notify p = { .stream = VGPU_OUTPUT_STDOUT, .flags = VGPU_OUTPUT_FINAL,
+					.len = sizeof(text) - 1 };
+	begin(f, VGPU_OP_NOTIFY_OUTPUT, 11, VGPU_FLAG_NOTIFY, 0);
+	put(f, &p, sizeof(p));
+	put(f, text, sizeof(text) - 1);
+	end_payload(f, 0);
+}
+
+static void sync_reply_output(struct frame *f)
+{
+	begin(f, VGPU_OP_DEVICE_SYNCHRONIZE, 11, VGPU_FLAG_REPLY | VGPU_FLAG_OUTPUT, 0);
+	end_payload(f, 0);
+}
+
 static void host_share(struct frame *f)
 {
 	struct vgpu_host_share_req p = { .base = 1ull << 40, .size = 2u << 20 };
@@ -164,6 +181,29 @@ static void guest_register_host_mapped(struct frame *f)
 	segments(f, 0, &s, 1);
 }
 
+static void device_get_processes_reply(struct frame *f)
+{
+	struct vgpu_process_list_reply p = { .count = 2, .total = 2 };
+	struct vgpu_process_info e[2] = { { .pid = 812, .used_memory = 1ull << 30 },
+					  { .pid = 4242, .used_memory = 512ull << 20 } };
+	begin(f, VGPU_OP_DEVICE_GET_PROCESSES, 11, VGPU_FLAG_REPLY, 0);
+	put(f, &p, sizeof(p));
+	put(f, e, sizeof(e));
+	end_payload(f, 0);
+}
+
+static void device_get_monitor_reply(struct frame *f)
+{
+	struct vgpu_device_monitor p = {
+		.valid = VGPU_MONITOR_UTILIZATION | VGPU_MONITOR_POWER | VGPU_MONITOR_CLOCK << 1 |
+			 VGPU_MONITOR_MAX_CLOCK << 1,
+		.gpu_util = 87, .mem_util = 40, .power_milliwatts = 215000,
+		.clocks = { [1] = 1755 }, .max_clocks = { [1] = 1980 } };
+	begin(f, VGPU_OP_DEVICE_GET_MONITOR, 12, VGPU_FLAG_REPLY, 0);
+	put(f, &p, sizeof(p));
+	end_payload(f, 0);
+}
+
 static const struct {
 	const char *name;
 	void (*build)(struct frame *f);
@@ -178,6 +218,10 @@ static const struct {
 	{ "notify_host_func", notify_host_func },
 	{ "host_share", host_share },
 	{ "guest_register_host_mapped", guest_register_host_mapped },
+	{ "device_get_processes_reply", device_get_processes_reply },
+	{ "device_get_monitor_reply", device_get_monitor_reply },
+	{ "notify_output", notify_output },
+	{ "sync_reply_output", sync_reply_output },
 };
 
 int main(int argc, char **argv)

@@ -49,7 +49,10 @@ if [ -z "$logs" ]; then
 fi
 mkdir -p "$logs"
 
-mapfile -t programs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/programs.txt" | awk '{print $1}')
+# A build directory may bring its own list (scripts/cuda-libs/build.sh writes one).
+list=$here/programs.txt
+[ -f "$bindir/programs.txt" ] && list=$bindir/programs.txt
+mapfile -t programs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$list" | awk '{print $1}')
 if [ ${#only[@]} -gt 0 ]; then programs=("${only[@]}"); fi
 
 # Which libraries the programs will load (the driver-API program imports both).

@@ -36,6 +36,7 @@ func findKernel(o *Options, log hclog.Logger) (Kernel, error) {
 		}
 		log.Debug("no usable host kernel, fetching Debian's", "why", err)
 	}
+	o.progress("fetching Debian's linux-image-amd64 with apt-get download (no usable kernel in /boot)")
 	return debKernel(o.cacheDir(), o.KernelVersion, log)
 }
 

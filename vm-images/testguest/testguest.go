@@ -60,6 +60,16 @@ type Options struct {
 	// Uncompressed writes a plain cpio instead of a gzipped one.
 	Uncompressed bool
 	Logger       hclog.Logger
+	// Progress, when set, gets one line before each long step (fetching
+	// Debian's kernel, writing the initramfs) and one when the image is
+	// built; nothing when the image comes from the cache.
+	Progress func(line string)
+}
+
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf(format, args...))
+	}
 }
 
 // Image is a built test guest.
@@ -198,6 +208,7 @@ func Build(o Options) (*Image, error) {
 		return img, nil
 	}
 
+	o.progress("building the test guest: kernel %s (%s), %d modules, initramfs in %s", k.Version, k.Source, len(mods), o.cacheDir())
 	meta := Meta{Format: format, Key: key, KernelVersion: k.Version, KernelSource: k.Source, Busybox: bb, Built: time.Now().UTC()}
 	for _, m := range mods {
 		meta.Modules = append(meta.Modules, m.name)
@@ -243,6 +254,7 @@ func Build(o Options) (*Image, error) {
 	}
 	img.Elapsed = time.Since(start)
 	log.Info("built test guest", "dir", dir, "kernel", k.Version, "modules", len(mods), "elapsed", img.Elapsed)
+	o.progress("built the test guest in %s: %s", img.Elapsed.Round(time.Millisecond), dir)
 	return img, nil
 }
 

@@ -1,11 +1,11 @@
 #!/bin/sh
 # build.sh OUTDIR: the vgpu *user guest*, a Debian 12 disk image with the
-# vGPU pieces installed the way a user would install them:
-#   - vgpu.ko through DKMS (guest-driver/ laid out by `make dkms-src`,
-#     then dkms add/build/install against the image's own kernel headers),
-#     loaded at boot with the virtio vsock transport (modules-load.d);
-#   - the guest libraries (guest-lib, `make install PREFIX=/opt/vgpu`) on
-#     the loader path (ld.so.conf.d/vgpu.conf).
+# vGPU installed the way a user installs it: the guest packages of `make deb`
+# (from $DEBS, default build/deb) with dpkg -i --
+#   - vgpu-guest-dkms: vgpu.ko built by DKMS against the image's own kernel
+#     headers, loaded at boot with the virtio vsock transport, udev rule;
+#   - vgpu-guest: libcuda.so.1 and libnvidia-ml.so.1 on the library path
+#     (/usr/lib/x86_64-linux-gnu/vgpu, ld.so.conf.d/vgpu.conf).
 # Root logs in without a password on the serial console (a test image).
 #
 # Writes OUTDIR/disk.raw (ext4, sparse, $SIZE), OUTDIR/vmlinuz,
@@ -28,11 +28,14 @@ cache=${VGPU_CACHE:-$repo/vm-images/cache}
 base=$cache/userguest-base-$suite
 pkgs=linux-image-amd64,linux-headers-amd64,dkms,systemd-sysv,udev,kmod,python3
 drv_version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$repo/guest-driver/dkms.conf")
+debs=${DEBS:-$repo/build/deb}
 
 say() { echo "userguest: $*" >&2; }
 die() { say "$*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot)"
+set -- "$debs"/vgpu-guest-dkms_*.deb "$debs"/vgpu-guest_*.deb
+[ -f "$1" ] && [ -f "$2" ] || die "no guest packages in $debs: run make deb (or set DEBS)"
 command -v debootstrap >/dev/null || die "no debootstrap: apt-get install debootstrap"
 mkdir -p "$out" "$cache"
 out=$(CDPATH= cd -- "$out" && pwd)
@@ -64,23 +67,17 @@ for m in proc sys dev; do
 	mount --bind "/$m" "$root/$m" && mounted="$root/$m $mounted" || say "warning: cannot bind /$m into the chroot"
 done
 
-say "vgpu.ko $drv_version through DKMS for $kver"
-make -s -C "$repo/guest-driver" dkms-src DKMS_SRC="$root/usr/src/vgpu-$drv_version"
-chroot "$root" dkms add -m vgpu -v "$drv_version" >/dev/null
-chroot "$root" dkms build -m vgpu -v "$drv_version" -k "$kver" >"$out/dkms-build.log" 2>&1 ||
-	{ cat "$root/var/lib/dkms/vgpu/$drv_version/build/make.log" >>"$out/dkms-build.log" 2>/dev/null; die "dkms build failed; see $out/dkms-build.log"; }
-chroot "$root" dkms install -m vgpu -v "$drv_version" -k "$kver" >>"$out/dkms-build.log" 2>&1 || die "dkms install failed; see $out/dkms-build.log"
-
-say "guest libraries into /opt/vgpu"
-make -s -C "$repo/guest-lib" install PREFIX=/opt/vgpu DESTDIR="$root" >"$out/guest-lib-install.log" 2>&1 ||
-	die "guest-lib install failed; see $out/guest-lib-install.log"
-echo /opt/vgpu/lib >"$root/etc/ld.so.conf.d/vgpu.conf"
-chroot "$root" ldconfig
+say "dpkg -i vgpu-guest-dkms vgpu-guest (DKMS builds vgpu.ko $drv_version for $kver)"
+cp "$1" "$2" "$root/tmp/"
+chroot "$root" sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /tmp/vgpu-guest-dkms_*.deb /tmp/vgpu-guest_*.deb' >"$out/dpkg.log" 2>&1 ||
+	die "installing the guest packages failed; see $out/dpkg.log"
+rm -f "$root"/tmp/vgpu-guest*.deb
+chroot "$root" dkms status -m vgpu -k "$kver" 2>/dev/null | grep -q installed ||
+	die "DKMS did not build vgpu.ko for $kver; see $out/dpkg.log"
 
 say "configuring"
 echo vgpu-guest >"$root/etc/hostname"
 printf '/dev/vda / ext4 defaults 0 1\n' >"$root/etc/fstab"
-printf 'vmw_vsock_virtio_transport\nvgpu\n' >"$root/etc/modules-load.d/vgpu.conf"
 chroot "$root" passwd -d root >/dev/null
 mkdir -p "$root/etc/systemd/system/serial-getty@ttyS0.service.d"
 cat >"$root/etc/systemd/system/serial-getty@ttyS0.service.d/autologin.conf" <<'UNIT'
@@ -102,9 +99,9 @@ rc=0
 modprobe vmw_vsock_virtio_transport
 if modprobe vgpu; then echo "vgpu.ko: $(modinfo -F version vgpu 2>/dev/null) loaded from $(modinfo -n vgpu)"; else echo "vgpu.ko: modprobe failed"; rc=1; fi
 ls -l /dev/vgpu* 2>/dev/null
-for l in libcuda.so.1 libcudart.so.12 libcudart.so.13 libnvidia-ml.so.1; do
+for l in libcuda.so.1 libnvidia-ml.so.1; do
 	p=$(ldconfig -p | awk -v l="$l" '$1 == l { print $NF; exit }')
-	case "$p" in /opt/vgpu/*) echo "$l -> $p" ;; *) echo "$l: not from /opt/vgpu ($p)"; rc=1 ;; esac
+	case "$p" in /usr/lib/*/vgpu/*) echo "$l -> $p" ;; *) echo "$l: not vgpu's ($p)"; rc=1 ;; esac
 done
 for w in $(cat /proc/cmdline); do
 	case "$w" in vgpu_run=*) run=${w#vgpu_run=} ;; esac
@@ -136,8 +133,9 @@ cat >"$out/image.json" <<JSON
   "kind": "vgpu-userguest",
   "suite": "$suite",
   "kernel_version": "$kver",
-  "vgpu_driver": "$drv_version (dkms)",
-  "guest_lib": "/opt/vgpu/lib",
+  "vgpu_driver": "$drv_version (vgpu-guest-dkms)",
+  "guest_lib": "/usr/lib/x86_64-linux-gnu/vgpu (vgpu-guest)",
+  "packages": "$(basename "$1") $(basename "$2")",
   "built": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 }
 JSON
@@ -157,7 +155,7 @@ exec \${QEMU:-qemu-system-x86_64} -accel \${ACCEL:-tcg} -cpu max -smp \${CPUS:-2
 RUN
 chmod 755 "$out/run.sh"
 rm -rf "$root"
-say "done: $out (kernel $kver, vgpu.ko $drv_version via DKMS, libraries in /opt/vgpu/lib)"
+say "done: $out (kernel $kver, vgpu.ko $drv_version via DKMS, vgpu-guest's libraries on the library path)"
 
 if [ "${CHECK:-0}" = 1 ]; then
 	say "booting the image once (TCG) to check it"

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,12 +12,12 @@ import (
 )
 
 func init() {
-	register("bench", command{summary: "measure memcpy paths and call latency (memcpy | calls | plot)", run: cmdBench})
+	register("bench", command{summary: "measure memcpy paths, call latency and process start (memcpy | calls | start | plot)", run: cmdBench})
 }
 
 func cmdBench(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: vgpu bench memcpy|calls|plot [options]  (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: vgpu bench memcpy|calls|start|plot [options]  (-h for each)")
 		return 2
 	}
 	switch args[0] {
@@ -24,10 +25,12 @@ func cmdBench(args []string) int {
 		return benchMemcpy(args[1:])
 	case "calls":
 		return benchCalls(args[1:])
+	case "start":
+		return benchStart(args[1:])
 	case "plot":
 		return benchPlot(args[1:])
 	}
-	fmt.Fprintf(os.Stderr, "vgpu bench: unknown benchmark %q (memcpy, calls, plot)\n", args[0])
+	fmt.Fprintf(os.Stderr, "vgpu bench: unknown benchmark %q (memcpy, calls, start, plot)\n", args[0])
 	return 2
 }
 
@@ -82,6 +85,13 @@ func benchMemcpy(args []string) int {
 	if *paths != "" {
 		opt.Paths = strings.Split(*paths, ",")
 	}
+	np := len(opt.Paths)
+	if np == 0 {
+		np = len(d.Paths())
+	}
+	n := np * 2 * len(opt.Sizes)
+	fmt.Fprintf(os.Stderr, "vgpu bench memcpy: %d measurements (%d paths, 2 directions, %d sizes up to %s), at least %s each: about %s; each line below as it finishes\n",
+		n, np, len(opt.Sizes), *maxSize, *minTime, (time.Duration(n) * *minTime).Round(time.Second))
 	rs, err := d.Memcpy(opt, func(r bench.Result) {
 		fmt.Printf("%-18s %s %12d bytes %8.2f GB/s", r.Path, r.Dir, r.Size, r.GBps)
 		if r.BackendGBps > 0 {
@@ -110,7 +120,7 @@ func writeBenchOutputs(csvPath, pngPath, machine string, rs []bench.Result) int 
 		f.Close()
 	}
 	if pngPath != "" {
-		if err := bench.Plot(pngPath, "memcpy bandwidth: "+machine, rs); err != nil {
+		if err := bench.Plot(pngPath, "memcpy bandwidth: "+machine, []bench.Set{{Label: plotLabel("memcpy-vgpu.csv", rs), Results: rs}}); err != nil {
 			fmt.Fprintf(os.Stderr, "vgpu bench: %v\n", err)
 			return 1
 		}
@@ -151,14 +161,18 @@ func benchCalls(args []string) int {
 func benchPlot(args []string) int {
 	fs := flag.NewFlagSet("vgpu bench plot", flag.ContinueOnError)
 	var inputs multiFlag
-	fs.Var(&inputs, "csv", "a CSV written by vgpu bench memcpy (repeat)")
+	fs.Var(&inputs, "csv", "[LABEL=]FILE: a CSV written by vgpu bench memcpy (repeat); the label defaults to native for native runs, else the file's name without memcpy- and .csv")
 	out := fs.String("png", "memcpy.png", "output PNG")
 	title := fs.String("title", "memcpy bandwidth", "plot title")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var all []bench.Result
-	for _, p := range inputs {
+	var sets []bench.Set
+	for _, in := range inputs {
+		label, p, ok := strings.Cut(in, "=")
+		if !ok {
+			label, p = "", in
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "vgpu bench plot: %v\n", err)
@@ -170,13 +184,29 @@ func benchPlot(args []string) int {
 			fmt.Fprintf(os.Stderr, "vgpu bench plot: %s: %v\n", p, err)
 			return 1
 		}
-		all = append(all, rs...)
+		if label == "" {
+			label = plotLabel(p, rs)
+		}
+		sets = append(sets, bench.Set{Label: label, Results: rs})
 	}
-	if err := bench.Plot(*out, *title, all); err != nil {
+	if err := bench.Plot(*out, *title, sets); err != nil {
 		fmt.Fprintf(os.Stderr, "vgpu bench plot: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// plotLabel names a CSV's results: "native" for a native run, else the
+// file name without "memcpy-" and ".csv" (memcpy-guest.csv: "guest").
+func plotLabel(path string, rs []bench.Result) string {
+	native := len(rs) > 0
+	for _, r := range rs {
+		native = native && strings.HasPrefix(r.Path, "native-")
+	}
+	if native {
+		return "native"
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "memcpy-"), ".csv")
 }
 
 type multiFlag []string

@@ -22,6 +22,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/kvsock"
 	"github.com/vgpu-project/vgpu/backend/metrics"
+	"github.com/vgpu-project/vgpu/backend/serveconf"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/backend/vhostuser"
@@ -41,6 +42,8 @@ type serveFlags struct {
 	guestCID                                                                          uint64
 	logJSON, allowUnprivileged, kernelVsock                                           bool
 	isolate                                                                           string
+	pool, maxProcesses                                                                int
+	moduleCache                                                                       string
 	unixNoShare                                                                       bool
 	unixShareMax                                                                      int
 	unixShareBytes                                                                    string
@@ -48,7 +51,9 @@ type serveFlags struct {
 
 func cmdServe(args []string) int {
 	var f serveFlags
+	var configPath string
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&configPath, "config", "", "read options from this file, one 'NAME = VALUE' per line (the packaged service uses "+serveconf.DefaultPath+"); flags given here win")
 	fs.StringVar(&f.device, "device", "auto", "GPU to use: cuda (libcuda.so.1), sim (simulated, kernels not executed) or auto (cuda if usable, else sim)")
 	fs.IntVar(&f.simDevices, "sim-devices", 1, "number of simulated devices (--device sim)")
 	fs.StringVar(&f.simMem, "sim-mem", "80G", "device memory per simulated device (bytes; K, M, G suffixes)")
@@ -67,10 +72,23 @@ func cmdServe(args []string) int {
 	fs.StringVar(&f.frontSocket, "front-socket", "", "accept 'vgpu front' processes on this unix socket: each forwards one VM's guest connections, and its VM keeps its device across restarts of this backend")
 	fs.Uint64Var(&f.guestCID, "guest-cid", 3, "the VM's vsock CID (with --vhost-user-socket)")
 	fs.BoolVar(&f.kernelVsock, "kernel-vsock", false, "also listen on the host kernel's vhost-vsock (AF_VSOCK port 30311); guest memory is not known there, so data travels inline")
-	fs.StringVar(&f.isolate, "isolate", "none", "where GPU work runs: none (in this process) or vm (one 'vgpu worker' process per VM: a crash or sticky CUDA error ends only that VM's work)")
+	fs.StringVar(&f.isolate, "isolate", "process", "where GPU work runs: process (one 'vgpu worker' process, with its own CUDA context, per guest process: a sticky CUDA error, crash or kill ends only that program's GPU work), vm (one worker per VM: it ends that VM's work) or none (in this process: it ends every VM's work)")
+	fs.IntVar(&f.pool, "pool", worker.DefaultPool, "--isolate process: workers kept started (CUDA initialised, a context per GPU, about 0.5 GiB of device memory each) so a new guest program does not wait for them")
+	fs.IntVar(&f.maxProcesses, "max-processes", worker.DefaultMaxPerVM, "--isolate process: guest processes of one VM (host mode: of one socket) on the GPU at once; each holds a CUDA context")
+	fs.StringVar(&f.moduleCache, "module-cache", "1G", "module images kept per VM, so its next programs may load them by hash (bytes; K, M, G suffixes)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if configPath != "" {
+		c, err := serveconf.Load(configPath)
+		if err == nil {
+			err = c.Apply(fs)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu serve: %v\n", err)
+			return 2
+		}
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "vgpu", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: os.Stderr})
 	if err := serve(f, log); err != nil {
@@ -176,28 +194,21 @@ func serve(f serveFlags, log hclog.Logger) error {
 		return err
 	}
 	defer drv.Close()
+	modCache, err := parseBytes(f.moduleCache)
+	if err != nil {
+		return fmt.Errorf("--module-cache: %w", err)
+	}
 	cfg := server.Config{
-		Driver: drv, GPUs: gpus, MemLimit: memLimit, Engine: eng,
+		Driver: drv, GPUs: gpus, MemLimit: memLimit, ModuleCacheBytes: modCache, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
 		Version: version, Logger: log,
 	}
-	switch f.isolate {
-	case "none", "":
-	case "vm":
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("--isolate vm: finding this binary: %w", err)
-		}
-		if drv.Kind() == "sim" && f.device != "sim" {
-			f.device = "sim" // the manager already fell back; workers follow
-		}
-		mgr := worker.NewManager(func(vm string) *exec.Cmd { return exec.Command(exe, workerArgs(f, vm)...) }, log)
+	mgr, err := isolate(f, drv, &cfg, log)
+	if err != nil {
+		return err
+	}
+	if mgr != nil {
 		defer mgr.Close()
-		cfg.Dispatch = mgr.ServeConn
-		cfg.WorkerStatus = func() any { return mgr.Status() }
-		log.Info("each VM's GPU work runs in its own worker process")
-	default:
-		return fmt.Errorf("--isolate %q: want none or vm", f.isolate)
 	}
 	var fronts *front.Listener
 	if f.frontSocket != "" {
@@ -276,6 +287,45 @@ func serve(f serveFlags, log hclog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// isolate sets cfg up to run sessions where --isolate says: in worker
+// processes (it returns their manager, started) or in this process (nil).
+func isolate(f serveFlags, drv device.Driver, cfg *server.Config, log hclog.Logger) (*worker.Manager, error) {
+	switch f.isolate {
+	case "none":
+		log.Warn("--isolate none: every VM's GPU work runs in this process; one guest's sticky CUDA error or crash ends all of it")
+		return nil, nil
+	case "process", "vm", "":
+	default:
+		return nil, fmt.Errorf("--isolate %q: want process, vm or none", f.isolate)
+	}
+	mode := worker.PerProcess
+	if f.isolate == "vm" {
+		mode = worker.PerVM
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--isolate %s: finding this binary: %w", mode, err)
+	}
+	if drv.Kind() == "sim" && f.device != "sim" {
+		f.device = "sim" // this process already fell back; workers follow
+	}
+	if f.pool < 0 {
+		return nil, fmt.Errorf("--pool %d: want 0 or more", f.pool)
+	}
+	mgr := worker.NewManager(func(vm string) *exec.Cmd { return exec.Command(exe, workerArgs(f, mode, vm)...) }, log)
+	mgr.Mode, mgr.Pool, mgr.MemLimit, mgr.ModuleCacheBytes, mgr.MaxPerVM = mode, f.pool, cfg.MemLimit, cfg.ModuleCacheBytes, f.maxProcesses
+	mgr.Start()
+	cfg.Dispatch = mgr.ServeConn
+	cfg.WorkerStatus = func() any { return mgr.Status() }
+	cfg.Aggregate = mgr.Aggregate
+	if mode == worker.PerProcess {
+		log.Info("each guest process's GPU work runs in its own worker process", "pool", f.pool)
+	} else {
+		log.Info("each VM's GPU work runs in its own worker process")
+	}
+	return mgr, nil
 }
 
 // serveVhostUser serves one VM's vhost-user-vsock socket (QEMU:

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/vgpu-project/vgpu/backend/serveconf"
 	"github.com/vgpu-project/vgpu/backend/server"
 )
 
@@ -17,14 +18,18 @@ func init() {
 
 func cmdStatus(args []string) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	sock := fs.String("status-socket", os.Getenv("VGPU_STATUS_SOCKET"), "the backend's status socket (vgpu serve --status-socket; default $VGPU_STATUS_SOCKET)")
+	sock := fs.String("status-socket", os.Getenv("VGPU_STATUS_SOCKET"), "the backend's status socket (vgpu serve --status-socket; default $VGPU_STATUS_SOCKET, else status-socket in "+serveconf.DefaultPath+", else "+serveconf.DefaultStatusSocket+")")
 	asJSON := fs.Bool("json", false, "print the raw JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *sock == "" {
-		fmt.Fprintln(os.Stderr, "vgpu status: give --status-socket PATH (the path 'vgpu serve --status-socket' listens on)")
-		return 2
+		p, err := configDefault(serveconf.KeyStatusSocket, serveconf.DefaultStatusSocket)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu status: %v\n", err)
+			return 2
+		}
+		*sock = p
 	}
 	st, err := server.ReadStatus(*sock, 5*time.Second)
 	if err != nil {
@@ -93,6 +98,6 @@ func printStatus(st *server.Status) {
 	}
 	if st.Workers != nil {
 		b, _ := json.MarshalIndent(st.Workers, "  ", "  ")
-		fmt.Printf("\nworker processes (--isolate vm; their own call counters are not included above):\n  %s\n", b)
+		fmt.Printf("\nworker processes (their counters are included above):\n  %s\n", b)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,12 +19,12 @@ import (
 )
 
 func init() {
-	register("worker", command{summary: "one VM's GPU work in its own process (started by 'vgpu serve --isolate vm')", hidden: true, run: cmdWorker})
+	register("worker", command{summary: "one guest process's or one VM's GPU work in its own process (started by 'vgpu serve')", hidden: true, run: cmdWorker})
 }
 
 // workerArgs are the serve options a worker needs, as command-line flags.
-func workerArgs(f serveFlags, vm string) []string {
-	args := []string{"worker", "--vm", vm, "--device", f.device, "--sim-devices", fmt.Sprint(f.simDevices), "--sim-mem", f.simMem,
+func workerArgs(f serveFlags, mode worker.Mode, vm string) []string {
+	args := []string{"worker", "--mode", mode.String(), "--vm", vm, "--device", f.device, "--sim-devices", fmt.Sprint(f.simDevices), "--sim-mem", f.simMem,
 		"--gpus", f.gpus, "--mem-limit", f.memLimit, "--engine", f.engine, "--log-level", f.logLevel}
 	if f.logJSON {
 		args = append(args, "--log-json")
@@ -36,9 +37,10 @@ func workerArgs(f serveFlags, vm string) []string {
 
 func cmdWorker(args []string) int {
 	var f serveFlags
-	var vm string
+	var vm, modeName string
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.StringVar(&vm, "vm", "", "the VM this worker serves (for logs)")
+	fs.StringVar(&modeName, "mode", "vm", "process (one guest process, then exit) or vm (one VM's sessions)")
+	fs.StringVar(&vm, "vm", "", "the VM this worker serves (for logs; empty for a process worker)")
 	fs.StringVar(&f.device, "device", "auto", "cuda, sim or auto")
 	fs.IntVar(&f.simDevices, "sim-devices", 1, "simulated devices")
 	fs.StringVar(&f.simMem, "sim-mem", "80G", "memory per simulated device")
@@ -51,21 +53,49 @@ func cmdWorker(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "vgpu-worker", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: os.Stderr}).
-		With("vm", vm, "pid", os.Getpid())
-	ctrl := os.NewFile(3, "vgpu-control")
-	if ctrl == nil {
-		fmt.Fprintln(os.Stderr, "vgpu worker: no control socket on fd 3 (this command is started by 'vgpu serve --isolate vm')")
+	mode, err := worker.ParseMode(modeName)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vgpu worker: %v\n", err)
 		return 2
 	}
-	if err := runWorker(f, ctrl, log); err != nil {
+	ctrlFile := os.NewFile(3, "vgpu-control")
+	if ctrlFile == nil {
+		fmt.Fprintln(os.Stderr, "vgpu worker: no control socket on fd 3 (this command is started by 'vgpu serve')")
+		return 2
+	}
+	// A worker for one guest process owns its fd 1 and 2: what the driver
+	// prints there (device printf, asserts) is that process's output. Its
+	// own log goes where stderr went.
+	logOut := io.Writer(os.Stderr)
+	var out *worker.Output
+	if mode == worker.PerProcess {
+		o, logFile, err := worker.CaptureOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vgpu worker: %v\n", err)
+			return 1
+		}
+		out, logOut = o, logFile
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "vgpu-worker", Level: hclog.LevelFromString(f.logLevel), JSONFormat: f.logJSON, Output: logOut}).
+		With("vm", vm, "pid", os.Getpid())
+	if out != nil && f.device != "sim" {
+		if err := worker.LineBufferStdio(); err != nil {
+			log.Warn("device printf may reach the guest only when the worker exits", "err", err)
+		}
+	}
+	// The manager has announced the device (the sim's banner included);
+	// the driver of a worker, one per guest process, says only what goes
+	// wrong.
+	drvLog := hclog.New(&hclog.LoggerOptions{Name: "vgpu-worker", Level: max(hclog.LevelFromString(f.logLevel), hclog.Error), JSONFormat: f.logJSON, Output: logOut}).
+		With("vm", vm, "pid", os.Getpid())
+	if err := runWorker(f, mode, worker.NewControl(ctrlFile), out, log, drvLog); err != nil {
 		log.Error("worker failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func runWorker(f serveFlags, ctrl *os.File, log hclog.Logger) error {
+func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker.Output, log, drvLog hclog.Logger) error {
 	gpus, err := parseGPUs(f.gpus)
 	if err != nil {
 		return err
@@ -81,23 +111,41 @@ func runWorker(f serveFlags, ctrl *os.File, log hclog.Logger) error {
 	if f.device == "auto" {
 		f.device = "auto-quiet"
 	}
-	drv, err := openDriver(f, log)
+	drv, err := openDriver(f, drvLog)
 	if err != nil {
 		return err
 	}
 	defer drv.Close()
-	srv, err := server.New(server.Config{
+	cfg := server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, Engine: eng, Limits: protocol.DefaultLimits,
 		AllowUnprivilegedSegments: f.allowUnprivileged, Version: version, Logger: log,
-		OnStickyError: func(err error) { worker.Poisoned(ctrl, err) },
-	})
+		OnStickyError: ctrl.Poisoned,
+		// The VM's process list spans its workers (in either mode: a
+		// PerVM worker's VM may still have the poisoned one it replaced).
+		OtherProcesses: ctrl.OtherProcesses,
+	}
+	if mode == worker.PerProcess {
+		// One guest process: its output is its own, and what its VM's
+		// other processes share lives in the manager. (The context is its
+		// own too, but cudaDeviceReset still releases only what the session
+		// created: a real reset would also drop the copy engines' guest-RAM
+		// registrations and gather kernel.)
+		cfg.VMResources = ctrl.VMResources(memLimit)
+		if out != nil {
+			cfg.Output = out
+		}
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
+		return err
+	}
+	if err := srv.Warm(); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log.Info("worker ready", "device", drv.Kind())
-	err = worker.Run(ctx, ctrl, srv, log)
+	log.Debug("worker ready", "device", drv.Kind(), "mode", mode)
+	err = worker.Run(ctx, ctrl, srv, log, worker.RunOptions{Mode: mode})
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

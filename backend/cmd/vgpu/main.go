@@ -8,7 +8,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(hookArgs(os.Args)))
 }
 
 func run(args []string) int {

@@ -24,6 +24,8 @@ type Context struct {
 	props     device.Properties
 	propsErr  error
 
+	nvmlDev nvmlDevice // the host NVML's handle of this GPU (Monitor)
+
 	mu      sync.Mutex
 	images  map[device.Module][]byte // kept for parameter layouts when cuFuncGetParamInfo is missing
 	parsed  map[device.Module]*image.Module
@@ -88,10 +90,10 @@ func (c *Context) Properties() (*device.Properties, error) {
 				return r
 			}
 			p.Name = goString(&name[0])
-			if c.l.cuDeviceGetUuid != nil {
+			if c.l.has("cuDeviceGetUuid") {
 				c.l.cuDeviceGetUuid(&p.UUID, c.dev)
 			}
-			if c.l.cuDeviceTotalMem != nil {
+			if c.l.has("cuDeviceTotalMem") {
 				c.l.cuDeviceTotalMem(&p.TotalMem, c.dev)
 			}
 			for a := 1; a < device.MaxAttrs; a++ {
@@ -222,7 +224,7 @@ const (
 )
 
 func (c *Context) HostRegister(b []byte, readOnly bool) (device.Ptr, error) {
-	if c.l.cuMemHostRegister == nil || c.l.cuMemHostGetDevicePointer == nil {
+	if !c.l.has("cuMemHostRegister") || !c.l.has("cuMemHostGetDevicePointer") {
 		return 0, missing("cuMemHostRegister")
 	}
 	flags := uint32(hostRegisterPortable | hostRegisterDevicemap)
@@ -259,7 +261,7 @@ func (c *Context) ModuleLoad(img []byte) (device.Module, error) {
 	if err != nil {
 		return 0, err
 	}
-	if c.l.cuFuncGetParamInfo == nil {
+	if !c.l.has("cuFuncGetParamInfo") {
 		c.mu.Lock()
 		c.images[device.Module(m)] = img
 		c.mu.Unlock()
@@ -312,7 +314,7 @@ func (c *Context) FuncParams(f device.Function) ([]device.Param, error) {
 	}
 	c.mu.Unlock()
 	var ps []device.Param
-	if c.l.cuFuncGetParamInfo != nil {
+	if c.l.has("cuFuncGetParamInfo") {
 		err := c.call("cuFuncGetParamInfo", func() int32 {
 			for i := uint64(0); i < 4096; i++ {
 				var off, size uint64
@@ -379,14 +381,14 @@ func (c *Context) FuncGetAttribute(f device.Function, attr int) (int32, error) {
 }
 
 func (c *Context) FuncSetAttribute(f device.Function, attr int, v int32) error {
-	if c.l.cuFuncSetAttribute == nil {
+	if !c.l.has("cuFuncSetAttribute") {
 		return missing("cuFuncSetAttribute")
 	}
 	return c.call("cuFuncSetAttribute", func() int32 { return c.l.cuFuncSetAttribute(uintptr(f), int32(attr), v) })
 }
 
 func (c *Context) OccupancyMaxBlocks(f device.Function, blockSize int, dynSmem uint64, flags uint32) (int32, error) {
-	if c.l.cuOccupancy == nil {
+	if !c.l.has("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags") {
 		return 0, missing("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags")
 	}
 	var n int32
@@ -515,7 +517,7 @@ func hostFnTrampoline() uintptr {
 // LaunchHostFunc enqueues fn with cuLaunchHostFunc. fn runs on a driver
 // thread and blocks the stream until it returns.
 func (c *Context) LaunchHostFunc(s device.Stream, fn func()) error {
-	if c.l.cuLaunchHostFunc == nil {
+	if !c.l.has("cuLaunchHostFunc") {
 		return missing("cuLaunchHostFunc")
 	}
 	tramp := hostFnTrampoline()
@@ -544,7 +546,7 @@ func (c *Context) Synchronize() error {
 
 // Reset resets the primary context (every resource of every user of it).
 func (c *Context) Reset() error {
-	if c.l.cuDevicePrimaryCtxReset == nil {
+	if !c.l.has("cuDevicePrimaryCtxReset") {
 		return missing("cuDevicePrimaryCtxReset")
 	}
 	runtime.LockOSThread()

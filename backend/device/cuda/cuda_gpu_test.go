@@ -52,7 +52,7 @@ func TestGPUProperties(t *testing.T) {
 	free, total, err := c.MemGetInfo()
 	ok(t, "mem info", err)
 	t.Logf("%s, cc %d.%d, %d SMs, %d/%d MiB free, CUDA %d, cuFuncGetParamInfo %v",
-		p.Name, p.Attrs[75], p.Attrs[76], p.Attrs[16], free>>20, total>>20, gpuDrv.Version(), c.l.cuFuncGetParamInfo != nil)
+		p.Name, p.Attrs[75], p.Attrs[76], p.Attrs[16], free>>20, total>>20, gpuDrv.Version(), c.l.has("cuFuncGetParamInfo"))
 	lim, err := c.GetLimit(2)
 	ok(t, "get limit", err)
 	ok(t, "set limit", c.SetLimit(2, lim))
@@ -216,5 +216,24 @@ func TestGPUThreads(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		ok(t, "alloc from a goroutine", err)
+	}
+}
+
+// The host's NVML finds the GPU by its CUDA UUID and reads it: on a data
+// centre GPU at least utilization, temperature, power and the SM clock.
+func TestGPUMonitor(t *testing.T) {
+	c := gpu(t)
+	m, err := c.Monitor()
+	ok(t, "Monitor", err)
+	t.Logf("driver %q, monitor %+v", gpuDrv.Release(), m)
+	if gpuDrv.Release() == "" {
+		t.Error("Release is empty: the host NVML was not loaded")
+	}
+	want := device.HasUtilization | device.HasTemperature | device.HasPower | device.HasClock<<device.ClockSM | device.HasMaxClock<<device.ClockSM
+	if m.Has&want != want {
+		t.Errorf("readings %#x, want at least %#x", m.Has, want)
+	}
+	if m.Has&device.HasUtilization != 0 && (m.GPUUtil > 100 || m.MemUtil > 100) {
+		t.Errorf("utilization %d %% / %d %%", m.GPUUtil, m.MemUtil)
 	}
 }

@@ -6,9 +6,11 @@
 // Entry points are resolved through cuGetProcAddress with the driver's own
 // version (so the _v2/_v3 ABI of each call is the one the driver means),
 // falling back to dlsym of the versioned names. A symbol the driver lacks
-// (Debian's libcuda 535 has no cuFuncGetParamInfo) is left unbound and its
-// call answers CUDA_ERROR_NOT_SUPPORTED; kernel parameter layouts then come
-// from the module image itself (package device/image).
+// (Debian's libcuda 535 has no cuFuncGetParamInfo) is bound to a stub that
+// answers CUDA_ERROR_NOT_SUPPORTED (801): no entry point is ever nil, so a
+// guest call can never make the backend call through a nil function
+// (TestAbsentSymbolsAnswer801). Kernel parameter layouts then come from the
+// module image itself (package device/image).
 //
 // Threads: a CUDA context is current per OS thread and goroutines migrate
 // between threads, so every call locks its goroutine to its thread and makes

@@ -15,6 +15,7 @@ type Driver struct {
 	l     *lib
 	log   hclog.Logger
 	count int
+	nvml  *hostNVML // nil: no host NVML (no monitor readings)
 	mu    sync.Mutex
 	ctxs  map[int]*Context
 }
@@ -39,13 +40,22 @@ func Open(log hclog.Logger) (*Driver, error) {
 		return nil, fmt.Errorf("%w: cuDeviceGetCount: %d devices (%v)", device.ErrNoGPU, n, device.Result(r))
 	}
 	d := &Driver{l: l, log: log.Named("cuda"), count: int(n), ctxs: map[int]*Context{}}
-	d.log.Info("NVIDIA driver ready", "cuda_version", l.version, "devices", n, "param_info", l.cuFuncGetParamInfo != nil)
+	d.log.Info("NVIDIA driver ready", "cuda_version", l.version, "devices", n, "param_info", l.has("cuFuncGetParamInfo"), "absent", len(l.absent))
+	d.nvml = openNVML(d.log)
 	return d, nil
 }
 
 func (d *Driver) Kind() string   { return "cuda" }
 func (d *Driver) Version() int32 { return d.l.version }
 func (d *Driver) Count() int     { return d.count }
+
+// Release is the host driver's version from its NVML ("" without NVML).
+func (d *Driver) Release() string {
+	if d.nvml == nil {
+		return ""
+	}
+	return d.nvml.release
+}
 
 // Context retains device ordinal's primary context.
 func (d *Driver) Context(ordinal int) (device.Context, error) {
@@ -77,11 +87,10 @@ func (d *Driver) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for o, c := range d.ctxs {
-		if d.l.cuDevicePrimaryCtxRelease != nil {
-			d.l.cuDevicePrimaryCtxRelease(c.dev)
-		}
+		d.l.cuDevicePrimaryCtxRelease(c.dev) // 801 from its stub if absent
 		delete(d.ctxs, o)
 	}
+	d.nvml.close()
 	return nil
 }
 

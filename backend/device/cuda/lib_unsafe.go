@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"reflect"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -9,11 +10,14 @@ import (
 	"github.com/vgpu-project/vgpu/backend/device"
 )
 
-// lib holds the driver's entry points. A nil field is a symbol the driver
-// does not have.
+// lib holds the driver's entry points. Every field of entryPoints is
+// callable after load: a symbol the driver lacks is bound to a stub that
+// answers CUDA_ERROR_NOT_SUPPORTED (801), never left nil, and is listed in
+// absent (has reports it).
 type lib struct {
 	handle  uintptr
 	version int32
+	absent  map[string]bool
 
 	cuInit                    func(flags uint32) int32
 	cuDriverGetVersion        func(v *int32) int32
@@ -120,10 +124,29 @@ func load() (*lib, error) {
 	if l.getProcV2 == nil {
 		l.dlsym(&l.getProcV1, "cuGetProcAddress")
 	}
-	binds := []struct {
-		fptr any
-		name string
-	}{
+	for _, ep := range l.entryPoints() {
+		l.bind(ep.fptr, ep.name)
+	}
+	l.stubAbsent()
+	for _, req := range []string{"cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc", "cuLaunchKernel"} {
+		if !l.has(req) {
+			return nil, fmt.Errorf("%w: libcuda.so.1 (CUDA %d) lacks %s", device.ErrNoGPU, l.version, req)
+		}
+	}
+	return l, nil
+}
+
+// entryPoint is one driver function the backend calls: where it is bound
+// and the driver's base name for it.
+type entryPoint struct {
+	fptr any
+	name string
+}
+
+// entryPoints lists every driver function of lib except the bootstrap ones
+// (cuInit, cuDriverGetVersion, cuGetProcAddress), which load binds itself.
+func (l *lib) entryPoints() []entryPoint {
+	return []entryPoint{
 		{&l.cuGetErrorName, "cuGetErrorName"}, {&l.cuGetErrorString, "cuGetErrorString"},
 		{&l.cuDeviceGetCount, "cuDeviceGetCount"}, {&l.cuDeviceGet, "cuDeviceGet"},
 		{&l.cuDeviceGetName, "cuDeviceGetName"}, {&l.cuDeviceGetUuid, "cuDeviceGetUuid"},
@@ -152,21 +175,37 @@ func load() (*lib, error) {
 		{&l.cuEventSynchronize, "cuEventSynchronize"}, {&l.cuEventQuery, "cuEventQuery"},
 		{&l.cuEventElapsedTime, "cuEventElapsedTime"}, {&l.cuLaunchHostFunc, "cuLaunchHostFunc"},
 	}
-	for _, b := range binds {
-		l.bind(b.fptr, b.name)
-	}
-	for _, req := range []struct {
-		ok   bool
-		name string
-	}{{l.cuDeviceGetCount != nil, "cuDeviceGetCount"}, {l.cuDeviceGet != nil, "cuDeviceGet"},
-		{l.cuDevicePrimaryCtxRetain != nil, "cuDevicePrimaryCtxRetain"}, {l.cuCtxSetCurrent != nil, "cuCtxSetCurrent"},
-		{l.cuMemAlloc != nil, "cuMemAlloc"}, {l.cuLaunchKernel != nil, "cuLaunchKernel"}} {
-		if !req.ok {
-			return nil, fmt.Errorf("%w: libcuda.so.1 (CUDA %d) lacks %s", device.ErrNoGPU, l.version, req.name)
-		}
-	}
-	return l, nil
 }
+
+// notSupported is what a stub for an absent driver symbol returns.
+const notSupported = int32(device.ErrNotSupported)
+
+// stubAbsent binds every entry point the driver lacks to a function that
+// answers CUDA_ERROR_NOT_SUPPORTED, and records it in absent: a guest call
+// that reaches a missing symbol gets 801 instead of a nil call (a panic of
+// the whole process).
+func (l *lib) stubAbsent() {
+	if l.absent == nil {
+		l.absent = map[string]bool{}
+	}
+	for _, ep := range l.entryPoints() {
+		v := reflect.ValueOf(ep.fptr).Elem()
+		if !v.IsNil() {
+			continue
+		}
+		t := v.Type()
+		if t.NumOut() != 1 || t.Out(0).Kind() != reflect.Int32 {
+			panic(fmt.Sprintf("cuda: entry point %s does not return a CUresult", ep.name)) // a programming error, caught by TestAbsentSymbolsAnswer801
+		}
+		ret := []reflect.Value{reflect.ValueOf(notSupported).Convert(t.Out(0))}
+		v.Set(reflect.MakeFunc(t, func([]reflect.Value) []reflect.Value { return ret }))
+		l.absent[ep.name] = true
+	}
+}
+
+// has reports whether the driver has the entry point name (a base name of
+// entryPoints).
+func (l *lib) has(name string) bool { return !l.absent[name] }
 
 // dlsym binds an unversioned symbol if the library has it.
 func (l *lib) dlsym(fptr any, name string) bool {
@@ -179,8 +218,9 @@ func (l *lib) dlsym(fptr any, name string) bool {
 }
 
 // bind resolves name through cuGetProcAddress (the driver's newest ABI of
-// the call for its own version), else dlsym of name_v2 then name. Missing
-// symbols stay nil: purego.RegisterLibFunc would panic on them.
+// the call for its own version), else dlsym of name_v2 then name. A missing
+// symbol stays nil here (purego.RegisterLibFunc would panic on it);
+// stubAbsent then binds it to a stub.
 func (l *lib) bind(fptr any, name string) {
 	var p uintptr
 	switch {
@@ -209,7 +249,7 @@ func (l *lib) bind(fptr any, name string) {
 
 // errName returns the driver's name for a CUresult.
 func (l *lib) errDetail(r int32) string {
-	if l.cuGetErrorString == nil {
+	if l.cuGetErrorString == nil || !l.has("cuGetErrorString") {
 		return ""
 	}
 	var s *byte

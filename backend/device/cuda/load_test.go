@@ -11,20 +11,23 @@ import (
 // TestLoadBindsEntryPoints runs wherever libcuda.so.1 is installed, GPU or
 // not (Debian's 535 driver library on CI): every entry point the backend
 // uses resolves through cuGetProcAddress or dlsym, and a missing one (535
-// lacks cuFuncGetParamInfo) stays nil instead of panicking.
+// lacks cuFuncGetParamInfo) is bound to a stub that answers 801.
 func TestLoadBindsEntryPoints(t *testing.T) {
 	l, err := load()
 	if err != nil {
 		t.Skipf("no usable libcuda.so.1 here: %v", err)
 	}
 	v := reflect.ValueOf(l).Elem()
-	var missing []string
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Field(i)
 		name := v.Type().Field(i).Name
 		if f.Kind() == reflect.Func && f.IsNil() && name != "getProcV1" && name != "getProcV2" {
-			missing = append(missing, name)
+			t.Errorf("entry point field %s is nil after load: every one must be bound or stubbed", name)
 		}
+	}
+	var missing []string
+	for n := range l.absent {
+		missing = append(missing, n)
 	}
 	t.Logf("libcuda CUDA %d; cuGetProcAddress_v2 %v; unbound: %v", l.version, l.getProcV2 != nil, missing)
 	for _, need := range []string{"cuMemAlloc", "cuMemcpyHtoDAsync", "cuLaunchKernel", "cuMemHostRegister", "cuLaunchHostFunc", "cuEventElapsedTime", "cuStreamCreateWithPriority"} {
@@ -34,7 +37,7 @@ func TestLoadBindsEntryPoints(t *testing.T) {
 			}
 		}
 	}
-	if l.version >= 12040 && l.cuFuncGetParamInfo == nil {
+	if l.version >= 12040 && !l.has("cuFuncGetParamInfo") {
 		t.Error("a CUDA 12.4+ driver without cuFuncGetParamInfo bound")
 	}
 }

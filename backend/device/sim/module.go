@@ -44,6 +44,9 @@ func defaultFuncAttrs() map[int]int32 {
 // ModuleLoad parses a fatbin, cubin or PTX image; its globals get device
 // memory (initialised from the image where it has the bytes).
 func (c *Context) ModuleLoad(b []byte) (device.Module, error) {
+	if err := c.broken("cuModuleLoadData"); err != nil {
+		return 0, err
+	}
 	img, err := image.Parse(b, image.KindAuto)
 	if err != nil {
 		r := device.ErrInvalidImage
@@ -94,11 +97,14 @@ func (c *Context) ModuleUnload(h device.Module) error {
 	}
 	c.mu.Unlock()
 	c.freeGlobals(m)
-	return nil
+	return c.broken("cuModuleUnload")
 }
 
 // ModuleGetFunction looks a kernel up by (mangled) name.
 func (c *Context) ModuleGetFunction(h device.Module, name string) (device.Function, error) {
+	if err := c.broken("cuModuleGetFunction"); err != nil {
+		return 0, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.modules[h]
@@ -124,6 +130,9 @@ func (c *Context) ModuleGetFunction(h device.Module, name string) (device.Functi
 
 // ModuleGetGlobal returns a global variable's address and size.
 func (c *Context) ModuleGetGlobal(h device.Module, name string) (device.Ptr, uint64, error) {
+	if err := c.broken("cuModuleGetGlobal"); err != nil {
+		return 0, 0, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.modules[h]
@@ -173,6 +182,9 @@ func (c *Context) FuncGetAttribute(f device.Function, attr int) (int32, error) {
 
 // FuncSetAttribute sets the settable attributes (dynamic shared memory, carveout).
 func (c *Context) FuncSetAttribute(f device.Function, attr int, v int32) error {
+	if err := c.broken("cuFuncSetAttribute"); err != nil {
+		return err
+	}
 	fn, err := c.function("cuFuncSetAttribute", f)
 	if err != nil {
 		return err
@@ -208,6 +220,9 @@ func (c *Context) OccupancyMaxBlocks(f device.Function, blockSize int, dynSmem u
 	warps := (blockSize + 31) / 32
 	n := int(a[attrMaxThreadsPerSM]) / (warps * 32)
 	n = min(n, int(a[attrMaxBlocksPerSM]), 65536/(warps*32*32))
+	if dynSmem > uint64(a[attrMaxSmemOptin]) {
+		return 0, nil // more than a block may have: no block fits (as the driver answers)
+	}
 	if dynSmem > 0 {
 		n = min(n, int(uint64(a[attrMaxSmemPerSM])/(dynSmem+1024)))
 	}
@@ -216,6 +231,9 @@ func (c *Context) OccupancyMaxBlocks(f device.Function, blockSize int, dynSmem u
 
 // Launch validates a launch and records it. The kernel is NOT executed.
 func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []byte) error {
+	if err := c.broken("cuLaunchKernel"); err != nil {
+		return err
+	}
 	fn, err := c.function("cuLaunchKernel", f)
 	if err != nil {
 		return err
@@ -245,10 +263,19 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 	if want := device.ParamBytes(fn.params); uint32(len(params)) != want {
 		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "parameter block of %d bytes, kernel %s takes %d", len(params), fn.kernel.Name, want)
 	}
-	if first {
+	emulate := c.testKernel(fn.kernel.Name, cfg, params)
+	if first && emulate == nil {
 		c.log.Info("kernel launch validated and recorded, NOT executed (sim device)", "kernel", fn.kernel.Name, "grid", cfg.Grid, "block", cfg.Block)
 	}
 	c.launches.Add(1)
-	_, _, err = c.submit("cuLaunchKernel", cfg.Stream, func() { c.skipped.Add(1) })
+	_, _, err = c.submit("cuLaunchKernel", cfg.Stream, func() {
+		switch {
+		case !c.healthy():
+		case emulate != nil:
+			emulate()
+		default:
+			c.skipped.Add(1)
+		}
+	})
 	return err
 }

@@ -20,11 +20,17 @@ var h100Attrs = map[int]int32{
 	77: 32768, 78: 1, 79: 1, 80: 1, 81: 233472, 82: 65536, 83: 1, 84: 0, 85: 0, 86: 0, 87: 2,
 	88: 0, 89: 1, 90: 1, 91: 1, 95: 1, 96: 1, 97: 232448, 98: 0, 99: 1, 100: 0, 101: 0, 102: 1,
 	103: 1, 106: 32, 107: 1, 108: 32505856, 109: 134213632, 111: 1024, 112: 1, 113: 1, 114: 1, 115: 1,
+	// PCI device and subsystem IDs, device/vendor in one word each
+	// (CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID, _SUBSYSTEM_ID, CUDA 12.8+):
+	// H100 PCIe 0x2331, NVIDIA 0x10de, board 0x1626.
+	139: 0x233110de, 140: 0x162610de,
 }
 
 // Device attribute numbers the sim consults itself.
 const (
 	attrMaxThreadsPerBlock = 1
+	attrClockRate          = 13 // kHz
+	attrMemClockRate       = 36 // kHz
 	attrMaxBlockDimX       = 2
 	attrMaxGridDimX        = 5
 	attrMaxSmemPerBlock    = 8

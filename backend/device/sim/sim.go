@@ -12,7 +12,11 @@
 //
 // What is not: kernels. A launch is validated (the function exists, the
 // geometry is legal, the parameter block has the layout's size) and counted,
-// but never executed; its log line and Stats say so.
+// but never executed; its log line and Stats say so. Three test kernels are
+// the exception (testkernels.go): by their reserved names they fault
+// (700, or a device assert: 710, sticky for the whole process as on a real
+// driver) or print like device printf, so that isolation and device output
+// can be tested without a GPU.
 //
 // Trust: like every device.Context, sim trusts its caller (the session) to
 // have validated handles; it still checks every pointer range against its
@@ -21,6 +25,8 @@ package sim
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -35,6 +41,10 @@ type Config struct {
 	Devices  int    // number of devices (default 1)
 	MemBytes uint64 // device memory per device (default 80 GiB, at most 512 GiB)
 	Logger   hclog.Logger
+	// Stdout and Stderr receive what the test kernels print (default: the
+	// process's fd 1 and 2, where a real driver writes device printf and
+	// assert messages).
+	Stdout, Stderr io.Writer
 }
 
 // Version is the CUDA version the sim driver reports (13.0).
@@ -51,9 +61,10 @@ const (
 
 // Driver is the simulated driver.
 type Driver struct {
-	cfg  Config
-	log  hclog.Logger
-	ctxs []*Context
+	cfg   Config
+	log   hclog.Logger
+	ctxs  []*Context
+	fault fault
 }
 
 // New returns a driver with cfg.Devices simulated H100s.
@@ -73,9 +84,17 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
 	d := &Driver{cfg: cfg, log: cfg.Logger.Named("sim")}
 	for i := 0; i < cfg.Devices; i++ {
-		d.ctxs = append(d.ctxs, newContext(i, cfg.MemBytes, d.log))
+		c := newContext(i, cfg.MemBytes, d.log)
+		c.fault, c.stdout, c.stderr = &d.fault, cfg.Stdout, cfg.Stderr
+		d.ctxs = append(d.ctxs, c)
 	}
 	d.log.Warn("simulated GPU: device memory and copies are real, kernels are NOT executed", "devices", cfg.Devices, "mem_bytes", cfg.MemBytes)
 	return d, nil
@@ -83,7 +102,11 @@ func New(cfg Config) (*Driver, error) {
 
 func (d *Driver) Kind() string   { return "sim" }
 func (d *Driver) Version() int32 { return Version }
-func (d *Driver) Count() int     { return len(d.ctxs) }
+
+// Release is what the sim reports as its driver version: there is no
+// NVIDIA driver behind it.
+func (d *Driver) Release() string { return "vgpu-sim" }
+func (d *Driver) Count() int      { return len(d.ctxs) }
 
 func (d *Driver) Context(ordinal int) (device.Context, error) {
 	if ordinal < 0 || ordinal >= len(d.ctxs) {
@@ -114,6 +137,9 @@ type Context struct {
 	ord   int
 	props device.Properties
 	log   hclog.Logger
+	fault *fault // the driver's: shared by its contexts
+	// stdout and stderr are where the test kernels print.
+	stdout, stderr io.Writer
 
 	mu       sync.Mutex
 	allocs   []*alloc // sorted by base, non-overlapping
@@ -141,6 +167,8 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		funcs:   map[device.Function]*function{},
 		limits:  defaultLimits(),
 		handles: 0x1000,
+		fault:   &fault{},
+		stdout:  os.Stdout, stderr: os.Stderr,
 	}
 	c.nullStrm = newStream(c, 0)
 	return c
@@ -239,6 +267,9 @@ func (c *Context) span(op string, p device.Ptr, n uint64) ([]byte, error) {
 
 // MemAlloc allocates n bytes of (host-backed) device memory.
 func (c *Context) MemAlloc(n uint64) (device.Ptr, error) {
+	if err := c.broken("cuMemAlloc"); err != nil {
+		return 0, err
+	}
 	if n == 0 {
 		return 0, device.Errorf("cuMemAlloc", device.ErrInvalidValue, "size 0")
 	}
@@ -308,11 +339,14 @@ func (c *Context) MemFree(p device.Ptr) error {
 	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
 	c.used -= uint64(len(a.mem))
 	c.releaseLocked(a)
-	return nil
+	return c.broken("cuMemFree") // freed all the same: the process's memory goes with it
 }
 
 // MemGetInfo reports free and total device memory.
 func (c *Context) MemGetInfo() (uint64, uint64, error) {
+	if err := c.broken("cuMemGetInfo"); err != nil {
+		return 0, 0, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total - c.used, c.total, nil
@@ -320,6 +354,9 @@ func (c *Context) MemGetInfo() (uint64, uint64, error) {
 
 // HostRegister gives host memory a device address in the device's host window.
 func (c *Context) HostRegister(b []byte, readOnly bool) (device.Ptr, error) {
+	if err := c.broken("cuMemHostRegister"); err != nil {
+		return 0, err
+	}
 	if len(b) == 0 {
 		return 0, device.Errorf("cuMemHostRegister", device.ErrInvalidValue, "empty range")
 	}
@@ -347,7 +384,7 @@ func (c *Context) HostUnregister(b []byte) error {
 	for i, a := range c.allocs {
 		if a.host && addr(a.mem) == start {
 			c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
-			return nil
+			return c.broken("cuMemHostUnregister")
 		}
 	}
 	return device.Errorf("cuMemHostUnregister", device.ErrHostMemNotReg, "host range at %#x", start)
@@ -365,7 +402,7 @@ func (c *Context) MemcpyHtoD(dst device.Ptr, src []byte, s device.Stream, async 
 	if async && !c.registered(src) {
 		src = append([]byte(nil), src...)
 	}
-	return c.run(s, async, func() { copy(d, src) })
+	return c.run("cuMemcpyHtoD", s, async, func() { copy(d, src) })
 }
 
 // MemcpyDtoH copies device memory to dst.
@@ -374,7 +411,7 @@ func (c *Context) MemcpyDtoH(dst []byte, src device.Ptr, s device.Stream, async 
 	if err != nil {
 		return err
 	}
-	return c.run(s, async, func() { copy(dst, d) })
+	return c.run("cuMemcpyDtoH", s, async, func() { copy(dst, d) })
 }
 
 // MemcpyDtoD copies between device ranges (overlap allowed, like memmove).
@@ -387,7 +424,7 @@ func (c *Context) MemcpyDtoD(dst, src device.Ptr, n uint64, s device.Stream, asy
 	if err != nil {
 		return err
 	}
-	return c.run(s, async, func() { copy(d, sp) })
+	return c.run("cuMemcpyDtoD", s, async, func() { copy(d, sp) })
 }
 
 // Memset fills height rows of width elements.
@@ -416,7 +453,7 @@ func (c *Context) Memset(dst device.Ptr, value uint32, elemSize int, width, heig
 	if err != nil {
 		return err
 	}
-	return c.run(s, async, func() {
+	return c.run("cuMemset", s, async, func() {
 		for r := uint64(0); r < height; r++ {
 			fill(b[r*pitch:r*pitch+rowBytes], value, elemSize)
 		}
@@ -439,6 +476,9 @@ func fill(b []byte, v uint32, size int) {
 
 // SetLimit sets a CUlimit.
 func (c *Context) SetLimit(limit int, v uint64) error {
+	if err := c.broken("cuCtxSetLimit"); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.limits[limit]; !ok || limit == 7 {
@@ -450,6 +490,9 @@ func (c *Context) SetLimit(limit int, v uint64) error {
 
 // GetLimit returns a CUlimit.
 func (c *Context) GetLimit(limit int) (uint64, error) {
+	if err := c.broken("cuCtxGetLimit"); err != nil {
+		return 0, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.limits[limit]
@@ -457,6 +500,21 @@ func (c *Context) GetLimit(limit int) (uint64, error) {
 		return 0, device.Errorf("cuCtxGetLimit", device.ErrNotSupported, "limit %d", limit)
 	}
 	return v, nil
+}
+
+// Monitor reports what the sim knows for sure: its utilization is zero
+// (kernels never run), and its maximum clocks are the model's (the clock
+// attributes it reports). It has no temperature, power, fan or current
+// clocks to read.
+func (c *Context) Monitor() (device.Monitor, error) {
+	m := device.Monitor{Has: device.HasUtilization}
+	for t, attr := range map[int]int{device.ClockGraphics: attrClockRate, device.ClockSM: attrClockRate, device.ClockMemory: attrMemClockRate} {
+		if khz := c.props.Attrs[attr]; khz > 0 {
+			m.MaxClocks[t] = uint32(khz / 1000)
+			m.Has |= device.HasMaxClock << t
+		}
+	}
+	return m, nil
 }
 
 // Reset destroys everything the context holds.

@@ -158,20 +158,32 @@ func (c *Context) submit(op string, h device.Stream, fn func()) (*stream, uint64
 	return s, s.enqueue(work), nil
 }
 
-// run submits fn; a synchronous call waits for it.
-func (c *Context) run(h device.Stream, async bool, fn func()) error {
-	s, n, err := c.submit("stream", h, fn)
+// run submits fn, a copy or memset that has no effect once the process has
+// a sticky error; a synchronous call waits for it and reports that error.
+func (c *Context) run(op string, h device.Stream, async bool, fn func()) error {
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	s, n, err := c.submit(op, h, func() {
+		if c.healthy() {
+			fn()
+		}
+	})
 	if err != nil {
 		return err
 	}
 	if !async {
 		s.waitFor(n)
+		return c.broken(op)
 	}
 	return nil
 }
 
 // StreamCreate creates a stream (priority is accepted and ignored).
 func (c *Context) StreamCreate(flags uint32, priority int32) (device.Stream, error) {
+	if err := c.broken("cuStreamCreate"); err != nil {
+		return 0, err
+	}
 	if flags&^streamValidFlags != 0 {
 		return 0, device.Errorf("cuStreamCreate", device.ErrInvalidValue, "flags %#x", flags)
 	}
@@ -192,7 +204,7 @@ func (c *Context) StreamDestroy(h device.Stream) error {
 	}
 	delete(c.streams, h)
 	s.close()
-	return nil
+	return c.broken("cuStreamDestroy")
 }
 
 // StreamSynchronize waits for the stream's work.
@@ -202,13 +214,16 @@ func (c *Context) StreamSynchronize(h device.Stream) error {
 		return err
 	}
 	s.waitFor(s.mark())
-	return nil
+	return c.broken("cuStreamSynchronize")
 }
 
 // StreamQuery reports whether the stream is idle.
 func (c *Context) StreamQuery(h device.Stream) error {
 	s, err := c.stream("cuStreamQuery", h)
 	if err != nil {
+		return err
+	}
+	if err := c.broken("cuStreamQuery"); err != nil {
 		return err
 	}
 	if !s.idle() {
@@ -219,6 +234,9 @@ func (c *Context) StreamQuery(h device.Stream) error {
 
 // StreamWaitEvent makes the stream wait for the event's latest record.
 func (c *Context) StreamWaitEvent(h device.Stream, e device.Event, flags uint32) error {
+	if err := c.broken("cuStreamWaitEvent"); err != nil {
+		return err
+	}
 	ev, err := c.event("cuStreamWaitEvent", e)
 	if err != nil {
 		return err
@@ -230,6 +248,9 @@ func (c *Context) StreamWaitEvent(h device.Stream, e device.Event, flags uint32)
 
 // LaunchHostFunc runs fn in stream order.
 func (c *Context) LaunchHostFunc(h device.Stream, fn func()) error {
+	if err := c.broken("cuLaunchHostFunc"); err != nil {
+		return err
+	}
 	_, _, err := c.submit("cuLaunchHostFunc", h, fn)
 	return err
 }
@@ -245,7 +266,7 @@ func (c *Context) Synchronize() error {
 	for _, s := range ss {
 		s.waitFor(s.mark())
 	}
-	return nil
+	return c.broken("cuCtxSynchronize")
 }
 
 // event is a point in a stream; done is closed when the latest record
@@ -276,6 +297,9 @@ func (c *Context) event(op string, h device.Event) (*event, error) {
 
 // EventCreate creates an event.
 func (c *Context) EventCreate(flags uint32) (device.Event, error) {
+	if err := c.broken("cuEventCreate"); err != nil {
+		return 0, err
+	}
 	if flags&^eventValidFlags != 0 {
 		return 0, device.Errorf("cuEventCreate", device.ErrInvalidValue, "flags %#x", flags)
 	}
@@ -296,12 +320,15 @@ func (c *Context) EventDestroy(h device.Event) error {
 		return device.Errorf("cuEventDestroy", device.ErrInvalidHandle, "event %#x", uintptr(h))
 	}
 	delete(c.events, h)
-	return nil
+	return c.broken("cuEventDestroy")
 }
 
 // EventRecord records the event on a stream: it completes, with a
 // timestamp, when the stream reaches it.
 func (c *Context) EventRecord(h device.Event, s device.Stream) error {
+	if err := c.broken("cuEventRecord"); err != nil {
+		return err
+	}
 	e, err := c.event("cuEventRecord", h)
 	if err != nil {
 		return err
@@ -327,13 +354,16 @@ func (c *Context) EventSynchronize(h device.Event) error {
 		return err
 	}
 	<-e.current()
-	return nil
+	return c.broken("cuEventSynchronize")
 }
 
 // EventQuery reports whether the event's latest record has completed.
 func (c *Context) EventQuery(h device.Event) error {
 	e, err := c.event("cuEventQuery", h)
 	if err != nil {
+		return err
+	}
+	if err := c.broken("cuEventQuery"); err != nil {
 		return err
 	}
 	select {
@@ -346,6 +376,9 @@ func (c *Context) EventQuery(h device.Event) error {
 
 // EventElapsed returns the milliseconds between two completed records.
 func (c *Context) EventElapsed(start, end device.Event) (float32, error) {
+	if err := c.broken("cuEventElapsedTime"); err != nil {
+		return 0, err
+	}
 	a, err := c.event("cuEventElapsedTime", start)
 	if err != nil {
 		return 0, err

@@ -62,6 +62,9 @@ VGPU_PRIVATE void vgpu_logf(int level, const char *fmt, ...) __attribute__((form
 
 /* Logs "<name> is not supported" once per *once flag. */
 VGPU_PRIVATE void vgpu_unsupported(const char *name, int *once);
+/* The same at info level: for NVML, where NOT_SUPPORTED is an ordinary
+ * answer that tools such as nvidia-smi probe for by the dozen. */
+VGPU_PRIVATE void vgpu_unsupported_info(const char *name, int *once);
 
 /* ---- statistics (VGPU_STATS=1: a table at exit) ---- */
 struct vgpu_apistat {

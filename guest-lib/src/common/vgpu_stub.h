@@ -5,11 +5,17 @@
  * returns an int (cudaError_t / CUresult / nvmlReturn_t are int-sized
  * enums). It logs its name once and returns the table's default.
  * Symbols that return something else (pointers, structs) are hand-written.
+ * VGPU_STUB_REPORT is the logging call (NVML's stubs log at info level:
+ * see the Makefile).
  */
 #ifndef VGPU_STUB_H
 #define VGPU_STUB_H
 
 #include "vgpu_internal.h"
+
+#ifndef VGPU_STUB_REPORT
+#define VGPU_STUB_REPORT vgpu_unsupported
+#endif
 
 #define VGPU_STUB(name, ret)                      \
 	VGPU_EXPORT int name(void);               \
@@ -17,7 +23,7 @@
 	{                                         \
 		VGPU_API();                       \
 		static int once;                  \
-		vgpu_unsupported(#name, &once);   \
+		VGPU_STUB_REPORT(#name, &once);   \
 		return (ret);                     \
 	}
 
@@ -27,7 +33,7 @@
 	{                                         \
 		VGPU_API();                       \
 		static int once;                  \
-		vgpu_unsupported(#name, &once);   \
+		VGPU_STUB_REPORT(#name, &once);   \
 	}
 
 #endif

@@ -15,6 +15,8 @@ void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_
 
 /* Called for every notification frame from the host (any thread). */
 void vgpu_notify(const struct vgpu_header *h, const void *payload);
+/* Writes a NOTIFY_OUTPUT frame's device output to stdout or stderr. */
+void vgpu_output_notify(const struct vgpu_header *h, const void *payload);
 /* Starts the guest-mode notification thread (idempotent). */
 void vgpu_start_notify_thread(void);
 /* Records the error of an asynchronous call, returned at the next sync point. */

@@ -79,6 +79,12 @@ void vgpu_unsupported(const char *name, int *once)
 		VWARN("%s is not supported by vgpu; returning an error", name);
 }
 
+void vgpu_unsupported_info(const char *name, int *once)
+{
+	if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+		VINFO("%s is not supported by vgpu; returning an error", name);
+}
+
 struct vgpu_apitimer vgpu_api_enter(struct vgpu_apistat *st)
 {
 	struct vgpu_apitimer t = {st, 0};
@@ -119,6 +125,19 @@ void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_
 	vgpu_opstats[i].bytes_in += bytes_in;
 	vgpu_opstats[i].ns += ns;
 	pthread_mutex_unlock(&stat_mu);
+}
+
+/* vgpuRoundTrips: the calls of this process that waited for a reply so far
+ * (with VGPU_STATS=1; 0 otherwise). Tools sample it around a region, e.g.
+ * one training step, to count its synchronous round trips. */
+VGPU_EXPORT uint64_t vgpuRoundTrips(void)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock(&stat_mu);
+	for (unsigned i = 0; i < VGPU_NOPSTAT; i++)
+		n += vgpu_opstats[i].round_trips;
+	pthread_mutex_unlock(&stat_mu);
+	return n;
 }
 
 unsigned vgpu_opstat_index(uint16_t op)

@@ -877,6 +877,8 @@ void vgpu_notify(const struct vgpu_header *h, const void *payload)
 			VWARN("host asked for unknown host function %llu", (unsigned long long)n.callback_id);
 		pthread_cond_broadcast(&hf_cv);
 		pthread_mutex_unlock(&hf_mu);
+	} else if (h->opcode == VGPU_OP_NOTIFY_OUTPUT) {
+		vgpu_output_notify(h, payload);
 	} else if (h->opcode == VGPU_OP_NOTIFY_ERROR && h->payload_len >= sizeof(struct vgpu_error_notify)) {
 		struct vgpu_error_notify n;
 		memcpy(&n, payload, sizeof n);

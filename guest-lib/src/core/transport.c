@@ -30,6 +30,18 @@
  * next synchronous call, or when the batch is full. The batch's first error
  * is kept and returned at the next synchronizing call (CUDA semantics).
  *
+ * Device output: where the backend runs this process's GPU work in a host
+ * process of its own, what the device prints there (kernel printf, assert
+ * messages) comes back as NOTIFY_OUTPUT frames before the reply of the call
+ * that synchronised (VGPU_FEATURE_DEVICE_OUTPUT; VGPU_DEVICE_OUTPUT=0 turns
+ * it off). They are written with stdio to this process's stdout or stderr,
+ * as the driver of a native program writes them. Host mode reads them on
+ * the reply stream, so they are written before the reply is handed over;
+ * guest mode reads them on the driver's notification queue (another
+ * thread), so a reply marked VGPU_FLAG_OUTPUT waits until the frame that
+ * ends the flush before it (VGPU_OUTPUT_FINAL, the reply's request id) has
+ * been written.
+ *
  * Failure of the connection is never fatal to the process: calls return
  * CUDA_ERROR_DEVICE_UNAVAILABLE (46) or CUDA_ERROR_NOT_INITIALIZED (3).
  *
@@ -44,6 +56,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/types.h>
 
@@ -111,6 +124,64 @@ static void put_header(struct vgpu_header *h, uint16_t op, uint64_t id, uint32_t
 	h->flags = flags;
 	h->request_id = id;
 	h->payload_len = plen;
+}
+
+/* ---------------- device output ---------------- */
+
+/* Guest mode: request ids whose device output has been written (their
+ * FINAL frame seen), the latest ones. */
+#define OUT_DONE_RING 64
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t out_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t out_done[OUT_DONE_RING];
+static unsigned out_next;
+
+void vgpu_output_notify(const struct vgpu_header *h, const void *payload)
+{
+	struct vgpu_output_notify n;
+	if (h->payload_len < sizeof n)
+		return;
+	memcpy(&n, payload, sizeof n);
+	if (n.len > h->payload_len - sizeof n || (n.stream != VGPU_OUTPUT_STDOUT && n.stream != VGPU_OUTPUT_STDERR)) {
+		VWARN("malformed device output notification (stream %u, %u bytes) dropped", n.stream, n.len);
+	} else if (n.len) {
+		FILE *to = n.stream == VGPU_OUTPUT_STDERR ? stderr : stdout;
+		fwrite((const uint8_t *)payload + sizeof n, 1, n.len, to);
+	}
+	if ((n.flags & VGPU_OUTPUT_FINAL) && h->request_id) {
+		pthread_mutex_lock(&out_mu);
+		out_done[out_next++ % OUT_DONE_RING] = h->request_id;
+		pthread_cond_broadcast(&out_cv);
+		pthread_mutex_unlock(&out_mu);
+	}
+}
+
+static int output_done(uint64_t id)
+{
+	for (unsigned i = 0; i < OUT_DONE_RING; i++)
+		if (out_done[i] == id)
+			return 1;
+	return 0;
+}
+
+/* Guest mode, after the reply to request id marked VGPU_FLAG_OUTPUT: wait
+ * until the notification thread has written the output that preceded it
+ * (its FINAL frame carries id). A lost notification (the driver's queue
+ * overflowed) costs a timeout, not a hang. */
+static void wait_output(uint64_t id)
+{
+	pthread_mutex_lock(&out_mu);
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 10;
+	while (!output_done(id)) {
+		if (pthread_cond_timedwait(&out_cv, &out_mu, &dl) == ETIMEDOUT) {
+			VWARN("device output before the reply to request %llu did not arrive within 10 s; going on",
+			      (unsigned long long)id);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&out_mu);
 }
 
 static int check_reply(const uint8_t *f, uint32_t len, uint64_t id, uint16_t op)
@@ -456,6 +527,8 @@ static int roundtrip(uint16_t op, uint64_t id, const void *payload_a, uint32_t a
 		free(*reply);
 		*reply = NULL;
 	}
+	if (!rc && !host_mode && (((const struct vgpu_header *)*reply)->flags & VGPU_FLAG_OUTPUT))
+		wait_output(id);
 	uint64_t in = rc ? 0 : *reply_len;
 	vgpu_opstat_add(op, (uint64_t)alen + blen + sizeof h, in, vgpu_now_ns() - t0, 1);
 	return rc;
@@ -473,6 +546,9 @@ static int say_hello(void)
 	const char *share = getenv("VGPU_HOST_SHARE");
 	if (host_mode && !(share && !strcmp(share, "0")))
 		req.features |= VGPU_FEATURE_HOST_SHARE;
+	const char *out = getenv("VGPU_DEVICE_OUTPUT");
+	if (!(out && !strcmp(out, "0")))
+		req.features |= VGPU_FEATURE_DEVICE_OUTPUT;
 	snprintf((char *)req.client_version, sizeof req.client_version, "vgpu-guest-lib/1");
 	req.pid = (uint32_t)getpid();
 	uint8_t *r = NULL;

@@ -26,6 +26,7 @@ func main() {
 	path := flag.String("unix", "", "unix socket path")
 	devices := flag.Int("devices", 1, "simulated devices")
 	mem := flag.Uint64("mem", 16<<30, "device memory per device, bytes")
+	memLimit := flag.Uint64("mem-limit", 0, "device memory cap per VM, bytes (vgpu serve --mem-limit; 0: none)")
 	verbose := flag.Bool("v", false, "log at debug level")
 	flag.Parse()
 	if *path == "" {
@@ -42,7 +43,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "simserve:", err)
 		os.Exit(1)
 	}
-	srv, err := server.New(server.Config{Driver: drv, Limits: protocol.DefaultLimits, Version: "simserve", Logger: log})
+	srv, err := server.New(server.Config{Driver: drv, MemLimit: *memLimit, Limits: protocol.DefaultLimits, Version: "simserve", Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "simserve:", err)
 		os.Exit(1)

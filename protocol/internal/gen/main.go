@@ -150,7 +150,7 @@ func Generate() ([]byte, error) {
 		order = append(order, t)
 		return nil
 	}
-	roots := []any{protocol.Header{}, protocol.Segment{}, protocol.ParamInfo{}}
+	roots := []any{protocol.Header{}, protocol.Segment{}, protocol.ParamInfo{}, protocol.ProcessInfo{}}
 	for _, op := range protocol.Ops {
 		roots = append(roots, op.Req)
 		if op.Reply != nil {
