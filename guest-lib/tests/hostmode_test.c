@@ -75,7 +75,6 @@ int cuInit(unsigned);
 int cuDeviceGet(int *, int);
 int cuDeviceGetName(char *, int, int);
 int cuDeviceTotalMem_v2(size_t *, int);
-int cuCtxCreate_v2(void **, unsigned, int);
 int cuCtxDestroy_v2(void *);
 int cuMemAlloc_v2(unsigned long long *, size_t);
 int cuMemFree_v2(unsigned long long);
@@ -85,7 +84,6 @@ int cuMemcpyDtoD_v2(unsigned long long, unsigned long long, size_t);
 int cuMemHostAlloc(void **, size_t, unsigned);
 int cuMemHostGetDevicePointer_v2(unsigned long long *, void *, unsigned);
 int cuMemFreeHost(void *);
-int cuModuleLoadData(void **, const void *);
 int cuModuleGetFunction(void **, void *, const char *);
 int cuModuleUnload(void *);
 int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
@@ -562,7 +560,8 @@ static void test_proc_address(void)
 	CHECK(fn == dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"));
 	OK(cuGetProcAddress_v2("cuCtxCreate", &fn, 11000, 0, &st));
 	CHECK(fn == dlsym(RTLD_DEFAULT, "cuCtxCreate_v2"));
-	CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &fn, 12000, 0, &st) != 0 && fn == NULL && st == 1);
+	/* driver 580: success, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND (EXPORT-TABLES.md §5) */
+	CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &fn, 12000, 0, &st) == 0 && fn == NULL && st == 1);
 	/* an unsupported driver function still resolves, to its stub */
 	OK(cuGetProcAddress_v2("cuMemCreate", &fn, 12000, 0, &st));
 	CHECK(fn != NULL);
@@ -580,7 +579,9 @@ static const char ptx[] = ".version 7.0\n.target sm_52\n.address_size 64\n"
 static void test_driver_api(void)
 {
 	int dev;
-	void *ctx, *mod, *fn;
+	CUcontext ctx; /* cuCtxCreate_v2 and cuModuleLoadData are declared by cuda_types.h */
+	CUmodule mod;
+	void *fn;
 	char name[256];
 	size_t mem, off, sz;
 	unsigned long long dp;

@@ -13,8 +13,10 @@
 # NVCC_CUDART=shared (the default) imports libcudart.so.<N> (vgpu's or NVIDIA's, whichever the
 # library path finds); NVCC_CUDART=static links NVIDIA's runtime in (nvcc's own default), which
 # then talks to libcuda.so.1 through cuGetProcAddress and cuGetExportTable.
-# Environment: NVCC (default: nvcc), NVCC_CUDART (shared|static), NVCC_FLAGS (added to every compile), CUDA_STUBS (the
-# directory holding the driver-API stub libcuda.so; found next to nvcc or in Debian's place).
+# Environment: NVCC (default: nvcc), NVCC_CUDART (shared|static), NVCC_FLAGS (added to every
+# compile), CUDA_STUBS (the directory holding the driver-API stub libcuda.so; found next to nvcc
+# or in Debian's place), CUDA_LIBDIR (cuBLAS's directory when it is not a system one; found
+# next to nvcc).
 # Logs: OUTDIR/logs/<variant>/<name>.log. Exit status 1 when anything failed to build.
 set -u
 
@@ -60,6 +62,15 @@ if [ -z "${CUDA_STUBS:-}" ]; then
     if [ -e "$d/libcuda.so" ]; then CUDA_STUBS=$(cd "$d" && pwd); break; fi
   done
 fi
+# cublas_sgemm links cuBLAS; a toolkit outside the system library path (the GPU machine's
+# /usr/local/cuda) gets a RUNPATH to its directory, so the program finds cuBLAS with nothing on
+# LD_LIBRARY_PATH, and LD_LIBRARY_PATH still comes first (vgpu's libraries win).
+if [ -z "${CUDA_LIBDIR:-}" ]; then
+  nvcc_dir=$(dirname "$(readlink -f "$nvcc_path")")
+  for d in "$nvcc_dir/../lib64" "$nvcc_dir/../targets/x86_64-linux/lib"; do
+    if [ -e "$d/libcublas.so" ]; then CUDA_LIBDIR=$(cd "$d" && pwd); break; fi
+  done
+fi
 if [ -z "${CUDA_STUBS:-}" ]; then
   echo "build.sh: warning: no stub libcuda.so found (set CUDA_STUBS); driver_api_module may not link" >&2
 fi
@@ -98,6 +109,10 @@ build_one() {
         "${nv[@]}" -fatbin -o "$vdir/driver_kernels.fatbin" "$here/driver_kernels.cu" &&
         "${nv[@]}" -ptx -o "$vdir/driver_kernels.ptx" "$here/driver_kernels.cu" &&
         "${nv[@]}" -o "$vdir/$name" "$here/$name.cu" ${CUDA_STUBS:+-L"$CUDA_STUBS"} "${extra[@]}"
+        ;;
+      cublas_sgemm)
+        "${nv[@]}" -o "$vdir/$name" "$here/$name.cu" "${extra[@]}" \
+          ${CUDA_LIBDIR:+-Xlinker --enable-new-dtags -Xlinker -rpath="$CUDA_LIBDIR"}
         ;;
       *)
         "${nv[@]}" -o "$vdir/$name" "$here/$name.cu" "${extra[@]}"
@@ -150,6 +165,7 @@ done
   echo "variants: default ${archs//,/ }; -cudart $NVCC_CUDART"
   echo "NVCC_FLAGS: $NVCC_FLAGS"
   echo "CUDA_STUBS: ${CUDA_STUBS:-}"
+  echo "CUDA_LIBDIR: ${CUDA_LIBDIR:-}"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 } >"$out/BUILD-INFO"
 

@@ -141,6 +141,7 @@ VGPU_PRIVATE const char *vgpu_cu_error_name(int e);
 VGPU_PRIVATE const char *vgpu_cu_error_string(int e);
 /* The CUDA version cuDriverGetVersion reports (driver.c). */
 VGPU_PRIVATE int vgpu_driver_version(void);
+VGPU_PRIVATE int vgpu_module_loading_mode(void);
 /* Resolves a driver API symbol as cuGetProcAddress does: 0, or
  * VGPU_E_NOT_FOUND with *status (if non-NULL) saying why, or
  * VGPU_E_INVALID_VALUE (bad arguments, a version above ours). */

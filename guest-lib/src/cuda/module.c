@@ -159,7 +159,10 @@ CU_API cuModuleGetFunction(CUfunction *pf, CUmodule m, const char *name)
 	VGPU_API();
 	if (!pf || !m || !name)
 		return VGPU_E_INVALID_VALUE;
-	return vgpu_module_get_function(m, name, pf);
+	CUresult rc = vgpu_module_get_function(m, name, pf);
+	if (rc)
+		VDEBUG("cuModuleGetFunction(%s): error %d", name, rc);
+	return rc;
 }
 
 CU_API cuModuleGetGlobal_v2(CUdeviceptr *dp, size_t *bytes, CUmodule m, const char *name)
@@ -167,6 +170,8 @@ CU_API cuModuleGetGlobal_v2(CUdeviceptr *dp, size_t *bytes, CUmodule m, const ch
 	VGPU_API();
 	uint64_t p, s;
 	CUresult rc = vgpu_module_get_global(m, name, &p, &s);
+	if (rc)
+		VDEBUG("cuModuleGetGlobal(%s): error %d", name ? name : "(null)", rc);
 	if (!rc) {
 		if (dp)
 			*dp = p;
@@ -276,6 +281,49 @@ CU_API cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int blo
 {
 	VGPU_API();
 	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, smem, 0);
+}
+
+/*
+ * The most dynamic shared memory a block of f may ask for so that nblocks
+ * blocks of bsize threads still fit on one SM, computed here from the
+ * device's and the function's attributes the way the driver's occupancy
+ * calculator treats shared memory: an equal share of the SM's shared
+ * memory, less the per-block reservation and f's static shared memory, in
+ * 128-byte allocation units, at most the opt-in per-block maximum; 0 when
+ * that many blocks do not fit by threads or block count. (Registers are not
+ * counted: the host does not report a per-SM register file split.)
+ */
+CU_API cuOccupancyAvailableDynamicSMemPerBlock(size_t *size, CUfunction f, int nblocks, int bsize)
+{
+	VGPU_API();
+	const int32_t *a;
+	int d;
+	if (!size || nblocks <= 0 || bsize <= 0)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = vgpu_func_attrs(f, &a);
+	if (!rc)
+		rc = cur_dev(&d);
+	if (rc)
+		return rc;
+	int per_sm = 0, optin = 0, reserved = 0, threads_sm = 0, blocks_sm = 0;
+	if ((rc = vgpu_device_attr(d, 81, &per_sm)) || /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+	    (rc = vgpu_device_attr(d, 97, &optin)) ||  /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+	    (rc = vgpu_device_attr(d, 111, &reserved)) || /* RESERVED_SHARED_MEMORY_PER_BLOCK */
+	    (rc = vgpu_device_attr(d, 39, &threads_sm)) || /* MAX_THREADS_PER_MULTIPROCESSOR */
+	    (rc = vgpu_device_attr(d, 106, &blocks_sm)))   /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+		return rc;
+	long long stat = a[1] > 0 ? a[1] : 0; /* SHARED_SIZE_BYTES */
+	if ((a[0] > 0 && bsize > a[0]) || (threads_sm > 0 && (long long)nblocks * bsize > threads_sm) ||
+	    (blocks_sm > 0 && nblocks > blocks_sm)) {
+		*size = 0;
+		return 0;
+	}
+	long long avail = (long long)per_sm / nblocks - reserved - stat;
+	if (optin > 0 && avail > optin - stat)
+		avail = optin - stat;
+	avail &= ~127LL;
+	*size = avail > 0 ? (size_t)avail : 0;
+	return 0;
 }
 
 typedef size_t (*CUoccupancyB2DSize)(int block);
