@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh: run vgpu's CUDA test programs built by build.sh and print a result table.
 #
-# usage: run.sh BINDIR [--lib DIR] [--out FILE.csv] [--timeout SECONDS] [--logs DIR] [--xfail NAME[,NAME]] [-v] [NAME...]
+# usage: run.sh BINDIR [--lib DIR] [--out FILE.csv] [--timeout SECONDS] [--logs DIR] [--xfail NAME[,NAME]]
+#               [--vgpu-log DIR] [-v] [NAME...]
 #
 #   BINDIR        a variant directory from build.sh (OUTDIR for the default arch, OUTDIR/sm_90, ...)
 #   --lib DIR     put DIR first on LD_LIBRARY_PATH, to run against vgpu's libcudart/libcuda
@@ -11,6 +12,8 @@
 #   --logs DIR    keep each program's output in DIR/<name>.log (default: a temporary folder)
 #   --xfail NAMES a known gap (comma-separated, repeatable): a failure of these is XFAIL and does
 #                 not count as failed; a pass says "PASS (listed as xfail)" so the list can shrink
+#   --vgpu-log D  vgpu's libraries log to D/<name>.log (VGPU_LOG_FILE; VGPU_LOG=info unless set):
+#                 the unsupported calls and export tables each program met (scripts/vgpu-gaps.sh)
 #   -v            print each program's full output
 #   NAME...       run only these programs (default: all in programs.txt, in order)
 #
@@ -23,9 +26,9 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-usage() { echo "usage: $0 BINDIR [--lib DIR] [--out FILE] [--timeout S] [--logs DIR] [--xfail NAME[,NAME]] [-v] [NAME...]" >&2; exit 2; }
+usage() { echo "usage: $0 BINDIR [--lib DIR] [--out FILE] [--timeout S] [--logs DIR] [--xfail NAME[,NAME]] [--vgpu-log DIR] [-v] [NAME...]" >&2; exit 2; }
 
-bindir="" lib="" csv="" limit=60 logs="" verbose=0 xfail=","
+bindir="" lib="" csv="" limit=60 logs="" verbose=0 xfail="," vlog=""
 only=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --timeout) [ $# -ge 2 ] || usage; limit="$2"; shift 2 ;;
     --logs) [ $# -ge 2 ] || usage; logs="$2"; shift 2 ;;
     --xfail) [ $# -ge 2 ] || usage; xfail="$xfail$2,"; shift 2 ;;
+    --vgpu-log) [ $# -ge 2 ] || usage; vlog="$2"; shift 2 ;;
     -v) verbose=1; shift ;;
     -h|--help) usage ;;
     -*) echo "unknown option $1" >&2; usage ;;
@@ -53,6 +57,10 @@ if [ -z "$logs" ]; then
   trap 'rm -rf "$logs"' EXIT
 fi
 mkdir -p "$logs"
+if [ -n "$vlog" ]; then
+  mkdir -p "$vlog" && vlog=$(cd "$vlog" && pwd)
+  export VGPU_LOG=${VGPU_LOG:-info}
+fi
 
 # A build directory may bring its own list (scripts/cuda-libs/build.sh writes one).
 list=$here/programs.txt
@@ -80,6 +88,7 @@ for name in "${programs[@]}"; do
   else
     start=$(now)
     # (the subshell keeps bash's own "Segmentation fault" notice out of the table)
+    [ -n "$vlog" ] && export VGPU_LOG_FILE="$vlog/$name.log" && : >"$VGPU_LOG_FILE"
     (timeout -k 5 "$limit" "$bindir/$name" >"$log" 2>&1 </dev/null; exit $?) 2>/dev/null
     rc=$?
     secs=$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')

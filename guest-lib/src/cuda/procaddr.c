@@ -66,8 +66,11 @@ int vgpu_proc_address(const char *name, void **pfn, int version, unsigned long l
 {
 	if (!name || !pfn)
 		return VGPU_E_INVALID_VALUE;
-	if (version > vgpu_driver_version())
+	if (version > vgpu_driver_version()) {
+		VINFO("cuGetProcAddress(%s, %d): version above the %d this driver reports; CUDA_ERROR_INVALID_VALUE",
+		      name, version, vgpu_driver_version());
 		return VGPU_E_INVALID_VALUE;
+	}
 	*pfn = NULL;
 	int st = SYMBOL_NOT_FOUND;
 	const struct vgpu_pa_name *n = lookup(name);
@@ -88,8 +91,11 @@ int vgpu_proc_address(const char *name, void **pfn, int version, unsigned long l
 	if (status)
 		*status = st;
 	if (st != FOUND) {
-		VDEBUG("cuGetProcAddress(%s, %d, flags %llu): %s", name, version, flags,
-		       st == VERSION_NOT_SUFFICIENT ? "version not sufficient" : "symbol not found");
+		/* info: what a runtime asks and does not get is a gap to list
+		 * (the empty name every runtime probes first is not one) */
+		if (*name)
+			VINFO("cuGetProcAddress(%s, %d, flags %llu): %s", name, version, flags,
+			      st == VERSION_NOT_SUFFICIENT ? "version not sufficient" : "symbol not found");
 		return VGPU_E_NOT_FOUND;
 	}
 	return 0;
