@@ -22,7 +22,7 @@ UNSUPPORTED = re.compile(r"^(\S+(?: [^;]*?)?) is not supported by vgpu")
 PROCADDR = re.compile(r"^cuGetProcAddress\(([^)]*)\): (.*)$")
 TABLE = re.compile(r"^cuGetExportTable\(([^)]*)\): (.*)$")
 SLOT = re.compile(r"^export table (\S+): slot (\d+) called")
-QUIET = ("connected:", "deferred error")  # ordinary info lines
+QUIET = ("connected:",)  # ordinary info lines
 
 
 def sources(args):
