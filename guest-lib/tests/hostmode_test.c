@@ -105,6 +105,8 @@ int cuLibraryLoadData(void **, const void *, void *, void **, unsigned, void *, 
 int cuLibraryGetKernel(void **, void *, const char *);
 int cuKernelGetFunction(void **, void *);
 int cuLibraryUnload(void *);
+int cuCtxPopCurrent_v2(CUcontext *);
+int cuCtxGetCurrent(CUcontext *);
 
 /* NVML (libnvidia-ml.so.1) */
 int nvmlInit_v2(void);
@@ -657,6 +659,16 @@ static void test_driver_api(void)
 	OK(cuLibraryUnload(lib));
 	OK(cuMemFree_v2(dp));
 	OK(cuCtxDestroy_v2(ctx));
+	/* a library belongs to no context: it loads with none current (NVIDIA's
+	 * runtime may load before it makes one current) */
+	CUcontext cur;
+	while (cuCtxPopCurrent_v2(&cur) == 0)
+		;
+	OK(cuCtxGetCurrent(&cur));
+	CHECK(cur == NULL);
+	OK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	OK(cuLibraryGetKernel(&kern, lib, "scale"));
+	OK(cuLibraryUnload(lib));
 }
 
 /* Many threads at once: one connection, per-thread device and last error. */

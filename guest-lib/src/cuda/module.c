@@ -63,20 +63,21 @@ static int image_kind(const void *img, uint64_t *size)
 	return VGPU_IMAGE_PTX;
 }
 
-static CUresult load(CUmodule *pm, const void *img, uint64_t size, int kind)
+/* Loads on device d, or on the current context's device when d < 0. */
+static CUresult load(CUmodule *pm, const void *img, uint64_t size, int kind, int d)
 {
-	int d;
 	if (!pm || !img)
 		return VGPU_E_INVALID_VALUE;
-	CUresult rc = cur_dev(&d);
+	CUresult rc = d < 0 ? cur_dev(&d) : 0;
 	if (rc)
 		return rc;
 	return vgpu_module_load(d, img, size, (uint32_t)kind, pm);
 }
 
-CU_API cuModuleLoadData(CUmodule *pm, const void *img)
+/* An image as cuModuleLoadData takes it: a fatbin wrapper, a fatbin, an ELF
+ * cubin or PTX text; on device d (< 0: the current context's). */
+static CUresult load_data(CUmodule *pm, const void *img, int d)
 {
-	VGPU_API();
 	uint64_t size;
 	if (!img)
 		return VGPU_E_INVALID_VALUE;
@@ -90,7 +91,13 @@ CU_API cuModuleLoadData(CUmodule *pm, const void *img)
 		img = data;
 	}
 	int kind = image_kind(img, &size);
-	return load(pm, img, size, kind);
+	return load(pm, img, size, kind, d);
+}
+
+CU_API cuModuleLoadData(CUmodule *pm, const void *img)
+{
+	VGPU_API();
+	return load_data(pm, img, -1);
 }
 
 CU_API cuModuleLoadDataEx(CUmodule *pm, const void *img, unsigned n, void *opts, void **vals)
@@ -143,7 +150,7 @@ CU_API cuModuleLoad(CUmodule *pm, const char *path)
 	uint64_t size;
 	int kind = image_kind(buf, &size);
 	size = kind == VGPU_IMAGE_PTX ? len + 1 : len; /* a file is the whole image */
-	CUresult rc = load(pm, buf, size, kind);
+	CUresult rc = load(pm, buf, size, kind, -1);
 	free(buf);
 	return rc;
 }
@@ -389,7 +396,17 @@ CU_API cuLibraryLoadData(CUlibrary *lib, const void *code, void *jopts, void **j
 	(void)lopts;
 	(void)lvals;
 	(void)nlib;
-	return cuModuleLoadData(lib, code);
+	/* A library belongs to no context (the driver loads it into each
+	 * lazily): with none current it goes to device 0, as NVIDIA's
+	 * runtime may load before it makes a context current. */
+	int d;
+	if (cur_dev(&d)) {
+		CUresult rc = vgpu_cu_need_init();
+		if (rc)
+			return rc;
+		d = 0;
+	}
+	return load_data(lib, code, d);
 }
 
 CU_API cuLibraryLoadFromFile(CUlibrary *lib, const char *path, void *jopts, void **jvals, unsigned njit, void *lopts,
