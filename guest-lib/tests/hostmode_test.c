@@ -643,6 +643,31 @@ static void test_driver_api(void)
 	cfg.blockDimY = cfg.blockDimZ = 1;
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	OK(cuCtxSynchronize());
+	/* launch attributes (CUlaunchAttribute: id, pad, 64-byte value): hints are
+	 * dropped, what changes the launch's meaning is refused, never run wrongly */
+	struct {
+		uint32_t id, pad;
+		uint32_t v[16];
+	} at[2];
+	memset(at, 0, sizeof at);
+	at[0].id = 8; /* priority: a hint */
+	at[0].v[0] = 1;
+	at[1].id = 2; /* cooperative, off */
+	cfg.attrs = at;
+	cfg.numAttrs = 2;
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	at[1].v[0] = 1; /* cooperative, on */
+	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
+	at[1].id = 4; /* a cluster of 2 x 1 x 1 */
+	at[1].v[0] = 2;
+	at[1].v[1] = at[1].v[2] = 1;
+	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
+	at[1].v[0] = 1; /* a cluster of one block is no cluster */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	cfg.attrs = NULL;
+	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 1);
+	cfg.numAttrs = 0;
+	OK(cuCtxSynchronize());
 	/* an invalid launch is queued; its error surfaces at the next sync point, once */
 	OK(cuLaunchKernel(fn, 1, 1, 1, 4096, 1, 1, 0, NULL, args, NULL));
 	int deferred = cuCtxSynchronize();

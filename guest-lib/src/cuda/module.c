@@ -261,15 +261,61 @@ CU_API cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsig
 }
 VGPU_ALIAS(cuLaunchKernel_ptsz, cuLaunchKernel);
 
+/* CUlaunchAttribute (cuda.h): an id, padding to 8 bytes, a 64-byte value. */
+struct launch_attr {
+	uint32_t id, pad;
+	union {
+		uint8_t bytes[64];
+		uint32_t u32[16];
+		int32_t i32;
+	} v;
+};
+
+/*
+ * What cuLaunchKernelEx can do with a launch attribute: vgpu launches with
+ * none, so a hint (access policy window 1, synchronization policy 3, cluster
+ * scheduling 5, programmatic stream serialization 6, priority 8, memory sync
+ * domain map and domain 9 and 10, shared memory carveout 14) is dropped and
+ * the kernel runs as launched without it; one that changes what the launch
+ * means (cooperative 2, a cluster larger than 1 (4), the events of 7 and 12,
+ * any other id) is refused with CUDA_ERROR_NOT_SUPPORTED rather than run
+ * wrongly. Each is logged once.
+ */
+static CUresult launch_attr_ok(const struct launch_attr *a)
+{
+	static int seen[32];
+	int *once = &seen[a->id < 31 ? a->id : 31];
+	switch (a->id) {
+	case 1: case 3: case 5: case 6: case 8: case 9: case 10: case 14:
+		if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+			VINFO("cuLaunchKernelEx: launch attribute %u is a hint vgpu drops", a->id);
+		return 0;
+	case 2:
+		if (!a->v.i32)
+			return 0;
+		break;
+	case 4:
+		if ((uint64_t)a->v.u32[0] * a->v.u32[1] * a->v.u32[2] <= 1)
+			return 0;
+		break;
+	}
+	if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+		VWARN("cuLaunchKernelEx launch attribute %u is not supported by vgpu; returning an error", a->id);
+	return VGPU_E_NOT_SUPPORTED;
+}
+
 CU_API cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
 	VGPU_API();
 	if (!c)
 		return VGPU_E_INVALID_VALUE;
 	uint32_t g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
-	if (c->numAttrs) {
-		static int once;
-		vgpu_unsupported("cuLaunchKernelEx launch attributes (ignored)", &once);
+	if (c->numAttrs && !c->attrs)
+		return VGPU_E_INVALID_VALUE;
+	for (unsigned i = 0; i < c->numAttrs; i++) {
+		CUresult rc = launch_attr_ok(&((const struct launch_attr *)c->attrs)[i]);
+		if (rc)
+			return rc;
 	}
 	return vgpu_launch(f, vgpu_stream_handle(c->hStream), g, b, c->sharedMemBytes, params, extra);
 }
