@@ -652,9 +652,11 @@ static void test_driver_api(void)
 	memset(at, 0, sizeof at);
 	at[0].id = 8; /* priority: a hint */
 	at[0].v[0] = 1;
-	at[1].id = 2; /* cooperative, off */
+	at[1].id = 0; /* an empty entry */
 	cfg.attrs = at;
 	cfg.numAttrs = 2;
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	at[1].id = 2; /* cooperative, off */
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	at[1].v[0] = 1; /* cooperative, on */
 	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);

@@ -276,7 +276,8 @@ struct launch_attr {
  * none, so a hint (access policy window 1, synchronization policy 3, cluster
  * scheduling 5, programmatic stream serialization 6, priority 8, memory sync
  * domain map and domain 9 and 10, shared memory carveout 14) is dropped and
- * the kernel runs as launched without it; one that changes what the launch
+ * the kernel runs as launched without it (0 is an empty entry); one that
+ * changes what the launch
  * means (cooperative 2, a cluster larger than 1 (4), the events of 7 and 12,
  * any other id) is refused with CUDA_ERROR_NOT_SUPPORTED rather than run
  * wrongly. Each is logged once.
@@ -286,6 +287,8 @@ static CUresult launch_attr_ok(const struct launch_attr *a)
 	static int seen[32];
 	int *once = &seen[a->id < 31 ? a->id : 31];
 	switch (a->id) {
+	case 0: /* CU_LAUNCH_ATTRIBUTE_IGNORE: an empty entry */
+		return 0;
 	case 1: case 3: case 5: case 6: case 8: case 9: case 10: case 14:
 		if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
 			VINFO("cuLaunchKernelEx: launch attribute %u is a hint vgpu drops", a->id);
