@@ -277,10 +277,9 @@ struct launch_attr {
  * scheduling 5, programmatic stream serialization 6, priority 8, memory sync
  * domain map and domain 9 and 10, shared memory carveout 14) is dropped and
  * the kernel runs as launched without it (0 is an empty entry); one that
- * changes what the launch
- * means (cooperative 2, a cluster larger than 1 (4), the events of 7 and 12,
- * any other id) is refused with CUDA_ERROR_NOT_SUPPORTED rather than run
- * wrongly. Each is logged once.
+ * changes what the launch means (cooperative 2, a cluster larger than 1 (4),
+ * the events of 7 and 12, any other id) is refused with
+ * CUDA_ERROR_NOT_SUPPORTED rather than run wrongly. Each is logged once.
  */
 static CUresult launch_attr_ok(const struct launch_attr *a)
 {
