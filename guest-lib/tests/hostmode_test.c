@@ -106,6 +106,14 @@ int cuLibraryGetKernel(void **, void *, const char *);
 int cuKernelGetFunction(void **, void *);
 int cuLibraryUnload(void *);
 int cuCtxPopCurrent_v2(CUcontext *);
+int cuStreamCreate(CUstream *, unsigned);
+int cuStreamDestroy_v2(CUstream);
+int cuStreamIsCapturing(CUstream, int *);
+int cuStreamGetCaptureInfo_v2(CUstream, int *, unsigned long long *, void **, const void **, size_t *);
+int cuThreadExchangeStreamCaptureMode(int *);
+int cuStreamGetId(CUstream, unsigned long long *);
+int cuStreamGetId_ptsz(CUstream, unsigned long long *);
+int cuStreamGetDevice(CUstream, int *);
 int cuCtxGetCurrent(CUcontext *);
 
 /* NVML (libnvidia-ml.so.1) */
@@ -684,6 +692,34 @@ static void test_driver_api(void)
 	OK(cuLaunchKernel(kfn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
 	OK(cuCtxSynchronize());
 	OK(cuLibraryUnload(lib));
+	/* capture queries (no driver-API capture: never capturing), the thread's
+	 * capture mode, stream ids and devices, all answered locally */
+	CUstream cs;
+	OK(cuStreamCreate(&cs, 0));
+	int cst = -1, cdev = -1;
+	OK(cuStreamIsCapturing(cs, &cst));
+	CHECK(cst == 0);
+	cst = -1;
+	void *cg = (void *)1;
+	size_t cn = 9;
+	OK(cuStreamGetCaptureInfo_v2(NULL, &cst, NULL, &cg, NULL, &cn));
+	CHECK(cst == 0 && cg == NULL && cn == 0);
+	CHECK(cuStreamIsCapturing(cs, NULL) == 1);
+	int mode = 2;
+	OK(cuThreadExchangeStreamCaptureMode(&mode));
+	CHECK(mode == 0);
+	OK(cuThreadExchangeStreamCaptureMode(&mode));
+	CHECK(mode == 2);
+	mode = 7;
+	CHECK(cuThreadExchangeStreamCaptureMode(&mode) == 1);
+	unsigned long long id1 = 0, id2 = 0, id3 = 0;
+	OK(cuStreamGetId(cs, &id1));
+	OK(cuStreamGetId(NULL, &id2));
+	OK(cuStreamGetId_ptsz(NULL, &id3));
+	CHECK(id1 && id2 && id3 && id1 != id2 && id2 != id3 && id1 != id3);
+	OK(cuStreamGetDevice(cs, &cdev));
+	CHECK(cdev == dev);
+	OK(cuStreamDestroy_v2(cs));
 	OK(cuMemFree_v2(dp));
 	OK(cuCtxDestroy_v2(ctx));
 	/* a library belongs to no context: it loads with none current (NVIDIA's

@@ -598,6 +598,134 @@ CU_API cuStreamGetPriority(CUstream s, int *prio)
 }
 VGPU_ALIAS(cuStreamGetPriority_ptsz, cuStreamGetPriority);
 
+/* ---------------- stream capture queries, ids, devices ----------------
+ * vgpu's driver API has no stream capture (cuStreamBeginCapture* answer
+ * CUDA_ERROR_NOT_SUPPORTED), so a stream captures only when vgpu's own
+ * libcudart records into it (struct vgpu_stream.capture). The queries
+ * answer that, locally: NVIDIA's runtime and PyTorch's allocator ask before
+ * much of their work. */
+
+static int capturing(CUstream s, unsigned long long *id)
+{
+	if (!vgpu_stream_handle(s) || !s->capture)
+		return 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
+	if (id)
+		*id = s->capture_id;
+	return 1; /* CU_STREAM_CAPTURE_STATUS_ACTIVE */
+}
+
+CU_API cuStreamIsCapturing(CUstream s, int *status)
+{
+	VGPU_API();
+	if (!status)
+		return VGPU_E_INVALID_VALUE;
+	*status = capturing(s, NULL);
+	return 0;
+}
+VGPU_ALIAS(cuStreamIsCapturing_ptsz, cuStreamIsCapturing);
+
+CU_API cuStreamGetCaptureInfo(CUstream s, int *status, unsigned long long *id)
+{
+	VGPU_API();
+	if (!status)
+		return VGPU_E_INVALID_VALUE;
+	*status = capturing(s, id);
+	return 0;
+}
+VGPU_ALIAS(cuStreamGetCaptureInfo_ptsz, cuStreamGetCaptureInfo);
+
+/* _v2 adds the graph and the dependency set: none here (a runtime capture's
+ * graph is not a driver graph). */
+CU_API cuStreamGetCaptureInfo_v2(CUstream s, int *status, unsigned long long *id, void **graph,
+				 const void **deps, size_t *ndeps)
+{
+	VGPU_API();
+	if (!status)
+		return VGPU_E_INVALID_VALUE;
+	*status = capturing(s, id);
+	if (graph)
+		*graph = NULL;
+	if (deps)
+		*deps = NULL;
+	if (ndeps)
+		*ndeps = 0;
+	return 0;
+}
+VGPU_ALIAS(cuStreamGetCaptureInfo_v2_ptsz, cuStreamGetCaptureInfo_v2);
+
+/* _v3 adds the edge data of the dependencies. */
+CU_API cuStreamGetCaptureInfo_v3(CUstream s, int *status, unsigned long long *id, void **graph,
+				 const void **deps, const void **edges, size_t *ndeps)
+{
+	VGPU_API();
+	if (edges)
+		*edges = NULL;
+	return cuStreamGetCaptureInfo_v2(s, status, id, graph, deps, ndeps);
+}
+VGPU_ALIAS(cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo_v3);
+
+/* The calling thread's capture interaction mode (CU_STREAM_CAPTURE_MODE_*:
+ * global 0, thread-local 1, relaxed 2), exchanged as the driver does. */
+static __thread int capture_mode;
+
+CU_API cuThreadExchangeStreamCaptureMode(int *mode)
+{
+	VGPU_API();
+	if (!mode || *mode < 0 || *mode > 2)
+		return VGPU_E_INVALID_VALUE;
+	int old = capture_mode;
+	capture_mode = *mode;
+	*mode = old;
+	return 0;
+}
+
+/* Stream ids, unique in the process: a created stream's host handle, the
+ * legacy stream 1, each thread's per-thread stream its own number. */
+#define STREAM_ID_PER_THREAD (1ULL << 62)
+static unsigned long long next_thread_stream_id;
+static __thread unsigned long long thread_stream_id;
+
+static CUresult stream_id(CUstream s, int per_thread_default, unsigned long long *id)
+{
+	if (!id)
+		return VGPU_E_INVALID_VALUE;
+	if (vgpu_stream_handle(s)) {
+		*id = s->handle;
+	} else if (s == VGPU_STREAM_PER_THREAD || (!s && per_thread_default)) {
+		if (!thread_stream_id)
+			thread_stream_id = STREAM_ID_PER_THREAD | __atomic_add_fetch(&next_thread_stream_id, 1, __ATOMIC_RELAXED);
+		*id = thread_stream_id;
+	} else {
+		*id = 1;
+	}
+	return 0;
+}
+
+CU_API cuStreamGetId(CUstream s, unsigned long long *id)
+{
+	VGPU_API();
+	return stream_id(s, 0, id);
+}
+
+CU_API cuStreamGetId_ptsz(CUstream s, unsigned long long *id)
+{
+	VGPU_API();
+	return stream_id(s, 1, id); /* the NULL stream is the thread's own */
+}
+
+CU_API cuStreamGetDevice(CUstream s, CUdevice *dev)
+{
+	VGPU_API();
+	if (!dev)
+		return VGPU_E_INVALID_VALUE;
+	if (vgpu_stream_handle(s)) {
+		*dev = s->dev;
+		return 0;
+	}
+	return ctx_dev(dev); /* a default stream is the current context's */
+}
+VGPU_ALIAS(cuStreamGetDevice_ptsz, cuStreamGetDevice);
+
 struct cb {
 	CUhostFn fn;
 	CUstreamCallback scb;
