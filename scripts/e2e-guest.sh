@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# e2e-guest.sh CT LIB - runs inside the test guest (see e2e.sh): the CUDA
-# test programs of both arch variants through /dev/vgpu.
+# e2e-guest.sh CT LIB [CT_STATIC DRVLIB] - runs inside the test guest (see
+# e2e.sh): the CUDA test programs through /dev/vgpu, both arch variants on
+# vgpu's libcudart; with CT_STATIC and DRVLIB also NVIDIA's runtime (shared,
+# Debian's libcudart.so.11.0 from the host's root, and static) on vgpu's
+# libcuda.so.1 alone.
 set -uo pipefail
-ct=$1 lib=$2
+ct=$1 lib=$2 cts=${3:-} drv=${4:-}
 [[ -c /dev/vgpu ]] || { echo "e2e-guest: no /dev/vgpu (vgpu.ko not loaded?)"; exit 1; }
 status=0
 for variant in "$ct" "$ct/sm_90"; do
 	echo "-- guest: $(basename "$variant")"
 	"$(dirname "$0")/cuda-tests/run.sh" "$variant" --lib "$lib" | tail -6 || status=1
 done
+# run_all ARGS...: run.sh's summary line, its whole table when something failed
+run_all() {
+	local out
+	if out=$("$(dirname "$0")/cuda-tests/run.sh" "$@" 2>&1); then echo "$out" | tail -1; else echo "$out"; status=1; fi
+}
+if [[ -n $cts && -n $drv ]]; then
+	echo "-- guest: NVIDIA's libcudart.so.11.0 (shared) on vgpu's libcuda.so.1"
+	run_all "$ct" --lib "$drv" --xfail graph_capture
+	echo "-- guest: NVIDIA's static runtime on vgpu's libcuda.so.1"
+	run_all "$cts" --lib "$drv" --xfail graph_capture
+fi
 exit $status

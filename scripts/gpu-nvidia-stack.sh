@@ -14,7 +14,9 @@
 # "all": both (over 10 minutes: run the two as separate commands on the device tool).
 # Only libcuda.so.1 and libnvidia-ml.so.1 of vgpu are on the library path (no
 # LD_PRELOAD, no file of a program or wheel replaced). A table is printed last;
-# logs and JSON go under $OUT.
+# logs and JSON go under $OUT; on vgpu each program's VGPU_LOG=info log is kept and
+# scripts/vgpu-gaps.py lists the unsupported calls and export tables met
+# ($OUT/stack-gaps-LABEL.txt).
 set -uo pipefail
 carry=$(realpath "${1:-.gpu}")
 what=${2:-host}
@@ -47,18 +49,30 @@ build() {
 # shared: shared ones find NVIDIA's libcudart.so.13 in the toolkit), torch.
 run_set() {
 	local label=$1 lib=$2
-	local ld=/usr/local/cuda/lib64
+	local ld=/usr/local/cuda/lib64 vl=() tenv=()
 	[[ -n $lib ]] && ld=$lib:$ld
-	LD_LIBRARY_PATH=$ld scripts/cuda-tests/run.sh "$b/libs" --timeout 120 --logs "$logs/$label-libs" --out "$logs/$label-libs.csv" >"$logs/$label-libs.txt" 2>&1
+	# on vgpu: its log of each program (VGPU_LOG=info), summarised by vgpu-gaps.py
+	if [[ -n $lib ]]; then
+		mkdir -p "$logs/$label-vgpu-log" && : >"$logs/$label-vgpu-log/torch.log"
+		tenv=(VGPU_LOG=info VGPU_LOG_FILE="$logs/$label-vgpu-log/torch.log")
+	fi
+	[[ -n $lib ]] && vl=(--vgpu-log "$logs/$label-vgpu-log/libs")
+	LD_LIBRARY_PATH=$ld scripts/cuda-tests/run.sh "$b/libs" --timeout 120 --logs "$logs/$label-libs" --out "$logs/$label-libs.csv" "${vl[@]}" >"$logs/$label-libs.txt" 2>&1
 	line "$label cuda-libs: $(tail -1 "$logs/$label-libs.txt")"
 	for v in static shared; do
-		LD_LIBRARY_PATH=$ld scripts/cuda-tests/run.sh "$b/ct-$v/sm_90" --logs "$logs/$label-ct-$v" >"$logs/$label-ct-$v.txt" 2>&1
+		[[ -n $lib ]] && vl=(--vgpu-log "$logs/$label-vgpu-log/ct-$v")
+		LD_LIBRARY_PATH=$ld scripts/cuda-tests/run.sh "$b/ct-$v/sm_90" --logs "$logs/$label-ct-$v" "${vl[@]}" >"$logs/$label-ct-$v.txt" 2>&1
 		line "$label cuda-tests ($v NVIDIA runtime): $(tail -1 "$logs/$label-ct-$v.txt")"
 	done
 	local q=()
 	[[ $label == guest* ]] && q=(--quick)
-	LD_LIBRARY_PATH=${lib:-} VGPU_STATS=1 timeout 420 "$py" scripts/gpu-torch/torch_check.py --out "$out/torch-$label.json" "${q[@]}" >"$logs/torch-$label.log" 2>&1
+	env LD_LIBRARY_PATH="${lib:-}" VGPU_STATS=1 "${tenv[@]}" timeout 420 "$py" scripts/gpu-torch/torch_check.py --out "$out/torch-$label.json" "${q[@]}" >"$logs/torch-$label.log" 2>&1
 	line "$label torch: $(grep -E '^(PASS|FAIL) torch_check' "$logs/torch-$label.log" || tail -2 "$logs/torch-$label.log")"
+	if [[ -n $lib ]]; then
+		python3 scripts/vgpu-gaps.py libs="$logs/$label-vgpu-log/libs" ct-static="$logs/$label-vgpu-log/ct-static" \
+			ct-shared="$logs/$label-vgpu-log/ct-shared" torch="$logs/$label-vgpu-log/torch.log" >"$out/stack-gaps-$label.txt" 2>&1
+		line "$label gaps (\$OUT/stack-gaps-$label.txt): $(grep -E '^(unsupported calls|cuGetProcAddress requests|export-table slots)' "$out/stack-gaps-$label.txt" | sed 's/ (.*)//; s/ that resolved nothing//' | paste -sd ';' -)"
+	fi
 }
 
 host() {

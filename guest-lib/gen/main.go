@@ -13,8 +13,13 @@
 //	L.map             version script: every symbol under its node, the rest local
 //	L.stubs.c         one VGPU_STUB line per unsupported row
 //	L.unsupported.h   {name, node, default} of every unsupported row (for tests)
-//	L.procs.c         name -> function table of every exported function
-//	                  (libcuda.so.1 only: cuGetProcAddress)
+//	L.procaddr.c      libcuda.so.1 only: cuGetProcAddress's table, from
+//	                  tables/procaddr.tbl (every driver name, per flags and
+//	                  CUDA version, as a real driver resolves it)
+//
+// tables/procaddr.tbl itself comes from a probe of a real driver:
+//
+//	go run ./guest-lib/gen -procaddr bench/results/<run>/procaddr-probe.txt
 package main
 
 import (
@@ -175,22 +180,6 @@ func unsupportedList(t *Table) []byte {
 	return b.Bytes()
 }
 
-func procs(t *Table) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "/* "+banner+" */\n", t.Lib)
-	b.WriteString("/* Every exported function by name, sorted, for cuGetProcAddress. */\n")
-	b.WriteString("#include \"vgpu_procs.h\"\n\n")
-	for _, r := range t.Rows {
-		fmt.Fprintf(&b, "extern void %s(void);\n", r.Name)
-	}
-	b.WriteString("\nconst struct vgpu_proc vgpu_procs[] = {\n")
-	for _, r := range t.Rows {
-		fmt.Fprintf(&b, "\t{\"%s\", %s},\n", r.Name, r.Name)
-	}
-	b.WriteString("};\n\nconst unsigned vgpu_nprocs = sizeof vgpu_procs / sizeof vgpu_procs[0];\n")
-	return b.Bytes()
-}
-
 // generate returns every generated file, by name.
 func generate(tablesDir string) (map[string][]byte, error) {
 	paths, err := filepath.Glob(filepath.Join(tablesDir, "*.tbl"))
@@ -201,7 +190,11 @@ func generate(tablesDir string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("no tables in %s", tablesDir)
 	}
 	out := map[string][]byte{}
+	var cuda *Table
 	for _, p := range paths {
+		if filepath.Base(p) == procaddrTable {
+			continue
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
@@ -215,8 +208,22 @@ func generate(tablesDir string) (map[string][]byte, error) {
 		out[lib+".stubs.c"] = stubs(t)
 		out[lib+".unsupported.h"] = unsupportedList(t)
 		if lib == "libcuda.so.1" {
-			out[lib+".procs.c"] = procs(t)
+			cuda = t
 		}
+	}
+	if cuda == nil {
+		return nil, fmt.Errorf("no libcuda.so.1.tbl in %s", tablesDir)
+	}
+	data, err := os.ReadFile(filepath.Join(tablesDir, procaddrTable))
+	if err != nil {
+		return nil, err
+	}
+	pa, err := parseProcaddr(data)
+	if err != nil {
+		return nil, err
+	}
+	if out["libcuda.so.1.procaddr.c"], err = procaddrC(pa, cuda); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -224,7 +231,14 @@ func generate(tablesDir string) (map[string][]byte, error) {
 func main() {
 	root := flag.String("root", "guest-lib", "the guest-lib directory")
 	check := flag.Bool("check", false, "only check that generated/ is up to date")
+	probe := flag.String("procaddr", "", "write tables/"+procaddrTable+" from this probe output (scripts/probe/procaddr-probe.c), then generate")
 	flag.Parse()
+	if *probe != "" {
+		if err := writeProcaddrTable(*probe, filepath.Join(*root, "tables", procaddrTable)); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
+	}
 	files, err := generate(filepath.Join(*root, "tables"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
@@ -274,4 +288,17 @@ func checkDir(dir string, want map[string][]byte) []string {
 	}
 	sort.Strings(stale)
 	return stale
+}
+
+// writeProcaddrTable converts a probe's output into the fact table.
+func writeProcaddrTable(probe, out string) error {
+	data, err := os.ReadFile(probe)
+	if err != nil {
+		return err
+	}
+	p, err := parseProbe(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", probe, err)
+	}
+	return os.WriteFile(out, procaddrText(p, filepath.ToSlash(probe)), 0o644)
 }

@@ -75,7 +75,6 @@ int cuInit(unsigned);
 int cuDeviceGet(int *, int);
 int cuDeviceGetName(char *, int, int);
 int cuDeviceTotalMem_v2(size_t *, int);
-int cuCtxCreate_v2(void **, unsigned, int);
 int cuCtxDestroy_v2(void *);
 int cuMemAlloc_v2(unsigned long long *, size_t);
 int cuMemFree_v2(unsigned long long);
@@ -85,7 +84,6 @@ int cuMemcpyDtoD_v2(unsigned long long, unsigned long long, size_t);
 int cuMemHostAlloc(void **, size_t, unsigned);
 int cuMemHostGetDevicePointer_v2(unsigned long long *, void *, unsigned);
 int cuMemFreeHost(void *);
-int cuModuleLoadData(void **, const void *);
 int cuModuleGetFunction(void **, void *, const char *);
 int cuModuleUnload(void *);
 int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
@@ -107,6 +105,16 @@ int cuLibraryLoadData(void **, const void *, void *, void **, unsigned, void *, 
 int cuLibraryGetKernel(void **, void *, const char *);
 int cuKernelGetFunction(void **, void *);
 int cuLibraryUnload(void *);
+int cuCtxPopCurrent_v2(CUcontext *);
+int cuStreamCreate(CUstream *, unsigned);
+int cuStreamDestroy_v2(CUstream);
+int cuStreamIsCapturing(CUstream, int *);
+int cuStreamGetCaptureInfo_v2(CUstream, int *, unsigned long long *, void **, const void **, size_t *);
+int cuThreadExchangeStreamCaptureMode(int *);
+int cuStreamGetId(CUstream, unsigned long long *);
+int cuStreamGetId_ptsz(CUstream, unsigned long long *);
+int cuStreamGetDevice(CUstream, int *);
+int cuCtxGetCurrent(CUcontext *);
 
 /* NVML (libnvidia-ml.so.1) */
 int nvmlInit_v2(void);
@@ -562,7 +570,8 @@ static void test_proc_address(void)
 	CHECK(fn == dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"));
 	OK(cuGetProcAddress_v2("cuCtxCreate", &fn, 11000, 0, &st));
 	CHECK(fn == dlsym(RTLD_DEFAULT, "cuCtxCreate_v2"));
-	CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &fn, 12000, 0, &st) != 0 && fn == NULL && st == 1);
+	/* driver 580: success, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND (EXPORT-TABLES.md §5) */
+	CHECK(cuGetProcAddress_v2("cuNoSuchFunction", &fn, 12000, 0, &st) == 0 && fn == NULL && st == 1);
 	/* an unsupported driver function still resolves, to its stub */
 	OK(cuGetProcAddress_v2("cuMemCreate", &fn, 12000, 0, &st));
 	CHECK(fn != NULL);
@@ -580,7 +589,9 @@ static const char ptx[] = ".version 7.0\n.target sm_52\n.address_size 64\n"
 static void test_driver_api(void)
 {
 	int dev;
-	void *ctx, *mod, *fn;
+	CUcontext ctx; /* cuCtxCreate_v2 and cuModuleLoadData are declared by cuda_types.h */
+	CUmodule mod;
+	void *fn;
 	char name[256];
 	size_t mem, off, sz;
 	unsigned long long dp;
@@ -640,6 +651,33 @@ static void test_driver_api(void)
 	cfg.blockDimY = cfg.blockDimZ = 1;
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	OK(cuCtxSynchronize());
+	/* launch attributes (CUlaunchAttribute: id, pad, 64-byte value): hints are
+	 * dropped, what changes the launch's meaning is refused, never run wrongly */
+	struct {
+		uint32_t id, pad;
+		uint32_t v[16];
+	} at[2];
+	memset(at, 0, sizeof at);
+	at[0].id = 8; /* priority: a hint */
+	at[0].v[0] = 1;
+	at[1].id = 0; /* an empty entry */
+	cfg.attrs = at;
+	cfg.numAttrs = 2;
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	at[1].id = 2; /* cooperative, off */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	at[1].v[0] = 1; /* cooperative, on */
+	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
+	at[1].id = 4; /* a cluster of 2 x 1 x 1 */
+	at[1].v[0] = 2;
+	at[1].v[1] = at[1].v[2] = 1;
+	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
+	at[1].v[0] = 1; /* a cluster of one block is no cluster */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	cfg.attrs = NULL;
+	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 1);
+	cfg.numAttrs = 0;
+	OK(cuCtxSynchronize());
 	/* an invalid launch is queued; its error surfaces at the next sync point, once */
 	OK(cuLaunchKernel(fn, 1, 1, 1, 4096, 1, 1, 0, NULL, args, NULL));
 	int deferred = cuCtxSynchronize();
@@ -654,8 +692,46 @@ static void test_driver_api(void)
 	OK(cuLaunchKernel(kfn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
 	OK(cuCtxSynchronize());
 	OK(cuLibraryUnload(lib));
+	/* capture queries (no driver-API capture: never capturing), the thread's
+	 * capture mode, stream ids and devices, all answered locally */
+	CUstream cs;
+	OK(cuStreamCreate(&cs, 0));
+	int cst = -1, cdev = -1;
+	OK(cuStreamIsCapturing(cs, &cst));
+	CHECK(cst == 0);
+	cst = -1;
+	void *cg = (void *)1;
+	size_t cn = 9;
+	OK(cuStreamGetCaptureInfo_v2(NULL, &cst, NULL, &cg, NULL, &cn));
+	CHECK(cst == 0 && cg == NULL && cn == 0);
+	CHECK(cuStreamIsCapturing(cs, NULL) == 1);
+	int mode = 2;
+	OK(cuThreadExchangeStreamCaptureMode(&mode));
+	CHECK(mode == 0);
+	OK(cuThreadExchangeStreamCaptureMode(&mode));
+	CHECK(mode == 2);
+	mode = 7;
+	CHECK(cuThreadExchangeStreamCaptureMode(&mode) == 1);
+	unsigned long long id1 = 0, id2 = 0, id3 = 0;
+	OK(cuStreamGetId(cs, &id1));
+	OK(cuStreamGetId(NULL, &id2));
+	OK(cuStreamGetId_ptsz(NULL, &id3));
+	CHECK(id1 && id2 && id3 && id1 != id2 && id2 != id3 && id1 != id3);
+	OK(cuStreamGetDevice(cs, &cdev));
+	CHECK(cdev == dev);
+	OK(cuStreamDestroy_v2(cs));
 	OK(cuMemFree_v2(dp));
 	OK(cuCtxDestroy_v2(ctx));
+	/* a library belongs to no context: it loads with none current (NVIDIA's
+	 * runtime may load before it makes one current) */
+	CUcontext cur;
+	while (cuCtxPopCurrent_v2(&cur) == 0)
+		;
+	OK(cuCtxGetCurrent(&cur));
+	CHECK(cur == NULL);
+	OK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
+	OK(cuLibraryGetKernel(&kern, lib, "scale"));
+	OK(cuLibraryUnload(lib));
 }
 
 /* Many threads at once: one connection, per-thread device and last error. */

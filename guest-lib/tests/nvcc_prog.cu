@@ -41,8 +41,11 @@ static int fails;
 static volatile int host_ran;
 static void CUDART_CB on_host(void *p) { host_ran = *(int *)p; }
 
-int main()
+// --no-graphs skips the CUDA graph checks: NVIDIA's runtime builds graphs with the
+// driver-API graph calls, which vgpu's libcuda does not serve yet.
+int main(int argc, char **argv)
 {
+	const bool graphs = !(argc > 1 && !strcmp(argv[1], "--no-graphs"));
 	const int n = 1 << 16;
 	float *a, *b, *c;
 	CHECK(cudaMalloc(&a, n * 4) == cudaSuccess);
@@ -75,88 +78,90 @@ int main()
 	CHECK(host_ran == 9);
 	CHECK(cudaDeviceSynchronize() == cudaSuccess);
 
-	// capture a launch into a graph and replay it
-	cudaGraph_t g;
-	cudaGraphExec_t x;
-	CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess);
-	vadd<<<1, 32, 0, st>>>(a, b, c, 32);
-	cudaMemsetAsync(c, 0, 64, st);
-	CHECK(cudaStreamEndCapture(st, &g) == cudaSuccess);
-	size_t nn = 0;
-	CHECK(cudaGraphGetNodes(g, nullptr, &nn) == cudaSuccess && nn == 2);
-	CHECK(cudaGraphInstantiate(&x, g, nullptr, nullptr, 0) == cudaSuccess);
-	CHECK(cudaGraphLaunch(x, st) == cudaSuccess);
-	CHECK(cudaStreamSynchronize(st) == cudaSuccess);
-	cudaGraphExecDestroy(x);
-	cudaGraphDestroy(g);
-
-	// an explicit graph: memset, kernel, host function, copy back
-	{
-		cudaGraph_t eg;
-		cudaGraphExec_t ex;
-		cudaGraphNode_t nset, nker, nhost, ncpy;
-		CHECK(cudaGraphCreate(&eg, 0) == cudaSuccess);
-		cudaMemsetParams mp = {};
-		mp.dst = c;
-		mp.value = 0x3c;
-		mp.elementSize = 1;
-		mp.width = 256;
-		mp.height = 1;
-		CHECK(cudaGraphAddMemsetNode(&nset, eg, nullptr, 0, &mp) == cudaSuccess);
-		int nn2 = 64;
-		void *kargs[] = {&a, &b, &c, &nn2};
-		cudaKernelNodeParams kp = {};
-		kp.func = (void *)vadd;
-		kp.gridDim = dim3(1);
-		kp.blockDim = dim3(64);
-		kp.kernelParams = kargs;
-		CHECK(cudaGraphAddKernelNode(&nker, eg, &nset, 1, &kp) == cudaSuccess);
-		int hv = 5;
-		cudaHostNodeParams hp = {on_host, &hv};
-		CHECK(cudaGraphAddHostNode(&nhost, eg, &nker, 1, &hp) == cudaSuccess);
-		unsigned char out[256] = {0};
-		CHECK(cudaGraphAddMemcpyNode1D(&ncpy, eg, &nhost, 1, out, c, sizeof out, cudaMemcpyDeviceToHost) ==
-		      cudaSuccess);
-		size_t cnt = 0;
-		CHECK(cudaGraphGetNodes(eg, nullptr, &cnt) == cudaSuccess && cnt == 4);
-		CHECK(cudaGraphInstantiate(&ex, eg, nullptr, nullptr, 0) == cudaSuccess);
-		host_ran = 0;
-		CHECK(cudaGraphLaunch(ex, st) == cudaSuccess);
-		CHECK(cudaStreamSynchronize(st) == cudaSuccess);
-		CHECK(host_ran == 5);
-		CHECK(out[0] == 0x3c && out[255] == 0x3c);
-		cudaGraphExecDestroy(ex);
-		cudaGraphDestroy(eg);
-	}
-
-	// llama.cpp-style reuse: update an instantiated graph from a new capture,
-	// then patch one kernel argument through the node's parameters
-	{
-		cudaGraph_t g1, g2;
-		cudaGraphExec_t x1;
-		CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+	if (graphs) {
+		// capture a launch into a graph and replay it
+		cudaGraph_t g;
+		cudaGraphExec_t x;
+		CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess);
 		vadd<<<1, 32, 0, st>>>(a, b, c, 32);
-		CHECK(cudaStreamEndCapture(st, &g1) == cudaSuccess);
-		CHECK(cudaGraphInstantiate(&x1, g1, nullptr, nullptr, 0) == cudaSuccess);
-		CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) == cudaSuccess);
-		vadd<<<2, 32, 0, st>>>(a, b, c, 64);
-		CHECK(cudaStreamEndCapture(st, &g2) == cudaSuccess);
-		cudaGraphNode_t err_node;
-		cudaGraphExecUpdateResult res;
-		CHECK(cudaGraphExecUpdate(x1, g2, &err_node, &res) == cudaSuccess && res == cudaGraphExecUpdateSuccess);
-		cudaGraphNode_t node;
-		size_t one = 1;
-		CHECK(cudaGraphGetNodes(g2, &node, &one) == cudaSuccess && one == 1);
-		cudaKernelNodeParams kp;
-		CHECK(cudaGraphKernelNodeGetParams(node, &kp) == cudaSuccess);
-		CHECK(kp.func == (void *)vadd && kp.gridDim.x == 2 && *(int *)kp.kernelParams[3] == 64);
-		*(int *)kp.kernelParams[3] = 16;
-		CHECK(cudaGraphExecKernelNodeSetParams(x1, node, &kp) == cudaSuccess);
-		CHECK(cudaGraphLaunch(x1, st) == cudaSuccess);
+		cudaMemsetAsync(c, 0, 64, st);
+		CHECK(cudaStreamEndCapture(st, &g) == cudaSuccess);
+		size_t nn = 0;
+		CHECK(cudaGraphGetNodes(g, nullptr, &nn) == cudaSuccess && nn == 2);
+		CHECK(cudaGraphInstantiate(&x, g, nullptr, nullptr, 0) == cudaSuccess);
+		CHECK(cudaGraphLaunch(x, st) == cudaSuccess);
 		CHECK(cudaStreamSynchronize(st) == cudaSuccess);
-		cudaGraphExecDestroy(x1);
-		cudaGraphDestroy(g1);
-		cudaGraphDestroy(g2);
+		cudaGraphExecDestroy(x);
+		cudaGraphDestroy(g);
+
+		// an explicit graph: memset, kernel, host function, copy back
+		{
+			cudaGraph_t eg;
+			cudaGraphExec_t ex;
+			cudaGraphNode_t nset, nker, nhost, ncpy;
+			CHECK(cudaGraphCreate(&eg, 0) == cudaSuccess);
+			cudaMemsetParams mp = {};
+			mp.dst = c;
+			mp.value = 0x3c;
+			mp.elementSize = 1;
+			mp.width = 256;
+			mp.height = 1;
+			CHECK(cudaGraphAddMemsetNode(&nset, eg, nullptr, 0, &mp) == cudaSuccess);
+			int nn2 = 64;
+			void *kargs[] = {&a, &b, &c, &nn2};
+			cudaKernelNodeParams kp = {};
+			kp.func = (void *)vadd;
+			kp.gridDim = dim3(1);
+			kp.blockDim = dim3(64);
+			kp.kernelParams = kargs;
+			CHECK(cudaGraphAddKernelNode(&nker, eg, &nset, 1, &kp) == cudaSuccess);
+			int hv = 5;
+			cudaHostNodeParams hp = {on_host, &hv};
+			CHECK(cudaGraphAddHostNode(&nhost, eg, &nker, 1, &hp) == cudaSuccess);
+			unsigned char out[256] = {0};
+			CHECK(cudaGraphAddMemcpyNode1D(&ncpy, eg, &nhost, 1, out, c, sizeof out, cudaMemcpyDeviceToHost) ==
+			      cudaSuccess);
+			size_t cnt = 0;
+			CHECK(cudaGraphGetNodes(eg, nullptr, &cnt) == cudaSuccess && cnt == 4);
+			CHECK(cudaGraphInstantiate(&ex, eg, nullptr, nullptr, 0) == cudaSuccess);
+			host_ran = 0;
+			CHECK(cudaGraphLaunch(ex, st) == cudaSuccess);
+			CHECK(cudaStreamSynchronize(st) == cudaSuccess);
+			CHECK(host_ran == 5);
+			CHECK(out[0] == 0x3c && out[255] == 0x3c);
+			cudaGraphExecDestroy(ex);
+			cudaGraphDestroy(eg);
+		}
+
+		// llama.cpp-style reuse: update an instantiated graph from a new capture,
+		// then patch one kernel argument through the node's parameters
+		{
+			cudaGraph_t g1, g2;
+			cudaGraphExec_t x1;
+			CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+			vadd<<<1, 32, 0, st>>>(a, b, c, 32);
+			CHECK(cudaStreamEndCapture(st, &g1) == cudaSuccess);
+			CHECK(cudaGraphInstantiate(&x1, g1, nullptr, nullptr, 0) == cudaSuccess);
+			CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+			vadd<<<2, 32, 0, st>>>(a, b, c, 64);
+			CHECK(cudaStreamEndCapture(st, &g2) == cudaSuccess);
+			cudaGraphNode_t err_node;
+			cudaGraphExecUpdateResult res;
+			CHECK(cudaGraphExecUpdate(x1, g2, &err_node, &res) == cudaSuccess && res == cudaGraphExecUpdateSuccess);
+			cudaGraphNode_t node;
+			size_t one = 1;
+			CHECK(cudaGraphGetNodes(g2, &node, &one) == cudaSuccess && one == 1);
+			cudaKernelNodeParams kp;
+			CHECK(cudaGraphKernelNodeGetParams(node, &kp) == cudaSuccess);
+			CHECK(kp.func == (void *)vadd && kp.gridDim.x == 2 && *(int *)kp.kernelParams[3] == 64);
+			*(int *)kp.kernelParams[3] = 16;
+			CHECK(cudaGraphExecKernelNodeSetParams(x1, node, &kp) == cudaSuccess);
+			CHECK(cudaGraphLaunch(x1, st) == cudaSuccess);
+			CHECK(cudaStreamSynchronize(st) == cudaSuccess);
+			cudaGraphExecDestroy(x1);
+			cudaGraphDestroy(g1);
+			cudaGraphDestroy(g2);
+		}
 	}
 
 	cudaFuncAttributes fa;

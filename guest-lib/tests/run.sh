@@ -11,7 +11,8 @@
 #      again with VGPU_HOST_SHARE=0, inline; again with vgpu serve --isolate
 #      vm); the same tests in guest mode through a
 #      fake /dev/vgpu (tests/fakedev.c)
-#   6. nvcc-built programs (if /usr/bin/nvcc exists) against sim
+#   6. nvcc-built programs (if /usr/bin/nvcc exists) against sim, on our libcudart and on
+#      NVIDIA's (static and shared) with our libcuda.so.1
 #   7. NVML: struct layouts against nvml.h (if installed); tests/nvml_test.c
 #      in host and guest mode, with Debian's nvidia-smi when installed, and
 #      against a backend with --mem-limit
@@ -220,6 +221,29 @@ if start_server; then
 			fi
 		else
 			fail "nvcc could not build the -rdc test program (see $T/nvcc.log)"
+		fi
+		# NVIDIA's own runtime on our libcuda.so.1 (export tables, cuGetProcAddress,
+		# contexts): linked in (nvcc's default), and NVIDIA's libcudart.so.11.0 with a
+		# library directory holding only our driver libraries, so ours is not found
+		DRV=$T/drvlib
+		mkdir -p "$DRV" && cp -a "$BUILD"/libcuda.so.1 "$BUILD"/libnvidia-ml.so.1 "$DRV/"
+		if "$NVCC" -cudart static -o "$T/nvcc_prog_static" "$HERE/nvcc_prog.cu" 2>>"$T/nvcc.log"; then
+			if LD_LIBRARY_PATH=$DRV timeout 60 "$T/nvcc_prog_static" --no-graphs >"$T/nvcc_prog_static.out" 2>&1; then
+				pass "nvcc -cudart static program: NVIDIA's runtime on our libcuda.so.1, against sim (no graphs)"
+			else
+				fail "NVIDIA's static runtime: $(tail -3 "$T/nvcc_prog_static.out" | tr '\n' ' ')"
+			fi
+		else
+			fail "nvcc could not build tests/nvcc_prog.cu -cudart static (see $T/nvcc.log)"
+		fi
+		if [ -x "$T/nvcc_prog" ] && LD_LIBRARY_PATH=$DRV ldd "$T/nvcc_prog" | grep -q "libcudart.so.11.0 => /"; then
+			if LD_LIBRARY_PATH=$DRV timeout 60 "$T/nvcc_prog" --no-graphs >"$T/nvcc_prog_nvrt.out" 2>&1; then
+				pass "nvcc -cudart shared program on NVIDIA's libcudart.so.11.0 and our libcuda.so.1, against sim (no graphs)"
+			else
+				fail "NVIDIA's shared runtime: $(tail -3 "$T/nvcc_prog_nvrt.out" | tr '\n' ' ')"
+			fi
+		else
+			echo "skip NVIDIA's shared runtime: no libcudart.so.11.0 in the system library path"
 		fi
 		# a driver-API program loading module files
 		if $CC $CFLAGS -o "$T/driver_prog" "$HERE/driver_prog.c" -L"$BUILD" -l:libcuda.so.1 -Wl,-rpath,"$BUILD"; then

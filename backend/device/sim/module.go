@@ -31,6 +31,10 @@ const (
 	funcBinaryVersion       = 6
 	funcMaxDynamicSharedMem = 8
 	funcPreferredCarveout   = 9
+	// 11..15: required cluster width, height, depth, non-portable cluster
+	// size allowed, cluster scheduling policy (sm_90; cuBLAS sets 14).
+	funcRequiredClusterWidth = 11
+	funcClusterSchedPolicy   = 15
 )
 
 func defaultFuncAttrs() map[int]int32 {
@@ -197,6 +201,11 @@ func (c *Context) FuncSetAttribute(f device.Function, attr int, v int32) error {
 	case funcPreferredCarveout:
 		if v < -1 || v > 100 {
 			return device.Errorf("cuFuncSetAttribute", device.ErrInvalidValue, "carveout %d", v)
+		}
+	case funcRequiredClusterWidth, funcRequiredClusterWidth + 1, funcRequiredClusterWidth + 2,
+		funcRequiredClusterWidth + 3, funcClusterSchedPolicy:
+		if v < 0 || v > 16 {
+			return device.Errorf("cuFuncSetAttribute", device.ErrInvalidValue, "cluster attribute %d = %d", attr, v)
 		}
 	default:
 		return device.Errorf("cuFuncSetAttribute", device.ErrInvalidValue, "attribute %d is not settable", attr)

@@ -89,6 +89,24 @@ VGPU_PRIVATE void vgpu_api_leave(struct vgpu_apitimer *t);
 /* ---- SHA-256 ---- */
 VGPU_PRIVATE void vgpu_sha256(const void *data, size_t len, uint8_t out[32]);
 
+/* ---- MD2 (RFC 1319) and HMAC-MD2 (RFC 2104), core/md2.c ---- */
+struct vgpu_md2 {
+	uint8_t x[48], c[16], buf[16];
+	unsigned n; /* bytes in buf */
+};
+VGPU_PRIVATE void vgpu_md2_init(struct vgpu_md2 *h);
+VGPU_PRIVATE void vgpu_md2_update(struct vgpu_md2 *h, const void *data, size_t len);
+VGPU_PRIVATE void vgpu_md2_final(struct vgpu_md2 *h, uint8_t out[16]);
+VGPU_PRIVATE void vgpu_md2(const void *data, size_t len, uint8_t out[16]);
+struct vgpu_hmac_md2 {
+	struct vgpu_md2 inner;
+	uint8_t key[16];
+};
+/* A 16-byte key (MD2's block size). */
+VGPU_PRIVATE void vgpu_hmac_md2_init(struct vgpu_hmac_md2 *m, const uint8_t key[16]);
+VGPU_PRIVATE void vgpu_hmac_md2_update(struct vgpu_hmac_md2 *m, const void *data, size_t len);
+VGPU_PRIVATE void vgpu_hmac_md2_final(struct vgpu_hmac_md2 *m, uint8_t out[16]);
+
 /* ---- transport ---- */
 
 /* A user buffer of a call. TO_HOST buffers are read by the host (H2D

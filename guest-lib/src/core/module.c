@@ -52,13 +52,26 @@ int vgpu_module_load(int dev, const void *image, uint64_t size, uint32_t kind, s
 		rc = VGPU_E_NOT_FOUND;
 	}
 	if (rc == VGPU_E_NOT_FOUND) {
+		/* Host mode sends bytes inline, one frame at most; a larger image
+		 * (cuBLAS 11 has fatbins of 23 MB) goes through memory shared with
+		 * the backend, named by region as guest mode names pinned memory. */
+		void *staged = NULL;
 		if (size > vgpu_max_chunk() && vgpu_host_mode()) {
-			VERR("module image of %llu bytes exceeds the frame limit", (unsigned long long)size);
-			return VGPU_E_INVALID_IMAGE;
+			struct vgpu_hostrange hr;
+			if (vgpu_host_alloc(size, 0, &staged) == 0 && vgpu_hostmap_find(staged, size, &hr) && hr.region) {
+				memcpy(staged, image, size);
+			} else {
+				vgpu_host_free(staged);
+				VERR("module image of %llu bytes exceeds the frame limit and the backend shares no memory "
+				     "with this process (VGPU_FEATURE_HOST_SHARE); run a newer vgpu serve",
+				     (unsigned long long)size);
+				return VGPU_E_INVALID_IMAGE;
+			}
 		}
-		struct vgpu_xbuf b = {(void *)image, size, VGPU_DIR_TO_HOST,
+		struct vgpu_xbuf b = {staged ? staged : (void *)image, size, VGPU_DIR_TO_HOST,
 				      offsetof(struct vgpu_module_load_req, image)};
 		rc = vgpu_call(VGPU_OP_MODULE_LOAD, &req, sizeof req, &b, 1, &r, sizeof r, NULL, 0, NULL);
+		vgpu_host_free(staged);
 	}
 	if (rc)
 		return rc;
@@ -92,7 +105,7 @@ int vgpu_module_unload(struct vgpu_module *m)
 
 struct name_req {
 	struct vgpu_name_req h;
-	char name[1024];
+	char name[4096]; /* the backend's MaxNameLen: cuBLAS has kernel names over 1 KiB */
 };
 
 static int name_req(struct name_req *q, uint64_t module, const char *name)
@@ -209,6 +222,11 @@ int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value)
 {
 	if (!f)
 		return VGPU_E_INVALID_HANDLE;
+	/* Queued, so its error would only show at the next synchronising
+	 * call: refuse here what no driver accepts, the read-only attributes
+	 * (settable: 8, 9 and the cluster attributes 11..15). */
+	if (attr != 8 && attr != 9 && (attr < 11 || attr > 15))
+		return VGPU_E_INVALID_VALUE;
 	struct vgpu_func_set_attribute_req req = {.func = f->handle, .attr = (uint32_t)attr, .value = value};
 	f->attrs_valid = 0;
 	return vgpu_queue(VGPU_OP_FUNC_SET_ATTRIBUTE, &req, sizeof req);

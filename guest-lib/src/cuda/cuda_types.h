@@ -23,12 +23,19 @@ typedef void (*CUhostFn)(void *userData);
 typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 
 /* A context: the guest's view of a device's context (the host keeps one
- * per device and session). */
+ * per device and session). Primary contexts live in a fixed table, one per
+ * device; created ones (cuCtxCreate) on a list of live contexts, so a
+ * stale handle is an error, not a use after free (context.c). */
+struct vgpu_cls_entry;
 struct vgpu_ctx {
 	int dev;
 	unsigned flags;
 	int primary;
-	int refcount;
+	int refcount; /* primary: cuDevicePrimaryCtxRetain count (active while > 0) */
+	unsigned long long id; /* cuCtxGetId: unique per context (per activation of a primary) */
+	struct vgpu_cls_entry *cls; /* context-local storage (export table CLS) */
+	unsigned ncls, cls_cap;
+	struct vgpu_ctx *next; /* created contexts: the live list */
 };
 
 /* A stream. cudaStream_t and CUstream are both pointers to it. */
@@ -95,13 +102,49 @@ typedef struct {
 VGPU_EXPORT CUresult cuDriverGetVersion(int *v);
 VGPU_EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice d);
 
+/* Inside libcuda.so.1 (driver.c): CUDA_ERROR_NOT_INITIALIZED until cuInit,
+ * or until the runtime makes a primary context current. */
+CUresult vgpu_cu_need_init(void);
+void vgpu_cu_mark_init(void);
+
+/* Inside libcuda.so.1 (context.c): context-local storage, the CLS export
+ * table's put/delete/get (EXPORT-TABLES.md §3); ctx NULL is the calling
+ * thread's current context. */
+typedef void (*vgpu_cls_dtor)(CUcontext ctx, void *key, void *value);
+CUresult vgpu_cls_put(CUcontext ctx, void *key, void *value, vgpu_cls_dtor dtor);
+CUresult vgpu_cls_delete(CUcontext ctx, void *key);
+CUresult vgpu_cls_get(void **value, CUcontext ctx, void *key);
+/* The primary context's handle of device dev, neither retained nor made
+ * current (export table CUDART_INTERFACE slot 2). */
+CUresult vgpu_primary_ctx(CUcontext *pctx, CUdevice dev);
+
+/* export_tables.c: cuGetExportTable without the API accounting. */
+CUresult vgpu_export_table(const void **table, const uint8_t uuid[16]);
+/* The integrity check's HMAC-MD2 (EXPORT-TABLES.md §2) over the given
+ * inputs; exported for the tests and the GPU probe, which compare it with
+ * the real driver's answer. */
+struct vgpu_integrity_dev {
+	uint8_t uuid[16];
+	int pci_domain, pci_bus, pci_device;
+};
+VGPU_PRIVATE void vgpu_integrity_hash(uint32_t driver_version, uint32_t version, uint32_t pid, uint32_t tid,
+				      uint64_t cudart_table, uint64_t integrity_table, uint64_t fn, uint64_t seconds,
+				      int ndev, const struct vgpu_integrity_dev *devs, uint8_t out[16]);
+VGPU_EXPORT CUresult cuModuleLoadData(CUmodule *pm, const void *img);
+VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d);
+
 /* Private: the current context's device of the calling thread (driver API
  * state), used by the runtime to keep both APIs in step. */
 VGPU_PRIVATE int vgpu_ctx_device(int *dev);
 VGPU_PRIVATE void vgpu_ctx_use_primary(int dev);
 VGPU_PRIVATE const char *vgpu_cu_error_name(int e);
 VGPU_PRIVATE const char *vgpu_cu_error_string(int e);
-/* Resolves a driver API symbol as cuGetProcAddress does. */
+/* The CUDA version cuDriverGetVersion reports (driver.c). */
+VGPU_PRIVATE int vgpu_driver_version(void);
+VGPU_PRIVATE int vgpu_module_loading_mode(void);
+/* Resolves a driver API symbol as cuGetProcAddress does: 0, or
+ * VGPU_E_NOT_FOUND with *status (if non-NULL) saying why, or
+ * VGPU_E_INVALID_VALUE (bad arguments, a version above ours). */
 VGPU_PRIVATE int vgpu_proc_address(const char *name, void **pfn, int version, unsigned long long flags, int *status);
 
 #endif

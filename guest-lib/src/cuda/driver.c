@@ -1,8 +1,9 @@
 /*
  * driver.c - the hand-written CUDA driver API of libcuda.so.1: init,
- * devices, contexts, memory, streams, events, errors. Modules and launches
- * are in module.c, cuGetProcAddress in procaddr.c. Everything else in the
- * table is a generated stub.
+ * devices, memory, streams, events, errors. Contexts are in context.c,
+ * modules and launches in module.c, cuGetProcAddress in procaddr.c, the
+ * private export tables in export_tables.c. Everything else in the table
+ * is a generated stub.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "cuda_types.h"
 #include "core.h"
+#include "procaddr.h"
 
 #define CU_API VGPU_EXPORT CUresult
 
@@ -79,9 +81,15 @@ CU_API cuGetErrorString(CUresult e, const char **p)
 
 static int inited;
 
-static CUresult need_init(void)
+CUresult vgpu_cu_need_init(void)
 {
 	return __atomic_load_n(&inited, __ATOMIC_ACQUIRE) ? 0 : VGPU_E_NOT_INITIALIZED;
+}
+#define need_init vgpu_cu_need_init
+
+void vgpu_cu_mark_init(void)
+{
+	__atomic_store_n(&inited, 1, __ATOMIC_RELEASE);
 }
 
 CU_API cuInit(unsigned flags)
@@ -95,19 +103,38 @@ CU_API cuInit(unsigned flags)
 	return rc;
 }
 
+/*
+ * The CUDA version this library reports (cuDriverGetVersion, and the limit
+ * of cuGetProcAddress): the host driver's version, but never above the
+ * newest version tables/procaddr.tbl knows (the probed driver's). So a guest
+ * runtime or library is never told more than the host can load (cuBLASLt
+ * picks kernels by it; a CUDA 12 library told 13020 broke, smolvm#681), nor
+ * more than this library resolves symbols for; and CUDA 13 runtimes, which
+ * refuse a driver below 13000, run exactly where they would natively. Without
+ * a backend: the table's version. docs/ARCHITECTURE.md states the rule.
+ */
+int vgpu_driver_version(void)
+{
+	static int cached;
+	int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	if (c)
+		return c;
+	if (vgpu_init())
+		return vgpu_procaddr_driver_version;
+	struct vgpu_version_reply r;
+	if (vgpu_call(VGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, &r, sizeof r, NULL, 0, NULL) || r.version <= 0)
+		return vgpu_procaddr_driver_version;
+	c = r.version < vgpu_procaddr_driver_version ? r.version : vgpu_procaddr_driver_version;
+	__atomic_store_n(&cached, c, __ATOMIC_RELAXED);
+	return c;
+}
+
 CU_API cuDriverGetVersion(int *v)
 {
 	VGPU_API();
 	if (!v)
 		return VGPU_E_INVALID_VALUE;
-	static int cached;
-	int c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-	if (!c && !vgpu_init()) {
-		struct vgpu_version_reply r;
-		if (!vgpu_call(VGPU_OP_DRIVER_GET_VERSION, NULL, 0, NULL, 0, &r, sizeof r, NULL, 0, NULL) && r.version)
-			__atomic_store_n(&cached, c = r.version, __ATOMIC_RELAXED);
-	}
-	*v = c ? c : 13000; /* no backend: the version this library implements */
+	*v = vgpu_driver_version();
 	return 0;
 }
 
@@ -244,325 +271,6 @@ CU_API cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
 		return VGPU_E_INVALID_VALUE;
 	*can = 0;
 	return need_init();
-}
-
-/* ---------------- contexts ---------------- */
-
-#define MAX_DEV 64
-static struct vgpu_ctx primaries[MAX_DEV];
-static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
-#define STACK_DEPTH 16
-static __thread struct vgpu_ctx *ctx_stack[STACK_DEPTH];
-static __thread int ctx_depth;
-
-static struct vgpu_ctx *cur_ctx(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
-
-static void set_cur(struct vgpu_ctx *c)
-{
-	if (ctx_depth == 0) {
-		if (!c)
-			return;
-		ctx_depth = 1;
-	}
-	ctx_stack[ctx_depth - 1] = c;
-	if (!c)
-		ctx_depth--;
-}
-
-int vgpu_ctx_device(int *dev)
-{
-	struct vgpu_ctx *c = cur_ctx();
-	if (!c)
-		return VGPU_E_INVALID_CONTEXT;
-	*dev = c->dev;
-	return 0;
-}
-
-void vgpu_ctx_use_primary(int dev)
-{
-	if (dev < 0 || dev >= MAX_DEV)
-		return;
-	pthread_mutex_lock(&ctx_mu);
-	primaries[dev].dev = dev;
-	primaries[dev].primary = 1;
-	if (!primaries[dev].refcount)
-		primaries[dev].refcount = 1;
-	pthread_mutex_unlock(&ctx_mu);
-	set_cur(&primaries[dev]);
-}
-
-static CUresult check_dev(CUdevice d)
-{
-	int n;
-	CUresult rc = need_init();
-	if (!rc)
-		rc = vgpu_device_count(&n);
-	if (!rc && (d < 0 || d >= n || d >= MAX_DEV))
-		rc = VGPU_E_INVALID_DEVICE;
-	return rc;
-}
-
-CU_API cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d)
-{
-	VGPU_API();
-	if (!pctx)
-		return VGPU_E_INVALID_VALUE;
-	CUresult rc = check_dev(d);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&ctx_mu);
-	primaries[d].dev = d;
-	primaries[d].primary = 1;
-	primaries[d].refcount++;
-	pthread_mutex_unlock(&ctx_mu);
-	*pctx = &primaries[d];
-	return 0;
-}
-
-CU_API cuDevicePrimaryCtxRelease_v2(CUdevice d)
-{
-	VGPU_API();
-	CUresult rc = check_dev(d);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&ctx_mu);
-	if (primaries[d].refcount > 0)
-		primaries[d].refcount--;
-	pthread_mutex_unlock(&ctx_mu);
-	return 0;
-}
-VGPU_ALIAS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
-
-CU_API cuDevicePrimaryCtxReset_v2(CUdevice d)
-{
-	VGPU_API();
-	CUresult rc = check_dev(d);
-	if (rc)
-		return rc;
-	struct vgpu_device_req req = {.device = (uint32_t)d};
-	rc = vgpu_call(VGPU_OP_DEVICE_RESET, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
-	if (!rc)
-		vgpu_devmap_forget(d); /* the host released the device's allocations */
-	return rc;
-}
-VGPU_ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
-
-CU_API cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active)
-{
-	VGPU_API();
-	if (!flags || !active)
-		return VGPU_E_INVALID_VALUE;
-	CUresult rc = check_dev(d);
-	if (rc)
-		return rc;
-	*flags = primaries[d].flags;
-	*active = primaries[d].refcount > 0;
-	return 0;
-}
-
-CU_API cuDevicePrimaryCtxSetFlags_v2(CUdevice d, unsigned flags)
-{
-	VGPU_API();
-	CUresult rc = check_dev(d);
-	if (!rc)
-		primaries[d].flags = flags;
-	return rc;
-}
-VGPU_ALIAS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2);
-
-CU_API cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d)
-{
-	VGPU_API();
-	if (!pctx)
-		return VGPU_E_INVALID_VALUE;
-	CUresult rc = check_dev(d);
-	if (rc)
-		return rc;
-	struct vgpu_ctx *c = calloc(1, sizeof *c);
-	if (!c)
-		return VGPU_E_OUT_OF_MEMORY;
-	c->dev = d;
-	c->flags = flags;
-	c->refcount = 1;
-	if (ctx_depth < STACK_DEPTH)
-		ctx_stack[ctx_depth++] = c;
-	else
-		set_cur(c);
-	*pctx = c;
-	return 0;
-}
-VGPU_ALIAS(cuCtxCreate, cuCtxCreate_v2);
-
-CU_API cuCtxCreate_v3(CUcontext *pctx, void *params, int n, unsigned flags, CUdevice d)
-{
-	VGPU_API();
-	if (n > 0 || params) {
-		static int once;
-		vgpu_unsupported("cuCtxCreate_v3 with execution affinity", &once);
-	}
-	return cuCtxCreate_v2(pctx, flags, d);
-}
-
-CU_API cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned flags, CUdevice d)
-{
-	VGPU_API();
-	(void)params; /* CUctxCreateParams: affinity and CIG; not supported, ignored when NULL */
-	if (params) {
-		static int once;
-		vgpu_unsupported("cuCtxCreate_v4 with create params", &once);
-		return VGPU_E_NOT_SUPPORTED;
-	}
-	return cuCtxCreate_v2(pctx, flags, d);
-}
-
-CU_API cuCtxDestroy_v2(CUcontext c)
-{
-	VGPU_API();
-	if (!c)
-		return VGPU_E_INVALID_VALUE;
-	for (int i = 0; i < ctx_depth; i++)
-		if (ctx_stack[i] == c) {
-			memmove(&ctx_stack[i], &ctx_stack[i + 1], (size_t)(ctx_depth - i - 1) * sizeof c);
-			ctx_depth--;
-			i--;
-		}
-	if (!c->primary) {
-		vgpu_device_sync(c->dev);
-		free(c);
-	}
-	return 0;
-}
-VGPU_ALIAS(cuCtxDestroy, cuCtxDestroy_v2);
-
-CU_API cuCtxSetCurrent(CUcontext c)
-{
-	VGPU_API();
-	set_cur(c);
-	return 0;
-}
-
-CU_API cuCtxGetCurrent(CUcontext *pc)
-{
-	VGPU_API();
-	if (!pc)
-		return VGPU_E_INVALID_VALUE;
-	*pc = cur_ctx();
-	return 0;
-}
-
-CU_API cuCtxPushCurrent_v2(CUcontext c)
-{
-	VGPU_API();
-	if (!c)
-		return VGPU_E_INVALID_VALUE;
-	if (ctx_depth >= STACK_DEPTH)
-		return VGPU_E_OUT_OF_MEMORY;
-	ctx_stack[ctx_depth++] = c;
-	return 0;
-}
-VGPU_ALIAS(cuCtxPushCurrent, cuCtxPushCurrent_v2);
-
-CU_API cuCtxPopCurrent_v2(CUcontext *pc)
-{
-	VGPU_API();
-	if (!ctx_depth)
-		return VGPU_E_INVALID_CONTEXT;
-	struct vgpu_ctx *c = ctx_stack[--ctx_depth];
-	if (pc)
-		*pc = c;
-	return 0;
-}
-VGPU_ALIAS(cuCtxPopCurrent, cuCtxPopCurrent_v2);
-
-CU_API cuCtxGetDevice(CUdevice *d)
-{
-	VGPU_API();
-	if (!d)
-		return VGPU_E_INVALID_VALUE;
-	return vgpu_ctx_device(d);
-}
-
-CU_API cuCtxGetFlags(unsigned *flags)
-{
-	VGPU_API();
-	struct vgpu_ctx *c = cur_ctx();
-	if (!flags)
-		return VGPU_E_INVALID_VALUE;
-	if (!c)
-		return VGPU_E_INVALID_CONTEXT;
-	*flags = c->flags;
-	return 0;
-}
-
-CU_API cuCtxGetApiVersion(CUcontext c, unsigned *v)
-{
-	VGPU_API();
-	(void)c;
-	if (!v)
-		return VGPU_E_INVALID_VALUE;
-	*v = 3020;
-	return 0;
-}
-
-CU_API cuCtxSynchronize(void)
-{
-	VGPU_API();
-	int d;
-	CUresult rc = vgpu_ctx_device(&d);
-	return rc ? rc : vgpu_device_sync(d);
-}
-
-CU_API cuCtxSetLimit(int limit, size_t value)
-{
-	VGPU_API();
-	int d;
-	CUresult rc = vgpu_ctx_device(&d);
-	if (rc)
-		return rc;
-	struct vgpu_limit_req req = {.device = (uint32_t)d, .limit = (uint32_t)limit, .value = value};
-	return vgpu_call(VGPU_OP_DEVICE_SET_LIMIT, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
-}
-
-CU_API cuCtxGetLimit(size_t *value, int limit)
-{
-	VGPU_API();
-	int d;
-	if (!value)
-		return VGPU_E_INVALID_VALUE;
-	CUresult rc = vgpu_ctx_device(&d);
-	if (rc)
-		return rc;
-	struct vgpu_limit_req req = {.device = (uint32_t)d, .limit = (uint32_t)limit};
-	struct vgpu_limit_reply r;
-	rc = vgpu_call(VGPU_OP_DEVICE_GET_LIMIT, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
-	if (!rc)
-		*value = r.value;
-	return rc;
-}
-
-CU_API cuCtxGetStreamPriorityRange(int *least, int *greatest)
-{
-	VGPU_API();
-	if (least)
-		*least = 0;
-	if (greatest)
-		*greatest = -5;
-	return 0;
-}
-
-CU_API cuCtxGetCacheConfig(int *c)
-{
-	VGPU_API();
-	if (c)
-		*c = 0;
-	return 0;
-}
-
-CU_API cuCtxSetCacheConfig(int c)
-{
-	VGPU_API();
-	(void)c;
-	return 0;
 }
 
 /* ---------------- memory ---------------- */
@@ -890,6 +598,134 @@ CU_API cuStreamGetPriority(CUstream s, int *prio)
 }
 VGPU_ALIAS(cuStreamGetPriority_ptsz, cuStreamGetPriority);
 
+/* ---------------- stream capture queries, ids, devices ----------------
+ * vgpu's driver API has no stream capture (cuStreamBeginCapture* answer
+ * CUDA_ERROR_NOT_SUPPORTED), so a stream captures only when vgpu's own
+ * libcudart records into it (struct vgpu_stream.capture). The queries
+ * answer that, locally: NVIDIA's runtime and PyTorch's allocator ask before
+ * much of their work. */
+
+static int capturing(CUstream s, unsigned long long *id)
+{
+	if (!vgpu_stream_handle(s) || !s->capture)
+		return 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
+	if (id)
+		*id = s->capture_id;
+	return 1; /* CU_STREAM_CAPTURE_STATUS_ACTIVE */
+}
+
+CU_API cuStreamIsCapturing(CUstream s, int *status)
+{
+	VGPU_API();
+	if (!status)
+		return VGPU_E_INVALID_VALUE;
+	*status = capturing(s, NULL);
+	return 0;
+}
+VGPU_ALIAS(cuStreamIsCapturing_ptsz, cuStreamIsCapturing);
+
+CU_API cuStreamGetCaptureInfo(CUstream s, int *status, unsigned long long *id)
+{
+	VGPU_API();
+	if (!status)
+		return VGPU_E_INVALID_VALUE;
+	*status = capturing(s, id);
+	return 0;
+}
+VGPU_ALIAS(cuStreamGetCaptureInfo_ptsz, cuStreamGetCaptureInfo);
+
+/* _v2 adds the graph and the dependency set: none here (a runtime capture's
+ * graph is not a driver graph). */
+CU_API cuStreamGetCaptureInfo_v2(CUstream s, int *status, unsigned long long *id, void **graph,
+				 const void **deps, size_t *ndeps)
+{
+	VGPU_API();
+	if (!status)
+		return VGPU_E_INVALID_VALUE;
+	*status = capturing(s, id);
+	if (graph)
+		*graph = NULL;
+	if (deps)
+		*deps = NULL;
+	if (ndeps)
+		*ndeps = 0;
+	return 0;
+}
+VGPU_ALIAS(cuStreamGetCaptureInfo_v2_ptsz, cuStreamGetCaptureInfo_v2);
+
+/* _v3 adds the edge data of the dependencies. */
+CU_API cuStreamGetCaptureInfo_v3(CUstream s, int *status, unsigned long long *id, void **graph,
+				 const void **deps, const void **edges, size_t *ndeps)
+{
+	VGPU_API();
+	if (edges)
+		*edges = NULL;
+	return cuStreamGetCaptureInfo_v2(s, status, id, graph, deps, ndeps);
+}
+VGPU_ALIAS(cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo_v3);
+
+/* The calling thread's capture interaction mode (CU_STREAM_CAPTURE_MODE_*:
+ * global 0, thread-local 1, relaxed 2), exchanged as the driver does. */
+static __thread int capture_mode;
+
+CU_API cuThreadExchangeStreamCaptureMode(int *mode)
+{
+	VGPU_API();
+	if (!mode || *mode < 0 || *mode > 2)
+		return VGPU_E_INVALID_VALUE;
+	int old = capture_mode;
+	capture_mode = *mode;
+	*mode = old;
+	return 0;
+}
+
+/* Stream ids, unique in the process: a created stream's host handle, the
+ * legacy stream 1, each thread's per-thread stream its own number. */
+#define STREAM_ID_PER_THREAD (1ULL << 62)
+static unsigned long long next_thread_stream_id;
+static __thread unsigned long long thread_stream_id;
+
+static CUresult stream_id(CUstream s, int per_thread_default, unsigned long long *id)
+{
+	if (!id)
+		return VGPU_E_INVALID_VALUE;
+	if (vgpu_stream_handle(s)) {
+		*id = s->handle;
+	} else if (s == VGPU_STREAM_PER_THREAD || (!s && per_thread_default)) {
+		if (!thread_stream_id)
+			thread_stream_id = STREAM_ID_PER_THREAD | __atomic_add_fetch(&next_thread_stream_id, 1, __ATOMIC_RELAXED);
+		*id = thread_stream_id;
+	} else {
+		*id = 1;
+	}
+	return 0;
+}
+
+CU_API cuStreamGetId(CUstream s, unsigned long long *id)
+{
+	VGPU_API();
+	return stream_id(s, 0, id);
+}
+
+CU_API cuStreamGetId_ptsz(CUstream s, unsigned long long *id)
+{
+	VGPU_API();
+	return stream_id(s, 1, id); /* the NULL stream is the thread's own */
+}
+
+CU_API cuStreamGetDevice(CUstream s, CUdevice *dev)
+{
+	VGPU_API();
+	if (!dev)
+		return VGPU_E_INVALID_VALUE;
+	if (vgpu_stream_handle(s)) {
+		*dev = s->dev;
+		return 0;
+	}
+	return ctx_dev(dev); /* a default stream is the current context's */
+}
+VGPU_ALIAS(cuStreamGetDevice_ptsz, cuStreamGetDevice);
+
 struct cb {
 	CUhostFn fn;
 	CUstreamCallback scb;
@@ -1041,18 +877,6 @@ CU_API cuProfilerInitialize(const char *a, const char *b, int c)
 	(void)b;
 	(void)c;
 	return 0;
-}
-
-/* The private export tables NVIDIA's runtime asks for do not exist here:
- * answer with an error and a NULL table, never a crash. */
-CU_API cuGetExportTable(const void **table, const void *id)
-{
-	VGPU_API();
-	(void)id;
-	if (table)
-		*table = NULL;
-	VDEBUG("cuGetExportTable: no export tables");
-	return VGPU_E_NOT_SUPPORTED;
 }
 
 /*

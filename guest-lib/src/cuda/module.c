@@ -63,20 +63,21 @@ static int image_kind(const void *img, uint64_t *size)
 	return VGPU_IMAGE_PTX;
 }
 
-static CUresult load(CUmodule *pm, const void *img, uint64_t size, int kind)
+/* Loads on device d, or on the current context's device when d < 0. */
+static CUresult load(CUmodule *pm, const void *img, uint64_t size, int kind, int d)
 {
-	int d;
 	if (!pm || !img)
 		return VGPU_E_INVALID_VALUE;
-	CUresult rc = cur_dev(&d);
+	CUresult rc = d < 0 ? cur_dev(&d) : 0;
 	if (rc)
 		return rc;
 	return vgpu_module_load(d, img, size, (uint32_t)kind, pm);
 }
 
-CU_API cuModuleLoadData(CUmodule *pm, const void *img)
+/* An image as cuModuleLoadData takes it: a fatbin wrapper, a fatbin, an ELF
+ * cubin or PTX text; on device d (< 0: the current context's). */
+static CUresult load_data(CUmodule *pm, const void *img, int d)
 {
-	VGPU_API();
 	uint64_t size;
 	if (!img)
 		return VGPU_E_INVALID_VALUE;
@@ -90,7 +91,13 @@ CU_API cuModuleLoadData(CUmodule *pm, const void *img)
 		img = data;
 	}
 	int kind = image_kind(img, &size);
-	return load(pm, img, size, kind);
+	return load(pm, img, size, kind, d);
+}
+
+CU_API cuModuleLoadData(CUmodule *pm, const void *img)
+{
+	VGPU_API();
+	return load_data(pm, img, -1);
 }
 
 CU_API cuModuleLoadDataEx(CUmodule *pm, const void *img, unsigned n, void *opts, void **vals)
@@ -143,7 +150,7 @@ CU_API cuModuleLoad(CUmodule *pm, const char *path)
 	uint64_t size;
 	int kind = image_kind(buf, &size);
 	size = kind == VGPU_IMAGE_PTX ? len + 1 : len; /* a file is the whole image */
-	CUresult rc = load(pm, buf, size, kind);
+	CUresult rc = load(pm, buf, size, kind, -1);
 	free(buf);
 	return rc;
 }
@@ -159,7 +166,10 @@ CU_API cuModuleGetFunction(CUfunction *pf, CUmodule m, const char *name)
 	VGPU_API();
 	if (!pf || !m || !name)
 		return VGPU_E_INVALID_VALUE;
-	return vgpu_module_get_function(m, name, pf);
+	CUresult rc = vgpu_module_get_function(m, name, pf);
+	if (rc)
+		VDEBUG("cuModuleGetFunction(%s): error %d", name, rc);
+	return rc;
 }
 
 CU_API cuModuleGetGlobal_v2(CUdeviceptr *dp, size_t *bytes, CUmodule m, const char *name)
@@ -167,6 +177,8 @@ CU_API cuModuleGetGlobal_v2(CUdeviceptr *dp, size_t *bytes, CUmodule m, const ch
 	VGPU_API();
 	uint64_t p, s;
 	CUresult rc = vgpu_module_get_global(m, name, &p, &s);
+	if (rc)
+		VDEBUG("cuModuleGetGlobal(%s): error %d", name ? name : "(null)", rc);
 	if (!rc) {
 		if (dp)
 			*dp = p;
@@ -249,15 +261,63 @@ CU_API cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsig
 }
 VGPU_ALIAS(cuLaunchKernel_ptsz, cuLaunchKernel);
 
+/* CUlaunchAttribute (cuda.h): an id, padding to 8 bytes, a 64-byte value. */
+struct launch_attr {
+	uint32_t id, pad;
+	union {
+		uint8_t bytes[64];
+		uint32_t u32[16];
+		int32_t i32;
+	} v;
+};
+
+/*
+ * What cuLaunchKernelEx can do with a launch attribute: vgpu launches with
+ * none, so a hint (access policy window 1, synchronization policy 3, cluster
+ * scheduling 5, programmatic stream serialization 6, priority 8, memory sync
+ * domain map and domain 9 and 10, shared memory carveout 14) is dropped and
+ * the kernel runs as launched without it (0 is an empty entry); one that
+ * changes what the launch means (cooperative 2, a cluster larger than 1 (4),
+ * the events of 7 and 12, any other id) is refused with
+ * CUDA_ERROR_NOT_SUPPORTED rather than run wrongly. Each is logged once.
+ */
+static CUresult launch_attr_ok(const struct launch_attr *a)
+{
+	static int seen[32];
+	int *once = &seen[a->id < 31 ? a->id : 31];
+	switch (a->id) {
+	case 0: /* CU_LAUNCH_ATTRIBUTE_IGNORE: an empty entry */
+		return 0;
+	case 1: case 3: case 5: case 6: case 8: case 9: case 10: case 14:
+		if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+			VINFO("cuLaunchKernelEx: launch attribute %u is a hint vgpu drops", a->id);
+		return 0;
+	case 2:
+		if (!a->v.i32)
+			return 0;
+		break;
+	case 4:
+		if ((uint64_t)a->v.u32[0] * a->v.u32[1] * a->v.u32[2] <= 1)
+			return 0;
+		break;
+	}
+	if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+		VWARN("cuLaunchKernelEx launch attribute %u is not supported by vgpu; returning an error", a->id);
+	return VGPU_E_NOT_SUPPORTED;
+}
+
 CU_API cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
 {
 	VGPU_API();
 	if (!c)
 		return VGPU_E_INVALID_VALUE;
 	uint32_t g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
-	if (c->numAttrs) {
-		static int once;
-		vgpu_unsupported("cuLaunchKernelEx launch attributes (ignored)", &once);
+	if (c->numAttrs && !c->attrs)
+		return VGPU_E_INVALID_VALUE;
+	for (unsigned i = 0; i < c->numAttrs; i++) {
+		CUresult rc = launch_attr_ok(&((const struct launch_attr *)c->attrs)[i]);
+		if (rc)
+			return rc;
 	}
 	return vgpu_launch(f, vgpu_stream_handle(c->hStream), g, b, c->sharedMemBytes, params, extra);
 }
@@ -276,6 +336,49 @@ CU_API cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int blo
 {
 	VGPU_API();
 	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, smem, 0);
+}
+
+/*
+ * The most dynamic shared memory a block of f may ask for so that nblocks
+ * blocks of bsize threads still fit on one SM, computed here from the
+ * device's and the function's attributes the way the driver's occupancy
+ * calculator treats shared memory: an equal share of the SM's shared
+ * memory, less the per-block reservation and f's static shared memory, in
+ * 128-byte allocation units, at most the opt-in per-block maximum; 0 when
+ * that many blocks do not fit by threads or block count. (Registers are not
+ * counted: the host does not report a per-SM register file split.)
+ */
+CU_API cuOccupancyAvailableDynamicSMemPerBlock(size_t *size, CUfunction f, int nblocks, int bsize)
+{
+	VGPU_API();
+	const int32_t *a;
+	int d;
+	if (!size || nblocks <= 0 || bsize <= 0)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = vgpu_func_attrs(f, &a);
+	if (!rc)
+		rc = cur_dev(&d);
+	if (rc)
+		return rc;
+	int per_sm = 0, optin = 0, reserved = 0, threads_sm = 0, blocks_sm = 0;
+	if ((rc = vgpu_device_attr(d, 81, &per_sm)) || /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+	    (rc = vgpu_device_attr(d, 97, &optin)) ||  /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+	    (rc = vgpu_device_attr(d, 111, &reserved)) || /* RESERVED_SHARED_MEMORY_PER_BLOCK */
+	    (rc = vgpu_device_attr(d, 39, &threads_sm)) || /* MAX_THREADS_PER_MULTIPROCESSOR */
+	    (rc = vgpu_device_attr(d, 106, &blocks_sm)))   /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+		return rc;
+	long long stat = a[1] > 0 ? a[1] : 0; /* SHARED_SIZE_BYTES */
+	if ((a[0] > 0 && bsize > a[0]) || (threads_sm > 0 && (long long)nblocks * bsize > threads_sm) ||
+	    (blocks_sm > 0 && nblocks > blocks_sm)) {
+		*size = 0;
+		return 0;
+	}
+	long long avail = (long long)per_sm / nblocks - reserved - stat;
+	if (optin > 0 && avail > optin - stat)
+		avail = optin - stat;
+	avail &= ~127LL;
+	*size = avail > 0 ? (size_t)avail : 0;
+	return 0;
 }
 
 typedef size_t (*CUoccupancyB2DSize)(int block);
@@ -341,7 +444,17 @@ CU_API cuLibraryLoadData(CUlibrary *lib, const void *code, void *jopts, void **j
 	(void)lopts;
 	(void)lvals;
 	(void)nlib;
-	return cuModuleLoadData(lib, code);
+	/* A library belongs to no context (the driver loads it into each
+	 * lazily): with none current it goes to device 0, as NVIDIA's
+	 * runtime may load before it makes a context current. */
+	int d;
+	if (cur_dev(&d)) {
+		CUresult rc = vgpu_cu_need_init();
+		if (rc)
+			return rc;
+		d = 0;
+	}
+	return load_data(lib, code, d);
 }
 
 CU_API cuLibraryLoadFromFile(CUlibrary *lib, const char *path, void *jopts, void **jvals, unsigned njit, void *lopts,
