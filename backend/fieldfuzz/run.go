@@ -606,6 +606,14 @@ func (c *client) call(op protocol.Opcode, flags protocol.Flags, payload []byte, 
 	case f := <-ch:
 		return f, nil
 	case <-c.dead:
+		// The reader delivers a reply before it marks the connection
+		// dead (GOODBYE's reply, then the close): select picks either
+		// ready case, so a delivered reply is taken first.
+		select {
+		case f := <-ch:
+			return f, nil
+		default:
+		}
 		c.mu.Lock()
 		err := c.err
 		c.mu.Unlock()

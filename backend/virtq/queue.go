@@ -375,7 +375,10 @@ func (q *Queue) String() string {
 	if q.mem == nil {
 		return fmt.Sprintf("%s: closed", q.cfg.Name)
 	}
-	return fmt.Sprintf("%s: size=%d avail.idx=%d avail.flags=%#x used_event=%d last_avail=%d used.idx=%d avail_event=%d event_idx=%v broken=%v",
-		q.cfg.Name, q.cfg.Size, q.availIdx(), load16(q.avail, 0), load16(q.avail, 4+2*int(q.cfg.Size)), q.lastAvail,
-		q.usedIdx, load16(q.used, 4+usedElemSize*int(q.cfg.Size)), q.cfg.EventIdx, q.broken)
+	// Only what the ring's shared memory says (read atomically): the
+	// queue's own indices belong to the goroutine that runs it, and
+	// String is called from others (DebugState) while it does.
+	return fmt.Sprintf("%s: size=%d avail.idx=%d avail.flags=%#x used_event=%d used.idx=%d avail_event=%d event_idx=%v",
+		q.cfg.Name, q.cfg.Size, q.availIdx(), load16(q.avail, 0), load16(q.avail, 4+2*int(q.cfg.Size)),
+		load16(q.used, 2), load16(q.used, 4+usedElemSize*int(q.cfg.Size)), q.cfg.EventIdx)
 }
