@@ -57,6 +57,7 @@ const (
 	OpMemGetAddressRange Opcode = 0x0209
 	OpHostShare          Opcode = 0x020a
 	OpHostUnshare        Opcode = 0x020b
+	OpMemGetGranularity  Opcode = 0x0280 // cuMemGetAllocationGranularity
 
 	OpModuleLoad         Opcode = 0x0301
 	OpModuleUnload       Opcode = 0x0302
@@ -65,8 +66,12 @@ const (
 	OpFuncGetAttributes  Opcode = 0x0305
 	OpFuncSetAttribute   Opcode = 0x0306
 	OpOccupancyMaxBlocks Opcode = 0x0307
+	// 0x0380..: calls NVIDIA's libraries need (issue 16), numbered apart
+	// from the registry's families.
+	OpOccupancyMaxClusters Opcode = 0x0380
 
-	OpLaunchKernel Opcode = 0x0401
+	OpLaunchKernel   Opcode = 0x0401
+	OpLaunchKernelEx Opcode = 0x0480 // a launch with thread-block clusters
 
 	OpStreamCreate      Opcode = 0x0501
 	OpStreamDestroy     Opcode = 0x0502
@@ -152,6 +157,7 @@ var Ops = []OpInfo{
 	{Op: OpMemGetAddressRange, Name: "MEM_GET_ADDRESS_RANGE", Req: PtrReq{}, Reply: AddressRangeReply{}},
 	{Op: OpHostShare, Name: "HOST_SHARE", Req: HostShareReq{}, Reply: Empty{}, FD: true},
 	{Op: OpHostUnshare, Name: "HOST_UNSHARE", Req: HostUnshareReq{}, Reply: Empty{}},
+	{Op: OpMemGetGranularity, Name: "MEM_GET_GRANULARITY", Req: GranularityReq{}, Reply: GranularityReply{}},
 
 	{Op: OpModuleLoad, Name: "MODULE_LOAD", Req: ModuleLoadReq{}, ReqTail: TailBytes, Reply: ModuleLoadReply{}, Segments: true},
 	{Op: OpModuleUnload, Name: "MODULE_UNLOAD", Req: HandleReq{}, Reply: Empty{}},
@@ -160,8 +166,10 @@ var Ops = []OpInfo{
 	{Op: OpFuncGetAttributes, Name: "FUNC_GET_ATTRIBUTES", Req: HandleReq{}, Reply: FuncAttributesReply{}},
 	{Op: OpFuncSetAttribute, Name: "FUNC_SET_ATTRIBUTE", Req: FuncSetAttributeReq{}, Reply: Empty{}, Batchable: true},
 	{Op: OpOccupancyMaxBlocks, Name: "OCCUPANCY_MAX_BLOCKS", Req: OccupancyReq{}, Reply: OccupancyReply{}},
+	{Op: OpOccupancyMaxClusters, Name: "OCCUPANCY_MAX_CLUSTERS", Req: ClusterOccupancyReq{}, Reply: OccupancyReply{}},
 
 	{Op: OpLaunchKernel, Name: "LAUNCH_KERNEL", Req: LaunchReq{}, ReqTail: TailBytes, Reply: Empty{}, Batchable: true},
+	{Op: OpLaunchKernelEx, Name: "LAUNCH_KERNEL_EX", Req: LaunchExReq{}, ReqTail: TailBytes, Reply: Empty{}, Batchable: true},
 
 	{Op: OpStreamCreate, Name: "STREAM_CREATE", Req: StreamCreateReq{}, Reply: HandleReply{}},
 	{Op: OpStreamDestroy, Name: "STREAM_DESTROY", Req: HandleReq{}, Reply: Empty{}, Batchable: true},

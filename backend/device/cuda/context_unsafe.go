@@ -432,10 +432,14 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 		sc.pinner.Pin(&sc.ptrs[0])
 		kp = unsafe.Pointer(&sc.ptrs[0])
 	}
-	err = c.call("cuLaunchKernel", func() int32 {
-		return c.l.cuLaunchKernel(uintptr(f), cfg.Grid[0], cfg.Grid[1], cfg.Grid[2], cfg.Block[0], cfg.Block[1], cfg.Block[2],
-			cfg.SharedMem, uintptr(cfg.Stream), kp, nil)
-	})
+	if cfg.HasCluster() {
+		err = c.launchEx(f, &cfg, kp)
+	} else {
+		err = c.call("cuLaunchKernel", func() int32 {
+			return c.l.cuLaunchKernel(uintptr(f), cfg.Grid[0], cfg.Grid[1], cfg.Grid[2], cfg.Block[0], cfg.Block[1], cfg.Block[2],
+				cfg.SharedMem, uintptr(cfg.Stream), kp, nil)
+		})
+	}
 	sc.pinner.Unpin()
 	clear(sc.ptrs)
 	if err == nil {
