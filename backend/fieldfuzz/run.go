@@ -235,7 +235,7 @@ func (fz *Fuzzer) Case(op, field int, v uint64, pick bool, batched bool) Case {
 		put(c.Payload, f, v)
 		c.Field, c.Value = f.Name, v
 	}
-	if batched && info.Batchable && segs == nil {
+	if batched && info.Batchable() && segs == nil {
 		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(info.Op, 1), c.Payload)
 		c.Payload = append(protocol.Bytes(&protocol.BatchReq{Count: 1}), sub...)
 		c.Batched = true
@@ -412,7 +412,7 @@ func (r *runner) randomCase(rng *rand.Rand) Case {
 		put(c.Payload, f, v)
 		c.Field, c.Value = f.Name, v
 	}
-	if info.Batchable && segs == nil && rng.IntN(2) == 0 {
+	if info.Batchable() && segs == nil && rng.IntN(2) == 0 {
 		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(info.Op, 1), c.Payload)
 		c.Payload = append(protocol.Bytes(&protocol.BatchReq{Count: 1}), sub...)
 		c.Batched = true
