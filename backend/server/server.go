@@ -79,6 +79,10 @@ type Config struct {
 	// mapping limits). A connection over its VM's or the process's
 	// session bound is closed at once.
 	Bounds *budget.Bounds
+	// VMBudget, if set, keeps the VM level of Bounds elsewhere: each VM's
+	// pool leases from it (budget.LeaseFrom), so that a VM whose processes
+	// run in several workers is bounded as a whole (the manager's ledger).
+	VMBudget budget.Upstream
 	// FrameTimeout and HostFuncTimeout are passed to sessions (0: their
 	// defaults).
 	FrameTimeout, HostFuncTimeout time.Duration
@@ -312,6 +316,9 @@ func (s *Server) attach(name string) *vmState {
 	if !ok {
 		v = &vmState{name: name, procs: session.NewProcessTable(), reg: engine.NewRegistry(),
 			pool: s.pool.Child("vm "+name, s.bounds.VM)}
+		if s.cfg.VMBudget != nil {
+			v.pool.LeaseFrom(s.cfg.VMBudget, budget.Slack(s.bounds.VM))
+		}
 		if others := s.cfg.OtherProcesses; others != nil {
 			v.procs.Others = func(dev int) []protocol.ProcessInfo { return others(name, dev) }
 		}

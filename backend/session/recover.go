@@ -40,7 +40,8 @@ func (s *Session) guardedHandleFrame(f *protocol.Frame, recv time.Time) {
 		if r := recover(); r != nil {
 			err := s.breakOnPanic(f.Opcode.String(), r)
 			if f.Flags&protocol.FlagNoReply == 0 {
-				s.replyStatus(&f.Header, device.ResultOf(err))
+				h := protocol.Reply(&f.Header, int32(device.ResultOf(err)))
+				s.replyOn(s.c.sink, encodeFrame(h, nil))
 			}
 		}
 	}()

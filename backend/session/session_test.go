@@ -67,6 +67,7 @@ type env struct {
 	err       error // Serve's result
 	ownDrv    bool
 	cfgEngine *engine.Engine
+	s         *session.Session
 }
 
 type opts struct {
@@ -89,6 +90,7 @@ type opts struct {
 	vm              string // the connection's VM name (default "test")
 	procs           *session.ProcessTable
 	output          session.DeviceOutput
+	socket          bool // a unix socket pair, not net.Pipe: replies are written directly
 }
 
 func start(t *testing.T, o opts) *env {
@@ -121,6 +123,12 @@ func start(t *testing.T, o opts) *env {
 		src = e.table
 	}
 	bc, gc := sessiontest.Pipe(3, o.port, src)
+	if o.socket {
+		bc, gc, err = sessiontest.SocketPair(3, o.port, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	bc.Name = o.vm
 	var devs []device.Context
 	for i := 0; i < o.devices; i++ {
@@ -136,6 +144,7 @@ func start(t *testing.T, o opts) *env {
 	}
 	e.cfgEngine = cfg.Engine
 	s := session.New(bc, cfg)
+	e.s = s
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go func() { e.done <- s.Serve(ctx) }()

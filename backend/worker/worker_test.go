@@ -46,7 +46,7 @@ func childWorker(mode string) int {
 		}
 		log = hclog.New(&hclog.LoggerOptions{Name: "test-worker", Level: hclog.Warn, Output: logFile})
 		opt.Mode = worker.PerProcess
-		cfg.Output, cfg.VMResources, cfg.Logger = out, ctrl.VMResources(testMemLimit), log
+		cfg.Output, cfg.VMResources, cfg.VMBudget, cfg.Logger = out, ctrl.VMResources(testMemLimit), ctrl.VMBudget(), log
 	}
 	drv, _ := sim.New(simCfg)
 	cfg.Driver = drv

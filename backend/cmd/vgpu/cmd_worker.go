@@ -134,6 +134,7 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		// created: a real reset would also drop the copy engines' guest-RAM
 		// registrations and gather kernel.)
 		cfg.VMResources = ctrl.VMResources(memLimit)
+		cfg.VMBudget = ctrl.VMBudget()
 		if out != nil {
 			cfg.Output = out
 		}
