@@ -29,6 +29,9 @@ py=/opt/torch/.venv/bin/python3
 sock=/tmp/vgpu-lazy.sock
 summary=$out/lazy-summary.txt
 : >"$summary"
+dev=${LAZY_DEVICE:-cuda}
+noexec=() # sim runs no kernels: library_test then compares no results on vgpu
+[[ $dev == sim ]] && noexec=(--no-exec)
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 # verdict FILE RC: the test's own lines, condensed
 verdict() { echo "exit $2 $(grep -c '^ok ' "$1") ok; $(grep -E '^ *FAIL|note:' "$1" | tr '\n' ' ')"; }
@@ -44,9 +47,10 @@ nvcc -fatbin -arch sm_90 -o "$b/k.fatbin" $t/library_kernels.cu &&
 # library MODE WHERE LIBDIR: library_test with CUDA_MODULE_LOADING=MODE on LIBDIR's libcuda.so.1
 # ("" = the machine's driver)
 library() {
-	local mode=$1 where=$2 lib=$3 f=$out/library-$2-${1,,}.txt rc
+	local mode=$1 where=$2 lib=$3 f=$out/library-$2-${1,,}.txt rc x=()
+	[[ $where == vgpu ]] && x=("${noexec[@]}")
 	env ${lib:+LD_LIBRARY_PATH=$lib} CUDA_MODULE_LOADING="$mode" VGPU_STATS=1 VGPU_LOG_FILE="$b/library-$where-$mode.stats" \
-		timeout -k 5 60 "$b/library_test" "$b/k.fatbin" >"$f" 2>&1
+		timeout -k 5 60 "$b/library_test" "${x[@]}" "$b/k.fatbin" >"$f" 2>&1
 	rc=$?
 	[[ -f $b/library-$where-$mode.stats ]] && cat "$b/library-$where-$mode.stats" >>"$f"
 	echo "$where library_test ($mode): $(verdict "$f" $rc)" | tee -a "$summary"
@@ -76,7 +80,6 @@ timeout -k 5 240 "$py" scripts/gpu-torch/torch_min.py --extra >"$out/torch-nativ
 echo "== torch native (exit $?, $((SECONDS - t0)) s): $(grep -E '^(PASS|FAIL) torch_min' "$out/torch-native.txt" | tail -1)" |
 	tee -a "$summary"
 
-dev=${LAZY_DEVICE:-cuda}
 step "vgpu host mode: vgpu serve --device $dev --unix $sock"
 rm -f "$sock"
 "$carry/vgpu" serve --device "$dev" --unix "$sock" --log-level info >"$b/serve.log" 2>&1 &

@@ -223,9 +223,11 @@ VGPU_PRIVATE int vgpu_memset(uint64_t dst, uint32_t value, uint32_t elem, uint64
 VGPU_PRIVATE int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b);
 
 /* ---- modules and functions ---- */
-/* A function begins with VGPU_FUNC_MAGIC; a CUkernel (a library's kernel,
+/* A function's magic is VGPU_FUNC_MAGIC. A CUkernel (a library's kernel,
  * cuda/library.c), which the driver API takes wherever it takes a
- * CUfunction, begins with VGPU_KERNEL_MAGIC. */
+ * CUfunction, begins with a struct vgpu_func of magic VGPU_KERNEL_MAGIC
+ * and host handle 0 (no host gives out 0): vgpu_func_resolve turns it into
+ * its function. */
 #define VGPU_FUNC_MAGIC 0x636e7566u /* "func" */
 #define VGPU_KERNEL_MAGIC 0x6c6e726bu /* "krnl" */
 struct vgpu_func {

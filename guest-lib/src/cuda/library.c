@@ -61,8 +61,12 @@ struct vgpu_library {
 	struct vgpu_library *next, **prev; /* live libraries (lib_mu) */
 };
 
+/* A CUkernel begins with a function whose magic is VGPU_KERNEL_MAGIC and
+ * whose other fields are zero: code that takes it for a function without
+ * vgpu_func_resolve sends host handle 0, which no host gives out (an error,
+ * never a wild read). */
 struct vgpu_kernel {
-	uint32_t magic; /* VGPU_KERNEL_MAGIC, where a function has VGPU_FUNC_MAGIC */
+	struct vgpu_func as_func;
 	struct vgpu_library *lib;
 	char *name;
 	struct vgpu_func **func; /* per device, once resolved (MAX_DEV entries) */
@@ -91,7 +95,7 @@ static int valid_lib(const struct vgpu_library *l)
 
 static int valid_kernel(const struct vgpu_kernel *k)
 {
-	return k && k->magic == VGPU_KERNEL_MAGIC;
+	return k && k->as_func.magic == VGPU_KERNEL_MAGIC;
 }
 
 /* ---------------- where an image lives ---------------- */
@@ -347,7 +351,7 @@ CU_API cuLibraryUnload(CUlibrary l)
 	}
 	for (struct vgpu_kernel *k = ks, *n; k; k = n) {
 		n = k->lnext;
-		k->magic = 0;
+		k->as_func.magic = 0;
 		free(k->func);
 		free(k->name);
 		free(k);
@@ -388,7 +392,7 @@ CU_API cuLibraryGetKernel(CUkernel *out, CUlibrary l, const char *name)
 		free(nm);
 		return VGPU_E_OUT_OF_MEMORY;
 	}
-	nk->magic = VGPU_KERNEL_MAGIC;
+	nk->as_func.magic = VGPU_KERNEL_MAGIC;
 	nk->lib = l;
 	nk->name = nm;
 	pthread_rwlock_wrlock(&lib_mu);
