@@ -59,7 +59,10 @@ type HelloReq struct {
 	Features      uint64
 	ClientVersion [32]byte // NUL-padded text
 	PID           uint32
-	Pad0          uint32
+	// UID is the opener's effective uid in the guest (the kernel driver's
+	// HELLO; 0 from drivers older than the field, which counts as root).
+	// The backend believes PID and UID only from a privileged port.
+	UID uint32
 }
 
 // HelloReply answers OpHello.

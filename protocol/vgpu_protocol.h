@@ -185,7 +185,7 @@ struct vgpu_hello_req {
 	uint64_t features;
 	uint8_t client_version[32];
 	uint32_t pid;
-	uint32_t pad0;
+	uint32_t uid;
 };
 _Static_assert(sizeof(struct vgpu_hello_req) == 56, "vgpu_hello_req size");
 _Static_assert(offsetof(struct vgpu_hello_req, major) == 0, "vgpu_hello_req.major");
@@ -194,7 +194,7 @@ _Static_assert(offsetof(struct vgpu_hello_req, role) == 4, "vgpu_hello_req.role"
 _Static_assert(offsetof(struct vgpu_hello_req, features) == 8, "vgpu_hello_req.features");
 _Static_assert(offsetof(struct vgpu_hello_req, client_version) == 16, "vgpu_hello_req.client_version");
 _Static_assert(offsetof(struct vgpu_hello_req, pid) == 48, "vgpu_hello_req.pid");
-_Static_assert(offsetof(struct vgpu_hello_req, pad0) == 52, "vgpu_hello_req.pad0");
+_Static_assert(offsetof(struct vgpu_hello_req, uid) == 52, "vgpu_hello_req.uid");
 
 struct vgpu_hello_reply {
 	uint16_t major;
