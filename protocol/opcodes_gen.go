@@ -60,6 +60,14 @@ const (
 	OpEventQuery       Opcode = 0x0605
 	OpEventElapsedTime Opcode = 0x0606
 
+	OpStreamBeginCapture Opcode = 0x0701
+	OpStreamEndCapture   Opcode = 0x0702
+	OpStreamIsCapturing  Opcode = 0x0703
+	OpGraphInstantiate   Opcode = 0x0704
+	OpGraphLaunch        Opcode = 0x0705
+	OpGraphExecDestroy   Opcode = 0x0706
+	OpGraphDestroy       Opcode = 0x0707
+
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802
 

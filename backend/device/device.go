@@ -34,6 +34,22 @@ type (
 	Module uintptr
 	// Function is a kernel of a loaded module.
 	Function uintptr
+	// Graph is a graph (CUgraph), made by stream capture.
+	Graph uintptr
+	// GraphExec is an instantiated graph (CUgraphExec).
+	GraphExec uintptr
+)
+
+// Stream capture modes (CUstreamCaptureMode) and statuses
+// (CUstreamCaptureStatus), cuda.h.
+const (
+	CaptureModeGlobal      = 0
+	CaptureModeThreadLocal = 1
+	CaptureModeRelaxed     = 2
+
+	CaptureStatusNone        = 0
+	CaptureStatusActive      = 1
+	CaptureStatusInvalidated = 2
 )
 
 // DefaultStream is the context's legacy NULL stream.
@@ -150,6 +166,20 @@ type Context interface {
 	EventQuery(e Event) error
 	EventElapsed(start, end Event) (float32, error)
 
+	// StreamBeginCapture starts capturing s: the work queued on it from
+	// now on is recorded into a graph instead of executed (mode is a
+	// CaptureMode*). StreamEndCapture ends it and returns the graph;
+	// StreamCaptureStatus says whether s is capturing (CaptureStatus*).
+	StreamBeginCapture(s Stream, mode int) error
+	StreamEndCapture(s Stream) (Graph, error)
+	StreamCaptureStatus(s Stream) (int, error)
+	// GraphInstantiate makes an executable graph of g (flags:
+	// CUgraphInstantiate_flags); GraphLaunch queues it on s.
+	GraphInstantiate(g Graph, flags uint64) (GraphExec, error)
+	GraphLaunch(e GraphExec, s Stream) error
+	GraphExecDestroy(e GraphExec) error
+	GraphDestroy(g Graph) error
+
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream
 	// waits until fn returns.
@@ -241,6 +271,7 @@ const (
 	ErrInvalidSource       Result = 300
 	ErrFileNotFound        Result = 301
 	ErrInvalidHandle       Result = 400
+	ErrIllegalState        Result = 401
 	ErrNotFound            Result = 500
 	ErrNotReady            Result = 600
 	ErrIllegalAddress      Result = 700
@@ -252,6 +283,10 @@ const (
 	ErrHostMemNotReg       Result = 713
 	ErrNotPermitted        Result = 800
 	ErrNotSupported        Result = 801
+	ErrCaptureUnsupported  Result = 900 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+	ErrCaptureInvalidated  Result = 901 // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+	ErrCaptureUnmatched    Result = 903 // CUDA_ERROR_STREAM_CAPTURE_UNMATCHED
+	ErrCaptureImplicit     Result = 906 // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
 	ErrInvalidAddressSpace Result = 717
 	ErrUnknown             Result = 999
 )
@@ -271,6 +306,8 @@ var resultNames = map[Result]string{
 	ErrHostMemNotReg: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", ErrNotPermitted: "CUDA_ERROR_NOT_PERMITTED",
 	ErrNotSupported: "CUDA_ERROR_NOT_SUPPORTED", ErrInvalidAddressSpace: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
 	ErrDeviceUnavailable: "CUDA_ERROR_DEVICE_UNAVAILABLE", ErrUnknown: "CUDA_ERROR_UNKNOWN",
+	ErrIllegalState: "CUDA_ERROR_ILLEGAL_STATE", ErrCaptureUnsupported: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", ErrCaptureInvalidated: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+	ErrCaptureUnmatched: "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", ErrCaptureImplicit: "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
 }
 
 func (r Result) String() string {

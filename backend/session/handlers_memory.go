@@ -88,6 +88,9 @@ func memcpyHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
 	if err != nil {
 		return err
 	}
+	if err := s.refuseCaptured("OpMemcpyHtoD", ctx, st, "a copy from guest memory"); err != nil {
+		return err
+	}
 	async := r.Flags&protocol.CopyAsync != 0
 	if r.Src.Kind == protocol.BufInline {
 		data, err := protocol.InlineBytes(c.tail, r.Src)
@@ -133,6 +136,9 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 	}
 	ctx, _, st, err := s.target("OpMemcpyDtoH", r.Src, r.Dst.Len, r.Stream)
 	if err != nil {
+		return err
+	}
+	if err := s.refuseCaptured("OpMemcpyDtoH", ctx, st, "a copy to guest memory"); err != nil {
 		return err
 	}
 	async := r.Flags&protocol.CopyAsync != 0

@@ -466,6 +466,40 @@ func (c *Context) StreamWaitEvent(s device.Stream, e device.Event, flags uint32)
 	return c.call("cuStreamWaitEvent", func() int32 { return c.l.cuStreamWaitEvent(uintptr(s), uintptr(e), flags) })
 }
 
+func (c *Context) StreamBeginCapture(s device.Stream, mode int) error {
+	return c.call("cuStreamBeginCapture", func() int32 { return c.l.cuStreamBeginCapture(uintptr(s), int32(mode)) })
+}
+
+func (c *Context) StreamEndCapture(s device.Stream) (device.Graph, error) {
+	var g uintptr
+	err := c.call("cuStreamEndCapture", func() int32 { return c.l.cuStreamEndCapture(uintptr(s), &g) })
+	return device.Graph(g), err
+}
+
+func (c *Context) StreamCaptureStatus(s device.Stream) (int, error) {
+	var st int32
+	err := c.call("cuStreamIsCapturing", func() int32 { return c.l.cuStreamIsCapturing(uintptr(s), &st) })
+	return int(st), err
+}
+
+func (c *Context) GraphInstantiate(g device.Graph, flags uint64) (device.GraphExec, error) {
+	var e uintptr
+	err := c.call("cuGraphInstantiateWithFlags", func() int32 { return c.l.cuGraphInstantiate(&e, uintptr(g), flags) })
+	return device.GraphExec(e), err
+}
+
+func (c *Context) GraphLaunch(e device.GraphExec, s device.Stream) error {
+	return c.call("cuGraphLaunch", func() int32 { return c.l.cuGraphLaunch(uintptr(e), uintptr(s)) })
+}
+
+func (c *Context) GraphExecDestroy(e device.GraphExec) error {
+	return c.call("cuGraphExecDestroy", func() int32 { return c.l.cuGraphExecDestroy(uintptr(e)) })
+}
+
+func (c *Context) GraphDestroy(g device.Graph) error {
+	return c.call("cuGraphDestroy", func() int32 { return c.l.cuGraphDestroy(uintptr(g)) })
+}
+
 func (c *Context) EventCreate(flags uint32) (device.Event, error) {
 	var e uintptr
 	err := c.call("cuEventCreate", func() int32 { return c.l.cuEventCreate(&e, flags) })

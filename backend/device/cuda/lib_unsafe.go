@@ -85,6 +85,14 @@ type lib struct {
 	cuEventElapsedTime         func(ms *float32, start, end uintptr) int32
 	cuLaunchHostFunc           func(s uintptr, fn uintptr, userData uintptr) int32
 
+	cuStreamBeginCapture func(s uintptr, mode int32) int32 // the _v2 ABI (with a mode)
+	cuStreamEndCapture   func(s uintptr, g *uintptr) int32
+	cuStreamIsCapturing  func(s uintptr, status *int32) int32
+	cuGraphInstantiate   func(e *uintptr, g uintptr, flags uint64) int32 // cuGraphInstantiateWithFlags
+	cuGraphLaunch        func(e, s uintptr) int32
+	cuGraphExecDestroy   func(e uintptr) int32
+	cuGraphDestroy       func(g uintptr) int32
+
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
 }
@@ -174,6 +182,9 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuEventCreate, "cuEventCreate"}, {&l.cuEventDestroy, "cuEventDestroy"}, {&l.cuEventRecord, "cuEventRecord"},
 		{&l.cuEventSynchronize, "cuEventSynchronize"}, {&l.cuEventQuery, "cuEventQuery"},
 		{&l.cuEventElapsedTime, "cuEventElapsedTime"}, {&l.cuLaunchHostFunc, "cuLaunchHostFunc"},
+		{&l.cuStreamBeginCapture, "cuStreamBeginCapture"}, {&l.cuStreamEndCapture, "cuStreamEndCapture"},
+		{&l.cuStreamIsCapturing, "cuStreamIsCapturing"}, {&l.cuGraphInstantiate, "cuGraphInstantiateWithFlags"},
+		{&l.cuGraphLaunch, "cuGraphLaunch"}, {&l.cuGraphExecDestroy, "cuGraphExecDestroy"}, {&l.cuGraphDestroy, "cuGraphDestroy"},
 	}
 }
 
