@@ -25,7 +25,6 @@ const (
 	AreaLibrary  = 0x0a // reserved: cuBLAS/cuDNN by handle
 )
 
-
 // Tail says what may follow a payload's fixed part.
 type Tail uint8
 

@@ -107,7 +107,12 @@ func TestCheckRegistry(t *testing.T) {
 		{"both validator and reason", func(o *protocol.OpInfo) { o.Check = "checkX" }, false},
 		{"no device decision", func(o *protocol.OpInfo) { o.Device = "" }, false},
 		{"device and reason", func(o *protocol.OpInfo) { o.NoDevice = "why" }, false},
-		{"notify outside area 9", func(o *protocol.OpInfo) { o.Shape = protocol.ShapeNotify; o.Reply = nil; o.Handler = ""; o.Unchecked = "" }, false},
+		{"notify outside area 9", func(o *protocol.OpInfo) {
+			o.Shape = protocol.ShapeNotify
+			o.Reply = nil
+			o.Handler = ""
+			o.Unchecked = ""
+		}, false},
 		{"fd in a batch", func(o *protocol.OpInfo) { o.Shape = protocol.ShapeAsync; o.FD = true }, false},
 	}
 	for _, tc := range tests {
