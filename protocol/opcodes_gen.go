@@ -36,6 +36,8 @@ const (
 	OpMemGetAddressRange Opcode = 0x0209
 	OpHostShare          Opcode = 0x020a
 	OpHostUnshare        Opcode = 0x020b
+	OpMemAllocAsync      Opcode = 0x020c
+	OpMemFreeAsync       Opcode = 0x020d
 
 	OpModuleLoad         Opcode = 0x0301
 	OpModuleUnload       Opcode = 0x0302

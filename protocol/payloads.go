@@ -598,3 +598,18 @@ type GraphLaunchReq struct {
 	Exec   uint64
 	Stream uint64
 }
+
+// MemAllocAsyncReq allocates device memory in stream order
+// (MEM_ALLOC_ASYNC: cuMemAllocAsync, from the device's default pool).
+type MemAllocAsyncReq struct {
+	Device uint32
+	Flags  uint32 // none defined
+	Size   uint64
+	Stream uint64
+}
+
+// MemFreeAsyncReq frees an allocation in stream order (MEM_FREE_ASYNC).
+type MemFreeAsyncReq struct {
+	Ptr    uint64
+	Stream uint64
+}

@@ -114,6 +114,12 @@ var Ops = []OpInfo{
 	{Op: 0x020b, Name: "HOST_UNSHARE", Req: HostUnshareReq{Base: 1 << 40}, Reply: Empty{}, Shape: ShapeSync,
 		Symbols: []string{"cuMemFreeHost", "cuMemHostUnregister"}, NoDevice: "unmaps a share (host mode)",
 		Handler: "do(hostUnshare)", Unchecked: "a base the connection looks up among its shares"},
+	{Op: 0x020c, Name: "MEM_ALLOC_ASYNC", Req: MemAllocAsyncReq{Size: 1 << 20, Stream: 1}, Reply: PtrReply{Ptr: 0x7f0000100000}, Shape: ShapeSync,
+		Symbols: []string{"cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz"}, Device: "MemAllocAsync",
+		Handler: "reply(memAllocAsync)", Check: "checkMemAllocAsync"},
+	{Op: 0x020d, Name: "MEM_FREE_ASYNC", Req: MemFreeAsyncReq{Ptr: 0x7f0000100000, Stream: 1}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuMemFreeAsync", "cuMemFreeAsync_ptsz"}, Device: "MemFreeAsync",
+		Handler: "do(memFreeAsync)", Unchecked: "a pointer the handler looks up among the session's allocations, and a stream"},
 
 	// Modules and functions (0x03).
 	{Op: 0x0301, Name: "MODULE_LOAD", Req: ModuleLoadReq{Kind: ImageCubin, Image: BufRef{Kind: BufInline}}, ReqTail: TailBytes, Reply: ModuleLoadReply{}, Shape: ShapeSync, Segments: true,

@@ -102,6 +102,8 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_GET_ADDRESS_RANGE 0x0209u
 #define VGPU_OP_HOST_SHARE 0x020au
 #define VGPU_OP_HOST_UNSHARE 0x020bu
+#define VGPU_OP_MEM_ALLOC_ASYNC 0x020cu
+#define VGPU_OP_MEM_FREE_ASYNC 0x020du
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
 #define VGPU_OP_MODULE_GET_FUNCTION 0x0303u
@@ -542,6 +544,26 @@ struct vgpu_host_unshare_req {
 _Static_assert(sizeof(struct vgpu_host_unshare_req) == 8, "vgpu_host_unshare_req size");
 _Static_assert(offsetof(struct vgpu_host_unshare_req, base) == 0, "vgpu_host_unshare_req.base");
 
+struct vgpu_mem_alloc_async_req {
+	uint32_t device;
+	uint32_t flags;
+	uint64_t size;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_mem_alloc_async_req) == 24, "vgpu_mem_alloc_async_req size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, device) == 0, "vgpu_mem_alloc_async_req.device");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, flags) == 4, "vgpu_mem_alloc_async_req.flags");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, size) == 8, "vgpu_mem_alloc_async_req.size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, stream) == 16, "vgpu_mem_alloc_async_req.stream");
+
+struct vgpu_mem_free_async_req {
+	uint64_t ptr;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_mem_free_async_req) == 16, "vgpu_mem_free_async_req size");
+_Static_assert(offsetof(struct vgpu_mem_free_async_req, ptr) == 0, "vgpu_mem_free_async_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_free_async_req, stream) == 8, "vgpu_mem_free_async_req.stream");
+
 struct vgpu_module_load_req {
 	uint32_t device;
 	uint32_t kind;
@@ -839,6 +861,8 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_GET_ADDRESS_RANGE: return "MEM_GET_ADDRESS_RANGE";
 	case VGPU_OP_HOST_SHARE: return "HOST_SHARE";
 	case VGPU_OP_HOST_UNSHARE: return "HOST_UNSHARE";
+	case VGPU_OP_MEM_ALLOC_ASYNC: return "MEM_ALLOC_ASYNC";
+	case VGPU_OP_MEM_FREE_ASYNC: return "MEM_FREE_ASYNC";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
 	case VGPU_OP_MODULE_GET_FUNCTION: return "MODULE_GET_FUNCTION";

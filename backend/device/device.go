@@ -125,6 +125,11 @@ type Context interface {
 	MemAlloc(size uint64) (Ptr, error)
 	MemFree(p Ptr) error
 	MemGetInfo() (free, total uint64, err error)
+	// MemAllocAsync allocates from the device's default memory pool in
+	// s's order (usable by work queued on s after it); MemFreeAsync frees
+	// such memory (or MemAlloc's) once s reaches the free.
+	MemAllocAsync(size uint64, s Stream) (Ptr, error)
+	MemFreeAsync(p Ptr, s Stream) error
 
 	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
 	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error

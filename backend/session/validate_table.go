@@ -452,3 +452,16 @@ func checkGraphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq)
 	}
 	return nil
 }
+
+func checkMemAllocAsync(s *Session, c *call, r *protocol.MemAllocAsyncReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags != 0 {
+		return invalid(c, "allocation flags %#x (none defined)", r.Flags)
+	}
+	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
+		return device.Errorf("OpMemAllocAsync", device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
+	}
+	return nil
+}

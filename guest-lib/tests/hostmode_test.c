@@ -120,6 +120,12 @@ int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
 int cuMemcpyDtoDAsync_v2(unsigned long long, unsigned long long, size_t, CUstream);
 int cuMemcpyHtoDAsync_v2(unsigned long long, const void *, size_t, CUstream);
 int cuStreamSynchronize(CUstream);
+int cuMemAllocAsync(unsigned long long *, size_t, CUstream);
+int cuMemAllocFromPoolAsync(unsigned long long *, size_t, void *, CUstream);
+int cuMemFreeAsync(unsigned long long, CUstream);
+int cuDeviceGetDefaultMemPool(void **, int);
+int cuDeviceGetMemPool(void **, int);
+int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuStreamGetCaptureInfo_v2(CUstream, int *, unsigned long long *, void **, const void **, size_t *);
 int cuThreadExchangeStreamCaptureMode(int *);
 int cuStreamGetId(CUstream, unsigned long long *);
@@ -858,6 +864,44 @@ static void test_driver_capture(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* Stream-ordered allocation from the default pool, on the host. */
+static void test_driver_mempool(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream s;
+	void *pool, *pool2;
+	unsigned long long a, b, base;
+	size_t size;
+	uint8_t buf[512];
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuDeviceGetDefaultMemPool(&pool, dev));
+	OK(cuDeviceGetMemPool(&pool2, dev));
+	CHECK(pool && pool == pool2);
+	CHECK(cuDeviceGetDefaultMemPool(&pool2, 99) == 101);
+	OK(cuMemAllocAsync(&a, sizeof buf, s));
+	OK(cuMemAllocFromPoolAsync(&b, sizeof buf, pool, NULL));
+	CHECK(cuMemAllocFromPoolAsync(&b, sizeof buf, (void *)buf, s) == 1);
+	CHECK(cuMemAllocAsync(NULL, 8, s) == 1);
+	OK(cuMemsetD8Async(a, 0x6b, sizeof buf, s));
+	OK(cuMemcpyDtoDAsync_v2(b, a, sizeof buf, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuMemcpyDtoH_v2(buf, b, sizeof buf));
+	for (size_t i = 0; i < sizeof buf; i++)
+		CHECK(buf[i] == 0x6b);
+	OK(cuMemGetAddressRange_v2(&base, &size, a + 7));
+	CHECK(base == a && size == sizeof buf);
+	OK(cuMemFreeAsync(a, s));
+	OK(cuMemFreeAsync(b, s));
+	OK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH_v2(buf, a, 8) != 0); /* freed */
+	OK(cuStreamDestroy_v2(s));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* Many threads at once: one connection, per-thread device and last error. */
 static void *worker(void *arg)
 {
@@ -940,6 +984,7 @@ static const struct {
 	{"proc_address", test_proc_address},
 	{"driver_api", test_driver_api},
 	{"driver_capture", test_driver_capture},
+	{"driver_mempool", test_driver_mempool},
 	{"threads", test_threads},
 	{"nvml", test_nvml},
 };

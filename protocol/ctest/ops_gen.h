@@ -36,6 +36,8 @@ static const struct op_golden {
 	{ "mem_get_address_range", VGPU_OP_MEM_GET_ADDRESS_RANGE, sizeof(struct vgpu_ptr_req), (long)sizeof(struct vgpu_address_range_reply) },
 	{ "host_share", VGPU_OP_HOST_SHARE, sizeof(struct vgpu_host_share_req), (long)0 },
 	{ "host_unshare", VGPU_OP_HOST_UNSHARE, sizeof(struct vgpu_host_unshare_req), (long)0 },
+	{ "mem_alloc_async", VGPU_OP_MEM_ALLOC_ASYNC, sizeof(struct vgpu_mem_alloc_async_req), (long)sizeof(struct vgpu_ptr_reply) },
+	{ "mem_free_async", VGPU_OP_MEM_FREE_ASYNC, sizeof(struct vgpu_mem_free_async_req), (long)0 },
 	{ "module_load", VGPU_OP_MODULE_LOAD, sizeof(struct vgpu_module_load_req), (long)sizeof(struct vgpu_module_load_reply) },
 	{ "module_unload", VGPU_OP_MODULE_UNLOAD, sizeof(struct vgpu_handle_req), (long)0 },
 	{ "module_get_function", VGPU_OP_MODULE_GET_FUNCTION, sizeof(struct vgpu_name_req), (long)sizeof(struct vgpu_function_reply) },

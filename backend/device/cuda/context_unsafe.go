@@ -131,6 +131,32 @@ func (c *Context) MemFree(p device.Ptr) error {
 	return nil
 }
 
+func (c *Context) MemAllocAsync(n uint64, s device.Stream) (device.Ptr, error) {
+	var p uint64
+	if err := c.call("cuMemAllocAsync", func() int32 { return c.l.cuMemAllocAsync(&p, n, uintptr(s)) }); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.allocs[device.Ptr(p)] = n
+	c.mu.Unlock()
+	c.used.Add(n)
+	return device.Ptr(p), nil
+}
+
+func (c *Context) MemFreeAsync(p device.Ptr, s device.Stream) error {
+	if err := c.call("cuMemFreeAsync", func() int32 { return c.l.cuMemFreeAsync(uint64(p), uintptr(s)) }); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n := c.allocs[p]
+	delete(c.allocs, p)
+	c.mu.Unlock()
+	if n > 0 {
+		c.used.Add(^(n - 1))
+	}
+	return nil
+}
+
 func (c *Context) MemGetInfo() (uint64, uint64, error) {
 	var free, total uint64
 	err := c.call("cuMemGetInfo", func() int32 { return c.l.cuMemGetInfo(&free, &total) })

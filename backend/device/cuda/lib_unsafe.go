@@ -42,6 +42,8 @@ type lib struct {
 	cuCtxGetLimit             func(v *uint64, limit int32) int32
 
 	cuMemAlloc                func(p *uint64, n uint64) int32
+	cuMemAllocAsync           func(p *uint64, n uint64, s uintptr) int32
+	cuMemFreeAsync            func(p uint64, s uintptr) int32
 	cuMemFree                 func(p uint64) int32
 	cuMemGetInfo              func(free, total *uint64) int32
 	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) int32
@@ -168,6 +170,7 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset"}, {&l.cuCtxSetCurrent, "cuCtxSetCurrent"},
 		{&l.cuCtxSynchronize, "cuCtxSynchronize"}, {&l.cuCtxSetLimit, "cuCtxSetLimit"}, {&l.cuCtxGetLimit, "cuCtxGetLimit"},
 		{&l.cuMemAlloc, "cuMemAlloc"}, {&l.cuMemFree, "cuMemFree"}, {&l.cuMemGetInfo, "cuMemGetInfo"},
+		{&l.cuMemAllocAsync, "cuMemAllocAsync"}, {&l.cuMemFreeAsync, "cuMemFreeAsync"},
 		{&l.cuMemcpyHtoD, "cuMemcpyHtoD"}, {&l.cuMemcpyDtoH, "cuMemcpyDtoH"}, {&l.cuMemcpyDtoD, "cuMemcpyDtoD"},
 		{&l.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync"}, {&l.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync"}, {&l.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
 		{&l.cuMemsetD8, "cuMemsetD8"}, {&l.cuMemsetD16, "cuMemsetD16"}, {&l.cuMemsetD32, "cuMemsetD32"},
