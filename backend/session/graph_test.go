@@ -11,8 +11,10 @@ import (
 // A capture records instead of executing; its graph replays the work each
 // time it is launched; what a capture cannot hold is refused; everything is
 // the session's by handle.
-func TestStreamCaptureAndGraphs(t *testing.T) {
-	e := start(t, opts{})
+func TestStreamCaptureAndGraphs(t *testing.T) { testStreamCapture(t, opts{}) }
+
+func testStreamCapture(t *testing.T, o opts) {
+	e := start(t, o)
 	p := e.alloc(4096)
 	q := e.alloc(4096)
 	if st := e.htod(p, bytes.Repeat([]byte{0x11}, 64)); st != 0 {
@@ -104,8 +106,10 @@ func TestStreamCaptureAndGraphs(t *testing.T) {
 }
 
 // A session that ends mid-capture, holding graphs, ends cleanly.
-func TestGraphsReleasedAtEnd(t *testing.T) {
-	e := start(t, opts{})
+func TestGraphsReleasedAtEnd(t *testing.T) { testGraphsReleased(t, opts{}) }
+
+func testGraphsReleased(t *testing.T, o opts) {
+	e := start(t, o)
 	p := e.alloc(4096)
 	strm, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{}, nil)
 	for i := 0; i < 2; i++ {

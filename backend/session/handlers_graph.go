@@ -17,7 +17,8 @@ import (
 // host functions (the session's callback ids are single-use), and capture
 // of the guest's default stream (the legacy stream cannot be captured; a
 // per-thread default stream is the session's own stream in a shared
-// context). A capturing stream takes no part in the legacy default stream's
+// context). The device captures in relaxed mode (see streamBeginCapture).
+// A capturing stream takes no part in the legacy default stream's
 // ordering while it captures (defstream.go): its work is not executed
 // then.
 
@@ -57,7 +58,13 @@ func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error 
 			delete(set, o)
 		}
 	}
-	if err := s.cfg.Devices[o.dev].StreamBeginCapture(o.h, int(r.Mode)); err != nil {
+	// The device captures in relaxed mode whatever mode the guest asked
+	// (its mode was checked): global and thread-local modes forbid
+	// "unsafe" calls process-wide or per OS thread, and the backend's
+	// threads and process are not the guest's — another stream's
+	// synchronous copy, or another guest's in a shared context, would
+	// break the capture or fail.
+	if err := s.cfg.Devices[o.dev].StreamBeginCapture(o.h, device.CaptureModeRelaxed); err != nil {
 		return err
 	}
 	o.capturing = true

@@ -11,8 +11,11 @@ import (
 // Stream-ordered allocations are the session's like MEM_ALLOC's: usable,
 // capped, freed in stream order (by MEM_FREE_ASYNC or MEM_FREE), and what
 // is not the session's is refused.
-func TestMemAllocAsync(t *testing.T) {
-	e := start(t, opts{quota: 1 << 20})
+func TestMemAllocAsync(t *testing.T) { testMemAllocAsync(t, opts{}) }
+
+func testMemAllocAsync(t *testing.T, o opts) {
+	o.quota = 1 << 20
+	e := start(t, o)
 	strm, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{}, nil)
 	s := strm.Handle
 	a, _ := must[protocol.MemAllocAsyncReq, protocol.PtrReply](e, protocol.OpMemAllocAsync, protocol.MemAllocAsyncReq{Size: 4096, Stream: s}, nil)
