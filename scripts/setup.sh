@@ -45,15 +45,15 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOS
 	fi
 	echo "setup: installing ${need[*]}"
-	apt-get update -q
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" </dev/null
+	apt-get -o DPkg::Lock::Timeout=1200 update -q
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=1200 install -y -q --no-install-recommends "${need[@]}" </dev/null
 fi
 
 # Headers of the guest kernel (the newest installed image).
 kver=$(ls /lib/modules | sort -V | tail -1)
 if [[ -n $kver && ! -e /lib/modules/$kver/build/Makefile ]]; then
 	echo "setup: installing linux-headers-$kver"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "linux-headers-$kver" </dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=1200 install -y -q --no-install-recommends "linux-headers-$kver" </dev/null
 fi
 
 cd "$(dirname "$0")/.."

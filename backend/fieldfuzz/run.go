@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -205,6 +206,27 @@ type runner struct {
 	w         *World
 	rebuilt   bool
 	sinceNew  int
+	recent    [recentCases]string // the cases sent last (ring), for a failure's report
+	nRecent   int
+}
+
+// recentCases is how many of the cases before a failure it reports: a
+// hang may be caused by an earlier case (a kernel still running).
+const recentCases = 24
+
+func (r *runner) remember(c Case) {
+	r.recent[r.nRecent%recentCases] = fmt.Sprintf("%v flags=%#x payload=%x segs=%v", c, uint32(c.Flags), c.Payload, c.Segs)
+	r.nRecent++
+}
+
+// history lists the cases sent last, oldest first.
+func (r *runner) history() string {
+	var b strings.Builder
+	for i := max(r.nRecent-recentCases, 0); i < r.nRecent; i++ {
+		b.WriteString("\n  ")
+		b.WriteString(r.recent[i%recentCases])
+	}
+	return b.String()
 }
 
 // Also sets a second field of an unbatched case to v.
@@ -285,8 +307,17 @@ func (r *runner) reconnect() error {
 	return nil
 }
 
-// one sends one case, and a PING behind it: both must be answered.
+// one sends one case, and a PING behind it: both must be answered. A
+// failure's error lists the cases sent last on this connection.
 func (r *runner) one(c Case) error {
+	r.remember(c)
+	if err := r.send(c); err != nil {
+		return fmt.Errorf("%w\nthe last cases sent on that connection, oldest first (Go %%v, header flags, payload and segments in hex):%s", err, r.history())
+	}
+	return nil
+}
+
+func (r *runner) send(c Case) error {
 	r.rep.Ops[c.Op]++
 	if c.Op == protocol.OpGoodbye && c.Flags&^protocol.FlagNoReply == 0 {
 		return nil // an accepted GOODBYE ends the connection: see goodbye
@@ -317,6 +348,7 @@ func (r *runner) one(c Case) error {
 	}
 	r.sinceNew++
 	if (Destroys(c.Op) && f.Status == 0) || r.sinceNew >= 500 {
+		r.nRecent = 0
 		return r.reconnect()
 	}
 	return nil
@@ -412,12 +444,64 @@ func (r *runner) randomCase(rng *rand.Rand) Case {
 		put(c.Payload, f, v)
 		c.Field, c.Value = f.Name, v
 	}
+	tame(info, c.Payload)
 	if info.Batchable && segs == nil && rng.IntN(2) == 0 {
 		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(info.Op, 1), c.Payload)
 		c.Payload = append(protocol.Bytes(&protocol.BatchReq{Count: 1}), sub...)
 		c.Batched = true
 	}
 	return c
+}
+
+// MaxRandomBlocks bounds the blocks of a launch whose grid the random
+// phase mutated in several dimensions. Such a grid is valid: on a real GPU
+// 2^31-1 x 65535 blocks run for hours, and every later synchronous call of
+// the session waits for them as it would natively (on the H100 that was
+// the "hang" of bench/results/2026-11-25-h100-fuzz; the backend's
+// --call-timeout now ends such a wait). Each dimension alone still gets
+// every boundary value (Cases), and the random phase still sends the
+// largest grid of each dimension.
+const MaxRandomBlocks = 1 << 31
+
+// tame sets the other grid dimensions of a launch past MaxRandomBlocks to
+// 1, keeping its largest.
+func tame(info *protocol.OpInfo, p []byte) {
+	if info.Op != protocol.OpLaunchKernel {
+		return
+	}
+	var dims []Field
+	for _, f := range FieldsOf(reflect.TypeOf(info.Req)) {
+		if f.Name == "GridX" || f.Name == "GridY" || f.Name == "GridZ" {
+			dims = append(dims, f)
+		}
+	}
+	get := func(f Field) uint64 {
+		var v uint64
+		for i := 0; i < f.Size; i++ {
+			v |= uint64(p[f.Offset+i]) << (8 * i)
+		}
+		return v
+	}
+	blocks, big := uint64(1), 0
+	for i, f := range dims {
+		v := max(get(f), 1)
+		if v > get(dims[big]) {
+			big = i
+		}
+		if blocks > MaxRandomBlocks/v {
+			blocks = MaxRandomBlocks + 1
+			continue
+		}
+		blocks *= v
+	}
+	if blocks <= MaxRandomBlocks {
+		return
+	}
+	for i, f := range dims {
+		if i != big {
+			put(p, f, 1)
+		}
+	}
 }
 
 // buildWorld makes the objects seeds refer to.

@@ -15,6 +15,10 @@
 // order); a reader goroutine feeds it and itself answers OpHostFuncDone, so
 // a guest can finish a host function while the executor waits on the stream
 // that runs it. One writer goroutine writes every reply and notification.
+// On the fast path (an idle session, see queues.go) the reader runs the
+// frame itself and writes its reply directly; order is the same. Frames
+// that arrive on another path (Submit) join the same order and are
+// answered on their own ReplySink.
 //
 // # Validation, in layers
 //

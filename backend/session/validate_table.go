@@ -290,7 +290,9 @@ func checkBufRef(s *Session, c *call, ref protocol.BufRef, kinds ...protocol.Buf
 		ok = ok || ref.Kind == k
 	}
 	if !ok {
-		return invalid(c, "buffer kind %d here (want one of %v)", ref.Kind, kinds)
+		// A copy for the message: kinds itself then stays on the stack (no
+		// allocation per checked call).
+		return invalid(c, "buffer kind %d here (want one of %v)", ref.Kind, append([]protocol.BufKind(nil), kinds...))
 	}
 	if m := s.maxDeviceMem(); m != 0 && ref.Len > m {
 		return invalid(c, "a buffer of %d bytes: larger than any device (%d)", ref.Len, m)

@@ -312,6 +312,54 @@ static void test_big_copy(void)
 	free(b);
 }
 
+/* Host mode copies large pageable buffers through shared staging memory
+ * (staging.c), in 4 MiB chunks: sizes around and between chunks, an
+ * unaligned host pointer and device offset, both directions, bit-exact; a
+ * copy to a freed pointer fails and the next one works. */
+static void test_staged_copy(void)
+{
+	const char *t = getenv("VGPU_TRANSPORT"), *sh = getenv("VGPU_HOST_SHARE"), *st = getenv("VGPU_STAGING");
+	int want_staged = t && !strncmp(t, "unix:", 5) && !(sh && !strcmp(sh, "0")) && !(st && !strcmp(st, "0"));
+	uint64_t (*staged)(void) = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "vgpu_staged_bytes");
+	CHECK(staged);
+	uint64_t before = staged();
+	static const size_t sizes[] = {256u << 10, (4u << 20) - 1, 4u << 20, (4u << 20) + 1, (17u << 20) + 123,
+				       (33u << 20) + 4095};
+	size_t max = (33u << 20) + 4095 + 64;
+	uint8_t *h = malloc(max), *b = malloc(max);
+	uint8_t *d;
+	CHECK(h && b);
+	OK(cudaMalloc((void **)&d, max));
+	uint64_t moved = 0;
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		size_t n = sizes[i];
+		uint8_t *src = h + 7, *dst = b + 3;
+		for (size_t j = 0; j < n; j++)
+			src[j] = (uint8_t)(j * 131 + i * 7 + (j >> 12));
+		memset(b, 0xee, max);
+		OK(cudaMemcpy(d + 5, src, n, cudaMemcpyHostToDevice));
+		OK(cudaMemcpy(dst, d + 5, n, cudaMemcpyDeviceToHost));
+		CHECK(!memcmp(src, dst, n));
+		CHECK(b[2] == 0xee && dst[n] == 0xee); /* nothing written outside */
+		moved += 2 * (uint64_t)n;
+	}
+	CHECK(want_staged ? staged() - before == moved : staged() == before);
+	/* errors: past the allocation's end, and a freed pointer */
+	CHECK(cudaMemcpy(d + max - 100, h, 1u << 20, cudaMemcpyHostToDevice) != cudaSuccess);
+	cudaGetLastError();
+	void *gone;
+	OK(cudaMalloc(&gone, 8u << 20));
+	OK(cudaFree(gone));
+	CHECK(cudaMemcpy(b, gone, 8u << 20, cudaMemcpyDeviceToHost) != cudaSuccess);
+	cudaGetLastError();
+	OK(cudaMemcpy(d, h, 1u << 20, cudaMemcpyHostToDevice));
+	OK(cudaMemcpy(b, d, 1u << 20, cudaMemcpyDeviceToHost));
+	CHECK(!memcmp(h, b, 1u << 20));
+	OK(cudaFree(d));
+	free(h);
+	free(b);
+}
+
 static void test_pinned_streams_events(void)
 {
 	enum { N = 256 << 10 };
@@ -807,6 +855,7 @@ static const struct {
 	{"properties", test_properties},
 	{"memory", test_memory},
 	{"big_copy", test_big_copy},
+	{"staged_copy", test_staged_copy},
 	{"pinned_streams_events", test_pinned_streams_events},
 	{"mapped_host_memory", test_mapped_host_memory},
 	{"host_func", test_host_func},

@@ -138,6 +138,13 @@ VGPU_PRIVATE int vgpu_host_share_ok(void);
 VGPU_PRIVATE int vgpu_host_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_segment *segs,
 				uint32_t nsegs, int sfd, void *reply, uint32_t reply_len);
 VGPU_PRIVATE const struct vgpu_hello_reply *vgpu_hello(void);
+/* Host mode, a call in two halves, so several can be in flight (staging
+ * copies): begin flushes nothing and sends req; end waits for the reply
+ * (its fixed part to reply), frees pc and returns a transport error or the
+ * reply's status. Every begun call must be ended. */
+struct vgpu_pending_call;
+VGPU_PRIVATE int vgpu_host_begin(uint16_t op, const void *req, uint32_t req_len, struct vgpu_pending_call **out);
+VGPU_PRIVATE int vgpu_host_end(struct vgpu_pending_call *pc, void *reply, uint32_t reply_len);
 
 /* One synchronous call: flushes the batch first, then sends req (fixed
  * part + tail, req_len bytes) and waits. The reply's fixed part goes to
@@ -193,6 +200,15 @@ VGPU_PRIVATE int vgpu_host_unregister(void *p);
 /* Finds the pinned range holding [p, p+len); copies it to *out. */
 VGPU_PRIVATE int vgpu_hostmap_find(const void *p, uint64_t len, struct vgpu_hostrange *out);
 #define VGPU_HOSTALLOC_MAPPED 0x2u
+/* Host mode: shared memory of len bytes (a sealed memfd the backend maps),
+ * registered as a region; fills r's addr, region, share. */
+VGPU_PRIVATE int vgpu_share_alloc(struct vgpu_hostrange *r);
+/* Host mode: a synchronous copy of pageable memory through the staging
+ * ring (staging.c). *handled is 0 when staging does not apply (too small,
+ * no shared memory, VGPU_STAGING=0, busy): the caller copies inline. */
+/* Bytes copied through staging so far (tests, statistics). */
+VGPU_PRIVATE uint64_t vgpu_staged_bytes(void);
+VGPU_PRIVATE int vgpu_staged_copy(int to_dev, uint64_t dptr, void *host, uint64_t n, uint64_t stream, int *handled);
 
 /* ---- memory operations (device pointers are host GPU addresses) ---- */
 VGPU_PRIVATE int vgpu_mem_alloc(int dev, uint64_t size, uint64_t *ptr);

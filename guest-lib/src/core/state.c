@@ -339,6 +339,8 @@ static int share_alloc(struct vgpu_hostrange *r, unsigned flags)
 	return 0;
 }
 
+int vgpu_share_alloc(struct vgpu_hostrange *r) { return share_alloc(r, 0); }
+
 /* Is [a, a+len) covered by private anonymous read-write mappings (heap,
  * malloc'd or mmap'd memory; no file, no stack)? */
 static int anon_private(uintptr_t a, uint64_t len)
@@ -638,6 +640,12 @@ int vgpu_memcpy_htod(uint64_t dst, const void *src, uint64_t n, uint64_t stream,
 	}
 	if (vgpu_whole_region_copy(src, n))
 		chunk = n; /* registered memory names no segments: one call, one round trip */
+	else if (vgpu_host_mode()) {
+		int handled = 0;
+		int rc = vgpu_staged_copy(1, dst, (void *)src, n, stream, &handled);
+		if (handled)
+			return rc;
+	}
 	for (uint64_t off = 0; off < n; off += chunk) {
 		uint64_t len = n - off < chunk ? n - off : chunk;
 		struct vgpu_memcpy_htod_req req;
@@ -676,6 +684,12 @@ int vgpu_memcpy_dtoh(void *dst, uint64_t src, uint64_t n, uint64_t stream, int a
 		vgpu_sync_point();
 	if (vgpu_whole_region_copy(dst, n))
 		chunk = n; /* registered memory names no segments: one call, one round trip */
+	else if (vgpu_host_mode()) {
+		int handled = 0;
+		int rc = vgpu_staged_copy(0, src, dst, n, stream, &handled);
+		if (handled)
+			return rc;
+	}
 	for (uint64_t off = 0; off < n; off += chunk) {
 		uint64_t len = n - off < chunk ? n - off : chunk;
 		struct vgpu_memcpy_dtoh_req req;

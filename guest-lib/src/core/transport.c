@@ -318,17 +318,14 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-/* Sends iov pieces as one frame and waits for the reply (host mode); sfd,
- * if >= 0, travels beside the frame's first byte. */
-static int host_roundtrip(uint64_t id, const void *a, size_t alen, const void *b, size_t blen, int sfd,
-			  uint8_t **reply, uint32_t *reply_len)
+/* Sends iov pieces as one frame (host mode) after adding w to the waiters;
+ * sfd, if >= 0, travels beside the frame's first byte. A failed write
+ * marks w done with a transport error. */
+static void host_send(struct waiter *w, const void *a, size_t alen, const void *b, size_t blen, int sfd)
 {
-	struct waiter w = {.id = id};
-	if (broken)
-		return E_UNAVAILABLE;
 	pthread_mutex_lock(&pend_mu);
-	w.next = pending;
-	pending = &w;
+	w->next = pending;
+	pending = w;
 	pthread_mutex_unlock(&pend_mu);
 
 	static const uint8_t zeros[8];
@@ -340,27 +337,45 @@ static int host_roundtrip(uint64_t id, const void *a, size_t alen, const void *b
 	if (!rc && pad)
 		rc = write_all(fd, zeros, pad);
 	pthread_mutex_unlock(&write_mu);
-
-	pthread_mutex_lock(&pend_mu);
 	if (rc) {
-		w.done = 1;
-		w.err = E_UNAVAILABLE;
+		pthread_mutex_lock(&pend_mu);
+		w->done = 1;
+		w->err = E_UNAVAILABLE;
+		pthread_mutex_unlock(&pend_mu);
 	}
-	while (!w.done)
+}
+
+/* Waits for w's reply and removes w from the waiters. */
+static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
+{
+	pthread_mutex_lock(&pend_mu);
+	while (!w->done)
 		pthread_cond_wait(&pend_cv, &pend_mu);
 	for (struct waiter **pp = &pending; *pp; pp = &(*pp)->next)
-		if (*pp == &w) {
-			*pp = w.next;
+		if (*pp == w) {
+			*pp = w->next;
 			break;
 		}
 	pthread_mutex_unlock(&pend_mu);
-	if (w.err) {
-		free(w.frame);
-		return w.err;
+	if (w->err) {
+		free(w->frame);
+		return w->err;
 	}
-	*reply = w.frame;
-	*reply_len = w.frame_len;
+	*reply = w->frame;
+	*reply_len = w->frame_len;
 	return 0;
+}
+
+/* Sends iov pieces as one frame and waits for the reply (host mode); sfd,
+ * if >= 0, travels beside the frame's first byte. */
+static int host_roundtrip(uint64_t id, const void *a, size_t alen, const void *b, size_t blen, int sfd,
+			  uint8_t **reply, uint32_t *reply_len)
+{
+	struct waiter w = {.id = id};
+	if (broken)
+		return E_UNAVAILABLE;
+	host_send(&w, a, alen, b, blen, sfd);
+	return host_wait(&w, reply, reply_len);
 }
 
 static int host_connect(const char *path)
@@ -929,5 +944,67 @@ int vgpu_host_call(uint16_t op, const void *req, uint32_t req_len, const struct 
 	}
 	free(r);
 	vgpu_opstat_add(op, n, rl, vgpu_now_ns() - t0, 1);
+	return rc;
+}
+
+/* ---------------- split calls (host mode) ---------------- */
+
+struct vgpu_pending_call {
+	struct waiter w;
+	uint16_t op;
+	uint64_t t0;
+	uint32_t sent;
+};
+
+int vgpu_host_begin(uint16_t op, const void *req, uint32_t req_len, struct vgpu_pending_call **out)
+{
+	*out = NULL;
+	int rc = vgpu_init();
+	if (rc)
+		return rc;
+	if (!host_mode)
+		return VGPU_E_NOT_SUPPORTED;
+	if (broken)
+		return E_UNAVAILABLE;
+	struct vgpu_pending_call *pc = calloc(1, sizeof *pc);
+	size_t n = VGPU_HEADER_SIZE + req_len;
+	uint8_t *f = malloc(n);
+	if (!pc || !f) {
+		free(pc);
+		free(f);
+		return VGPU_E_OUT_OF_MEMORY;
+	}
+	pc->op = op;
+	pc->t0 = vgpu_now_ns();
+	pc->w.id = new_id();
+	pc->sent = (uint32_t)vgpu_frame_len(req_len, 0);
+	put_header((struct vgpu_header *)f, op, pc->w.id, req_len, 0);
+	memcpy(f + VGPU_HEADER_SIZE, req, req_len);
+	host_send(&pc->w, f, n, NULL, 0, -1);
+	free(f);
+	*out = pc;
+	return 0;
+}
+
+int vgpu_host_end(struct vgpu_pending_call *pc, void *reply, uint32_t reply_len)
+{
+	if (!pc)
+		return VGPU_E_INVALID_VALUE;
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	int rc = host_wait(&pc->w, &r, &rl);
+	if (!rc)
+		rc = check_reply(r, rl, pc->w.id, pc->op);
+	if (!rc) {
+		const struct vgpu_header *h = (const void *)r;
+		rc = h->status;
+		if (!rc && reply) {
+			memset(reply, 0, reply_len);
+			memcpy(reply, r + VGPU_HEADER_SIZE, h->payload_len < reply_len ? h->payload_len : reply_len);
+		}
+	}
+	free(r);
+	vgpu_opstat_add(pc->op, pc->sent, rl, vgpu_now_ns() - pc->t0, 1);
+	free(pc);
 	return rc;
 }
