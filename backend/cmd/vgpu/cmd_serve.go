@@ -42,7 +42,7 @@ type serveFlags struct {
 	vhostUserSocket, frontSocket                                                      string
 	simDevices                                                                        int
 	guestCID                                                                          uint64
-	logJSON, allowUnprivileged, kernelVsock                                           bool
+	logJSON, allowUnprivileged, kernelVsock, trace                                    bool
 	isolate                                                                           string
 	pool, maxProcesses                                                                int
 	moduleCache                                                                       string
@@ -97,6 +97,7 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.StringVar(&f.moduleCache, "module-cache", "1G", "module images kept per VM, so its next programs may load them by hash (bytes; K, M, G suffixes)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "how long a stream waits for the guest to run a host function it reached; then the stream goes on and the guest gets CUDA_ERROR_TIMEOUT (909)")
+	fs.BoolVar(&f.trace, "trace", os.Getenv("VGPU_TRACE") == "1", "stamp every request at each layer boundary (read, queued, validated, handler, reply; also VGPU_TRACE=1): 'vgpu bench calls' prints the breakdown, GET_STATS carries the sums")
 	if err := fs.Parse(args); err != nil {
 		return f, 2
 	}
@@ -215,7 +216,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 	cfg := server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, ModuleCacheBytes: modCache, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
-		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout,
+		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, Trace: f.trace,
 	}
 	mgr, err := isolate(f, drv, &cfg, log)
 	if err != nil {

@@ -33,6 +33,9 @@ func workerArgs(f serveFlags, mode worker.Mode, vm string) []string {
 	if f.allowUnprivileged {
 		args = append(args, "--allow-unprivileged-segments")
 	}
+	if f.trace {
+		args = append(args, "--trace")
+	}
 	return args
 }
 
@@ -51,6 +54,7 @@ func cmdWorker(args []string) int {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "testing only")
+	fs.BoolVar(&f.trace, "trace", false, "stamp every request at each layer boundary")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "host-function deadline")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -123,6 +127,7 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		AllowUnprivilegedSegments: f.allowUnprivileged, Version: version, Logger: log,
 		OnStickyError:   ctrl.Poisoned,
 		HostFuncTimeout: f.hostFuncTimeout,
+		Trace:           f.trace,
 		// The VM's process list spans its workers (in either mode: a
 		// PerVM worker's VM may still have the poisoned one it replaced).
 		OtherProcesses: ctrl.OtherProcesses,
