@@ -88,6 +88,10 @@ type Config struct {
 	// FrameTimeout and HostFuncTimeout are passed to sessions (0: their
 	// defaults).
 	FrameTimeout, HostFuncTimeout time.Duration
+	// CallTimeout and OnCallTimeout are passed to sessions (see
+	// session.Config; 0: no call deadline).
+	CallTimeout   time.Duration
+	OnCallTimeout func(error)
 }
 
 // Server runs sessions.
@@ -303,6 +307,8 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		LimitTable:                s.limits,
 		FrameTimeout:              s.cfg.FrameTimeout,
 		HostFuncTimeout:           s.cfg.HostFuncTimeout,
+		CallTimeout:               s.cfg.CallTimeout,
+		OnCallTimeout:             s.cfg.OnCallTimeout,
 		Trace:                     s.cfg.Trace,
 	})
 	err := sess.Serve(ctx)

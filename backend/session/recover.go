@@ -36,6 +36,8 @@ func (s *Session) guardedRun(c *call) (err error) {
 // assembly included) behind the boundary; a frame that panicked outside
 // a call still gets its answer.
 func (s *Session) guardedHandleFrame(f *protocol.Frame, recv time.Time) {
+	s.enterCall(f)
+	defer s.leaveCall()
 	defer func() {
 		if r := recover(); r != nil {
 			err := s.breakOnPanic(f.Opcode.String(), r)

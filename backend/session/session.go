@@ -52,6 +52,8 @@ type Session struct {
 	// frames): a frame not complete within FrameTimeout ends the
 	// connection (the watchdog).
 	frameStart atomic.Int64
+	// cur is the call being executed, for Config.CallTimeout (stall.go).
+	cur running
 
 	// Executor-only state.
 	st      state

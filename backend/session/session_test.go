@@ -84,6 +84,8 @@ type opts struct {
 	budget          *budget.Pool
 	frameTimeout    time.Duration
 	hostFuncTimeout time.Duration
+	callTimeout     time.Duration
+	onCallTimeout   func(error)
 	exclusive       bool
 	noHello         bool
 	limitTable      *session.LimitTable
@@ -139,7 +141,7 @@ func start(t *testing.T, o opts) *env {
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
 		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky,
 		Budget: o.budget, LimitTable: o.limitTable, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive,
-		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output, Trace: o.trace}
+		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output, CallTimeout: o.callTimeout, OnCallTimeout: o.onCallTimeout, Trace: o.trace}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}

@@ -50,6 +50,12 @@ func childWorker(mode string) int {
 	}
 	drv, _ := sim.New(simCfg)
 	cfg.Driver = drv
+	if mode == "stall" {
+		// A call deadline far below the host-function deadline: a stream
+		// held by an unanswered host function stands for a kernel that
+		// does not end.
+		cfg.CallTimeout, cfg.HostFuncTimeout, cfg.OnCallTimeout = 200*time.Millisecond, time.Hour, ctrl.EndOnCallTimeout(log)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return 1
