@@ -44,7 +44,7 @@ type serveFlags struct {
 	guestCID                                                                          uint64
 	logJSON, allowUnprivileged, kernelVsock, trace                                    bool
 	isolate                                                                           string
-	pool, maxProcesses                                                                int
+	pool, maxProcesses, maxPerUser                                                    int
 	moduleCache                                                                       string
 	unixNoShare                                                                       bool
 	unixShareMax                                                                      int
@@ -93,6 +93,7 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.StringVar(&f.isolate, "isolate", "process", "where GPU work runs: process (one 'vgpu worker' process, with its own CUDA context, per guest process: a sticky CUDA error, crash or kill ends only that program's GPU work), vm (one worker per VM: it ends that VM's work) or none (in this process: it ends every VM's work)")
 	fs.IntVar(&f.pool, "pool", worker.DefaultPool, "--isolate process: workers kept started (CUDA initialised, a context per GPU, about 0.5 GiB of device memory each) so a new guest program does not wait for them")
 	fs.IntVar(&f.maxProcesses, "max-processes", worker.DefaultMaxPerVM, "--isolate process: guest processes of one VM (host mode: of one socket) on the GPU at once; each holds a CUDA context (a process's connections share one)")
+	fs.IntVar(&f.maxPerUser, "max-processes-per-user", 0, "--isolate process: of those, how many one guest user other than root may hold (the uid vgpu.ko sends; users other than root also leave 1/16 of the slots to root); 0: half of --max-processes")
 	fs.DurationVar(&f.slotWait, "slot-wait", worker.DefaultSlotWait, "--isolate process: how long a new guest process waits for one of its VM's --max-processes slots to free before it is refused (0: refused at once)")
 	fs.StringVar(&f.moduleCache, "module-cache", "1G", "module images kept per VM, so its next programs may load them by hash (bytes; K, M, G suffixes)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
@@ -332,6 +333,7 @@ func isolate(f serveFlags, drv device.Driver, cfg *server.Config, log hclog.Logg
 	}
 	mgr := worker.NewManager(func(vm string) *exec.Cmd { return exec.Command(exe, workerArgs(f, mode, vm)...) }, log)
 	mgr.Mode, mgr.Pool, mgr.MemLimit, mgr.ModuleCacheBytes, mgr.MaxPerVM = mode, f.pool, cfg.MemLimit, cfg.ModuleCacheBytes, f.maxProcesses
+	mgr.MaxPerUser = f.maxPerUser
 	mgr.SlotWait = f.slotWait
 	mgr.Start()
 	cfg.Dispatch = mgr.ServeConn
