@@ -139,7 +139,10 @@ type Driver interface {
 // Host buffers: a synchronous copy may use b only during the call. An
 // asynchronous HtoD copy may reuse src when the call returns; an asynchronous
 // DtoH copy writes dst until the stream reaches the copy's end, so dst must
-// stay valid (and should be registered memory) until then.
+// stay valid (and should be registered memory) until then. A copy's host
+// buffer lies either inside one HostRegister'ed range or outside all of them:
+// CUDA answers a buffer that spans a registration's end (into unregistered
+// memory or another registration) with ErrInvalidValue.
 type Context interface {
 	Ordinal() int
 	Properties() (*Properties, error)
