@@ -129,6 +129,15 @@ type SessionStats struct {
 	NanosInCall uint64 // time in all handlers (receipt to reply written)
 	Launches    uint64 // kernel launches (executed, or validated on sim)
 	Emulated    uint64 // launches the sim emulated (never counted as executed)
+	// The per-layer trace (vgpu serve --trace or VGPU_TRACE=1; zero
+	// otherwise): for the requests traced, the nanoseconds summed per
+	// layer, from the first byte of a request to its reply written.
+	Traced        uint64 // requests traced (a batch is one)
+	NanosRead     uint64 // first header byte to the whole frame read
+	NanosQueued   uint64 // frame read to its execution start (waiting behind earlier frames)
+	NanosValidate uint64 // execution start to the handler (table checks, validation)
+	NanosHandler  uint64 // the handler: argument translation and the device call
+	NanosReply    uint64 // handler end to the reply written (or queued behind others)
 }
 
 // DeviceReq names a device ordinal (as the guest numbers them).
@@ -646,4 +655,46 @@ type ErrorNotify struct {
 	Error     int32
 	Opcode    uint16
 	Pad0      uint16
+}
+
+// BeginCaptureReq starts capturing a stream (STREAM_BEGIN_CAPTURE).
+type BeginCaptureReq struct {
+	Stream uint64
+	Mode   uint32 // CUstreamCaptureMode: 0 global, 1 thread-local, 2 relaxed
+	Pad0   uint32
+}
+
+// CaptureStatusReply says whether a stream is capturing
+// (STREAM_IS_CAPTURING): a CUstreamCaptureStatus, 0 none, 1 active,
+// 2 invalidated.
+type CaptureStatusReply struct {
+	Status uint32
+	Pad0   uint32
+}
+
+// GraphInstantiateReq instantiates a graph (GRAPH_INSTANTIATE).
+type GraphInstantiateReq struct {
+	Graph uint64
+	Flags uint64 // CUgraphInstantiate_flags
+}
+
+// GraphLaunchReq launches an instantiated graph on a stream (GRAPH_LAUNCH).
+type GraphLaunchReq struct {
+	Exec   uint64
+	Stream uint64
+}
+
+// MemAllocAsyncReq allocates device memory in stream order
+// (MEM_ALLOC_ASYNC: cuMemAllocAsync, from the device's default pool).
+type MemAllocAsyncReq struct {
+	Device uint32
+	Flags  uint32 // none defined
+	Size   uint64
+	Stream uint64
+}
+
+// MemFreeAsyncReq frees an allocation in stream order (MEM_FREE_ASYNC).
+type MemFreeAsyncReq struct {
+	Ptr    uint64
+	Stream uint64
 }

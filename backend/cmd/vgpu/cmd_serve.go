@@ -42,7 +42,7 @@ type serveFlags struct {
 	vhostUserSocket, frontSocket                                                      string
 	simDevices                                                                        int
 	guestCID                                                                          uint64
-	logJSON, allowUnprivileged, kernelVsock                                           bool
+	logJSON, allowUnprivileged, kernelVsock, trace                                    bool
 	isolate                                                                           string
 	pool, maxProcesses, maxPerUser                                                    int
 	moduleCache                                                                       string
@@ -99,6 +99,7 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "how long a stream waits for the guest to run a host function it reached; then the stream goes on and the guest gets CUDA_ERROR_TIMEOUT (909)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "how long one call may wait for the device (a kernel that does not end); then it is answered CUDA_ERROR_LAUNCH_TIMEOUT (702), the connection closed and, with --isolate process or vm, the worker ended, which ends the kernel (0: no bound)")
+	fs.BoolVar(&f.trace, "trace", os.Getenv("VGPU_TRACE") == "1", "stamp every request at each layer boundary (read, queued, validated, handler, reply; also VGPU_TRACE=1): 'vgpu bench calls' prints the breakdown, GET_STATS carries the sums")
 	if err := fs.Parse(args); err != nil {
 		return f, 2
 	}
@@ -217,7 +218,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 	cfg := server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, ModuleCacheBytes: modCache, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
-		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, CallTimeout: f.callTimeout,
+		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, Trace: f.trace, CallTimeout: f.callTimeout,
 	}
 	mgr, err := isolate(f, drv, &cfg, log)
 	if err != nil {
