@@ -33,6 +33,7 @@ const (
 	OpPing      Opcode = 0x0005
 	OpSetOption Opcode = 0x0006
 	OpGetStats  Opcode = 0x0007
+	OpRingSetup Opcode = 0x0008
 
 	OpDeviceGetCount     Opcode = 0x0101
 	OpDeviceGetInfo      Opcode = 0x0102
@@ -111,8 +112,9 @@ type OpInfo struct {
 	Batchable bool
 	// Segments: may carry guest-physical segments.
 	Segments bool
-	// FD: carries one file descriptor beside the frame (host mode's unix
-	// socket, SCM_RIGHTS in the sendmsg of the frame's first byte).
+	// FD: carries file descriptors beside the frame (host mode's unix
+	// socket, SCM_RIGHTS in the sendmsg of the frame's first byte): one
+	// (HOST_SHARE) or RingFDs (RING_SETUP).
 	FD bool
 }
 
@@ -128,6 +130,7 @@ var Ops = []OpInfo{
 	{Op: OpPing, Name: "PING", Req: Empty{}, Reply: Empty{}},
 	{Op: OpSetOption, Name: "SET_OPTION", Req: SetOptionReq{}, Reply: Empty{}},
 	{Op: OpGetStats, Name: "GET_STATS", Req: Empty{}, Reply: SessionStats{}},
+	{Op: OpRingSetup, Name: "RING_SETUP", Req: RingSetupReq{}, Reply: Empty{}, FD: true},
 
 	{Op: OpDeviceGetCount, Name: "DEVICE_GET_COUNT", Req: Empty{}, Reply: DeviceCountReply{}},
 	{Op: OpDeviceGetInfo, Name: "DEVICE_GET_INFO", Req: DeviceReq{}, Reply: DeviceInfo{}},

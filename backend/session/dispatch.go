@@ -28,6 +28,7 @@ func init() {
 		protocol.OpSegments:  do(strayContinuation),
 		protocol.OpSetOption: do(setOption),
 		protocol.OpGetStats:  reply(getStats),
+		protocol.OpRingSetup: do(ringSetup),
 
 		protocol.OpDeviceGetCount:     reply(deviceGetCount),
 		protocol.OpDeviceGetInfo:      reply(deviceGetInfo),

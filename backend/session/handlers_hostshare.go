@@ -89,3 +89,35 @@ func hostUnshare(s *Session, c *call, r *protocol.HostUnshareReq) error {
 	}
 	return nil
 }
+
+// ringSetup moves a host-mode session onto shared-memory rings
+// (OpRingSetup; protocol/ring.go): the connection takes the memfd and
+// eventfds, and the reply to this request is the first frame on the
+// completion ring.
+func ringSetup(s *Session, c *call, r *protocol.RingSetupReq) error {
+	const op = "OpRingSetup"
+	fds := s.frameFDs
+	s.frameFDs = nil
+	rc, ok := s.conn.(transport.RingConn)
+	if !ok || !rc.RingOK() {
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrNotSupported, "this connection cannot move onto shared-memory rings (host mode's unix socket only)")
+	}
+	if !s.ringOn.Load() {
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrNotSupported, "HELLO did not negotiate FeatureShmRing")
+	}
+	if r.Flags != 0 {
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrInvalidValue, "flags %#x (none defined)", r.Flags)
+	}
+	if len(fds) != protocol.RingFDs {
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrInvalidValue, "RING_SETUP came with %d file descriptors, want %d (the memfd and 4 eventfds)", len(fds), protocol.RingFDs)
+	}
+	if err := rc.StartRing(r.RingBytes, fds); err != nil { // owns the fds now
+		return device.Errorf(op, device.ErrInvalidValue, "%v", err)
+	}
+	s.log.Debug("session moved onto shared-memory rings", "ring_bytes", r.RingBytes)
+	return nil
+}

@@ -76,6 +76,8 @@ type Session struct {
 	// outputOn: the library asked for device output (FeatureDeviceOutput).
 	outputOn atomic.Bool
 	outMu    sync.Mutex // one flush of device output at a time
+	// ringOn: HELLO negotiated FeatureShmRing.
+	ringOn atomic.Bool
 	// broken is set when the recover boundary caught a panic: the
 	// session's state can no longer be trusted, so every later call fails
 	// with this error (as a sticky CUDA error would) until the guest
@@ -338,7 +340,7 @@ func (s *Session) readLoop() error {
 			s.closeFDs(fds)
 			return fmt.Errorf("session: %w", err)
 		}
-		if len(fds) > 0 && f.Opcode != protocol.OpHostShare {
+		if len(fds) > 0 && f.Opcode != protocol.OpHostShare && f.Opcode != protocol.OpRingSetup {
 			s.strayFDs(&f.Header, fds)
 			fds = nil
 		}

@@ -79,6 +79,7 @@ func init() {
 		protocol.OpPing:      none("empty"),
 		protocol.OpSetOption: args(checkSetOption),
 		protocol.OpGetStats:  none("empty"),
+		protocol.OpRingSetup: none("flags and fds: the handler checks them, the connection the memfd, eventfds and size (backend/shmring)"),
 
 		protocol.OpDeviceGetCount:     none("empty"),
 		protocol.OpDeviceGetInfo:      args(checkDeviceReq),
