@@ -1,10 +1,13 @@
 // Package protocol defines vgpu's wire protocol, version 1: the frames the
 // guest (library and kernel driver) and the host backend exchange.
 //
-// Go is the single source of truth. `go generate ./protocol/...` writes the C
-// header vgpu_protocol.h used by the guest library and the guest driver; a
-// test fails when the checked-in header is stale, and golden frames in
-// testdata/ are checked from both Go and C.
+// Go is the single source of truth, and each call is defined once: a row of
+// the call registry, Ops (registry.go). `go generate ./protocol/...` writes
+// from it the Op constants, the C header vgpu_protocol.h used by the guest
+// library and the guest driver, docs/PROTOCOL.md, the backend's dispatch
+// table and a golden frame per row; a test fails when any of them is stale,
+// and the golden frames in testdata/ are checked from both Go and C. How to
+// add a call: docs/ADDING_A_CALL.md.
 //
 // # Frames
 //
@@ -15,7 +18,7 @@
 //	0      4    magic       "VGPU" (0x55504756 little-endian)
 //	4      1    major       protocol major version (1)
 //	5      1    minor       protocol minor version
-//	6      2    opcode      what the frame asks for (see opcodes.go)
+//	6      2    opcode      what the frame asks for (see registry.go)
 //	8      4    flags       FlagReply, FlagSegments, ...
 //	12     4    nsegs       number of 16-byte segments after the payload
 //	16     8    request id  chosen by the sender; a reply carries the request's id
@@ -76,4 +79,4 @@
 // declared (and limit-checked) size.
 package protocol
 
-//go:generate go run ./internal/gen -o vgpu_protocol.h -doc ../docs/PROTOCOL.md
+//go:generate go run ./internal/gen -root ..

@@ -10,7 +10,7 @@ rm -rf "$dir"
 mkdir -p "$dir/lib"
 cp -a guest-lib/build/lib*.so* "$dir/lib/"
 cp bin/vgpu "$dir/"
-img=$(bin/vgpu vm image --module guest-driver/vgpu.ko | head -1)
+img=$(bin/vgpu vm image --module guest-driver/vgpu.ko | sed -n 1p)
 cp -a "$img" "$dir/image"
 bundle=build/qemu-bundle.tar.xz
 [[ -f $bundle ]] || scripts/qemu-bundle.sh build >/dev/null

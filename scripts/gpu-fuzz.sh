@@ -10,6 +10,13 @@
 # panic was caught at a session's recover boundary. A driver segfault shows as a
 # dead backend (or a worker exit in the manager's status) and "SIGSEGV" in its log.
 #
+# The backend runs with --call-timeout 30s, below the fuzzer's 60 s wait
+# for a reply: a call that waits for the device that long is answered
+# CUDA_ERROR_LAUNCH_TIMEOUT and its connection closed (the worker ended),
+# which the fuzzer reports with the cases sent before it, so a failure
+# says what the backend was waiting for. Each row carries the fuzzer's
+# seed ("vgpu fuzz --seed N" replays the random phase).
+#
 # CARRY is scripts/gpu-carry.sh's folder (it holds the vgpu binary; default
 # .gpu). DEVICE=sim makes a dry run without a GPU. Logs and status JSON go
 # under $OUT; a table is printed last.
@@ -25,7 +32,7 @@ for iso in none vm; do
 	sock=/tmp/vgpu-fuzz-$iso.sock st=/tmp/vgpu-fuzz-$iso.status
 	rm -f "$sock" "$st"
 	echo "== $(date -u +%H:%M:%S) --isolate $iso: serve + fuzz ${secs}s"
-	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --isolate "$iso" --unix "$sock" --status-socket "$st" --log-level warn 2>"$out/serve-$iso.log" &
+	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --isolate "$iso" --unix "$sock" --status-socket "$st" --call-timeout 30s --log-level warn 2>"$out/serve-$iso.log" &
 	pid=$!
 	for _ in $(seq 300); do [[ -S $st ]] && break; sleep 0.1; done
 	statusflag=()
@@ -42,8 +49,11 @@ for iso in none vm; do
 	exits=$(grep -o '"status": *"[^"]*"' "$out/status-$iso.json" | grep -vc 'exit 0' || true)
 	verdict=PASS
 	[[ $rc == 0 && $alive == yes && $segv == 0 && $panics == 0 ]] || verdict=FAIL
-	rows+=("$(printf '%-6s %-5s fuzz-rc=%-3s backend-alive=%-3s segv-lines=%-3s caught-panics=%-3s worker-exits=%-3s %s' "$iso" "$verdict" "$rc" "$alive" "$segv" "$panics" "$exits" "$(grep '^FUZZ cases' "$out/fuzz-$iso.log")")")
-	grep -E '^(FAIL|FUZZ statuses)' "$out/fuzz-$iso.log"
+	seed=$(sed -n 's/^vgpu fuzz: seed //p' "$out/fuzz-$iso.log")
+	rows+=("$(printf '%-6s %-5s fuzz-rc=%-3s backend-alive=%-3s segv-lines=%-3s caught-panics=%-3s worker-exits=%-3s seed=%s %s' "$iso" "$verdict" "$rc" "$alive" "$segv" "$panics" "$exits" "$seed" "$(grep '^FUZZ cases' "$out/fuzz-$iso.log")")")
+	# A failure with the cases before it (kept in $OUT/fuzz-*.log too).
+	grep -E -A 30 '^FAIL' "$out/fuzz-$iso.log" | head -40
+	grep -E '^FUZZ statuses' "$out/fuzz-$iso.log"
 done
 
 echo

@@ -101,6 +101,13 @@ type Pool struct {
 	mu     sync.Mutex
 	closed bool
 	leaked [numResources]int64
+
+	// A level kept in another process (LeaseFrom): under lmu, this level's
+	// use of r is covered by leased[r] units of the upstream level.
+	lmu      sync.Mutex
+	upstream Upstream
+	slack    Limits
+	leased   [numResources]int64
 }
 
 // NewRoot returns a process-level pool.
@@ -135,6 +142,9 @@ func (p *Pool) Refused(r Resource) uint64 { return p.refused[r].Load() }
 // take charges n at this level only (CAS: never over the limit, even
 // for a moment).
 func (p *Pool) take(r Resource, n int64, force bool) error {
+	if p.upstream != nil && p.slack[r] > 0 {
+		return p.takeLeased(r, n, force)
+	}
 	lim := p.limits[r]
 	for {
 		u := p.used[r].Load()
@@ -153,7 +163,7 @@ func (p *Pool) up(r Resource, n int64, force bool) error {
 	for q := p; q != nil; q = q.parent {
 		if err := q.take(r, n, force); err != nil {
 			for u := p; u != q; u = u.parent {
-				u.used[r].Add(-n)
+				u.release(r, n)
 			}
 			return err
 		}
@@ -163,8 +173,17 @@ func (p *Pool) up(r Resource, n int64, force bool) error {
 
 func (p *Pool) down(r Resource, n int64) {
 	for q := p; q != nil; q = q.parent {
-		q.used[r].Add(-n)
+		q.release(r, n)
 	}
+}
+
+// release gives back n at this level only.
+func (p *Pool) release(r Resource, n int64) {
+	if p.upstream != nil && p.slack[r] > 0 {
+		p.giveLeased(r, n)
+		return
+	}
+	p.used[r].Add(-n)
 }
 
 // Take takes n units of r (n > 0) from p and every level above, or

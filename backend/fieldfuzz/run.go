@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,8 +151,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return *rep, err
 		}
 		if r.rebuilt {
-			rest := Cases(r.w, cfg.Limits)
-			cases = append(cases[:i+1], rest[i+1:]...)
+			cases = append(cases[:i+1], remake(r.w, cfg.Limits, cases, i)...)
 			r.rebuilt = false
 		}
 		rep.Cases++
@@ -205,6 +205,27 @@ type runner struct {
 	w         *World
 	rebuilt   bool
 	sinceNew  int
+	recent    [recentCases]string // the cases sent last (ring), for a failure's report
+	nRecent   int
+}
+
+// recentCases is how many of the cases before a failure it reports: a
+// hang may be caused by an earlier case (a kernel still running).
+const recentCases = 24
+
+func (r *runner) remember(c Case) {
+	r.recent[r.nRecent%recentCases] = fmt.Sprintf("%v flags=%#x payload=%x segs=%v", c, uint32(c.Flags), c.Payload, c.Segs)
+	r.nRecent++
+}
+
+// history lists the cases sent last, oldest first.
+func (r *runner) history() string {
+	var b strings.Builder
+	for i := max(r.nRecent-recentCases, 0); i < r.nRecent; i++ {
+		b.WriteString("\n  ")
+		b.WriteString(r.recent[i%recentCases])
+	}
+	return b.String()
 }
 
 // Also sets a second field of an unbatched case to v.
@@ -235,7 +256,7 @@ func (fz *Fuzzer) Case(op, field int, v uint64, pick bool, batched bool) Case {
 		put(c.Payload, f, v)
 		c.Field, c.Value = f.Name, v
 	}
-	if batched && info.Batchable && segs == nil {
+	if batched && info.Batchable() && segs == nil {
 		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(info.Op, 1), c.Payload)
 		c.Payload = append(protocol.Bytes(&protocol.BatchReq{Count: 1}), sub...)
 		c.Batched = true
@@ -264,6 +285,35 @@ func (r *runner) connect() (*client, error) {
 	return c, nil
 }
 
+// remake returns the cases after cases[i] for world w, opcode by opcode:
+// the rest of cases[i]'s opcode (from its position within that opcode) and
+// every later opcode whole. A new world may give an opcode a different
+// number of cases (its handles can coincide with boundary values), so a
+// position in the whole list does not carry over: splicing by it skipped
+// whole opcodes now and then.
+func remake(w *World, lim protocol.Limits, cases []Case, i int) []Case {
+	op := cases[i].Op
+	k := 0
+	for j := i - 1; j >= 0 && cases[j].Op == op; j-- {
+		k++
+	}
+	var out []Case
+	after := false
+	for n := range protocol.Ops {
+		info := &protocol.Ops[n]
+		switch {
+		case after:
+			out = append(out, OpCases(w, lim, info)...)
+		case info.Op == op:
+			if oc := OpCases(w, lim, info); k+1 < len(oc) {
+				out = append(out, oc[k+1:]...)
+			}
+			after = true
+		}
+	}
+	return out
+}
+
 // reconnect drops the fuzzed connection and builds a new world on a new one.
 func (r *runner) reconnect() error {
 	if r.att != nil {
@@ -285,8 +335,17 @@ func (r *runner) reconnect() error {
 	return nil
 }
 
-// one sends one case, and a PING behind it: both must be answered.
+// one sends one case, and a PING behind it: both must be answered. A
+// failure's error lists the cases sent last on this connection.
 func (r *runner) one(c Case) error {
+	r.remember(c)
+	if err := r.send(c); err != nil {
+		return fmt.Errorf("%w\nthe last cases sent on that connection, oldest first (Go %%v, header flags, payload and segments in hex):%s", err, r.history())
+	}
+	return nil
+}
+
+func (r *runner) send(c Case) error {
 	r.rep.Ops[c.Op]++
 	if c.Op == protocol.OpGoodbye && c.Flags&^protocol.FlagNoReply == 0 {
 		return nil // an accepted GOODBYE ends the connection: see goodbye
@@ -317,6 +376,7 @@ func (r *runner) one(c Case) error {
 	}
 	r.sinceNew++
 	if (Destroys(c.Op) && f.Status == 0) || r.sinceNew >= 500 {
+		r.nRecent = 0
 		return r.reconnect()
 	}
 	return nil
@@ -412,12 +472,64 @@ func (r *runner) randomCase(rng *rand.Rand) Case {
 		put(c.Payload, f, v)
 		c.Field, c.Value = f.Name, v
 	}
-	if info.Batchable && segs == nil && rng.IntN(2) == 0 {
+	tame(info, c.Payload)
+	if info.Batchable() && segs == nil && rng.IntN(2) == 0 {
 		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(info.Op, 1), c.Payload)
 		c.Payload = append(protocol.Bytes(&protocol.BatchReq{Count: 1}), sub...)
 		c.Batched = true
 	}
 	return c
+}
+
+// MaxRandomBlocks bounds the blocks of a launch whose grid the random
+// phase mutated in several dimensions. Such a grid is valid: on a real GPU
+// 2^31-1 x 65535 blocks run for hours, and every later synchronous call of
+// the session waits for them as it would natively (on the H100 that was
+// the "hang" of bench/results/2026-11-25-h100-fuzz; the backend's
+// --call-timeout now ends such a wait). Each dimension alone still gets
+// every boundary value (Cases), and the random phase still sends the
+// largest grid of each dimension.
+const MaxRandomBlocks = 1 << 31
+
+// tame sets the other grid dimensions of a launch past MaxRandomBlocks to
+// 1, keeping its largest.
+func tame(info *protocol.OpInfo, p []byte) {
+	if info.Op != protocol.OpLaunchKernel {
+		return
+	}
+	var dims []Field
+	for _, f := range FieldsOf(reflect.TypeOf(info.Req)) {
+		if f.Name == "GridX" || f.Name == "GridY" || f.Name == "GridZ" {
+			dims = append(dims, f)
+		}
+	}
+	get := func(f Field) uint64 {
+		var v uint64
+		for i := 0; i < f.Size; i++ {
+			v |= uint64(p[f.Offset+i]) << (8 * i)
+		}
+		return v
+	}
+	blocks, big := uint64(1), 0
+	for i, f := range dims {
+		v := max(get(f), 1)
+		if v > get(dims[big]) {
+			big = i
+		}
+		if blocks > MaxRandomBlocks/v {
+			blocks = MaxRandomBlocks + 1
+			continue
+		}
+		blocks *= v
+	}
+	if blocks <= MaxRandomBlocks {
+		return
+	}
+	for i, f := range dims {
+		if i != big {
+			put(p, f, 1)
+		}
+	}
 }
 
 // buildWorld makes the objects seeds refer to.

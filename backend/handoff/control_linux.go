@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -29,7 +30,10 @@ const (
 	OpUnlease    = "unlease"     // worker -> manager: Bytes of its lease back
 	OpModuleGet  = "module-get"  // worker -> manager: ID, Hash; the answer (same ID): the image as a sealed memfd, or none
 	OpModulePut  = "module-put"  // worker -> manager: Hash; the image as a sealed memfd
-	OpStop       = "stop"        // manager -> worker (one guest process's): no more sessions come; exit once those served have ended
+	// A VM's budgets (backend/budget) across its workers, kept by the manager:
+	OpBudgetLease   = "budget-lease"   // worker -> manager: ID, Resource, Units (at least) to UnitsMax more; the answer (same ID): Units granted, or Exhausted. With Force: Units past the bound, no answer
+	OpBudgetUnlease = "budget-unlease" // worker -> manager: Units of Resource back
+	OpStop          = "stop"           // manager -> worker (one guest process's): no more sessions come; exit once those served have ended
 	// The VM's process list (NVML) across its workers:
 	OpListProcesses = "list-processes" // worker -> manager: ID, Device; the answer (same op and ID): Processes, those the VM's other workers serve
 	OpOwnProcesses  = "own-processes"  // manager -> worker: ID, VM, Device; the answer (same op and ID): Processes, the worker's own
@@ -76,6 +80,12 @@ type Message struct {
 	// protocol.MaxProcesses), sorted by PID.
 	Device    int                    `json:"device,omitempty"`
 	Processes []protocol.ProcessInfo `json:"processes,omitempty"`
+	// A lease of the VM's budget (budget-lease, budget-unlease).
+	Resource  budget.Resource   `json:"resource,omitempty"`
+	Units     int64             `json:"units,omitempty"`
+	UnitsMax  int64             `json:"units_max,omitempty"`
+	Force     bool              `json:"force,omitempty"`
+	Exhausted *budget.Exhausted `json:"exhausted,omitempty"`
 }
 
 // MaxMsg and MaxFDs bound one control message.

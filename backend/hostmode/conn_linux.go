@@ -42,6 +42,9 @@ type Conn struct {
 	wdeadline atomic.Int64
 	carriers  []carrier
 	partial   carrier // being received
+	// tw writes without waiting on the socket (transport.TryWriter, the
+	// session's fast path); nil if the socket cannot.
+	tw *transport.SocketTryWriter
 }
 
 // carrier is an fd carrier on the socket in ring mode: the fds beside it
@@ -60,7 +63,9 @@ func NewConn(c *net.UnixConn, vm string, opt Options) transport.Conn {
 	if opt.NoShare {
 		return &plainConn{UnixConn: c, vm: vm}
 	}
-	return &Conn{UnixConn: c, vm: vm, shares: newShareSet(opt), oob: make([]byte, unix.CmsgSpace(4*maxPendingFDs)), opt: opt}
+	hc := &Conn{UnixConn: c, vm: vm, shares: newShareSet(opt), oob: make([]byte, unix.CmsgSpace(4*maxPendingFDs)), opt: opt}
+	hc.tw, _ = transport.NewSocketTryWriter(c)
+	return hc
 }
 
 // Read reads bytes and collects the fds that come with them (recvmsg;
@@ -156,6 +161,18 @@ func (c *Conn) Write(b []byte) (int, error) {
 		return r.Write(b)
 	}
 	return c.UnixConn.Write(b)
+}
+
+// TryWrite writes what of b fits now without waiting: on the completion
+// ring once on rings, else on the socket (transport.TryWriter).
+func (c *Conn) TryWrite(b []byte) (int, error) {
+	if r := c.ring.Load(); r != nil {
+		return r.TryWrite(b)
+	}
+	if c.tw == nil {
+		return 0, nil // the writer goroutine writes it
+	}
+	return c.tw.TryWrite(b)
 }
 
 // SetWriteDeadline bounds writes on the socket and on the completion ring.
@@ -387,6 +404,7 @@ func (c *Conn) ShareStats() (n int, bytes uint64) { return c.shares.stats() }
 var (
 	_ transport.MemorySharer = (*Conn)(nil)
 	_ transport.RingConn     = (*Conn)(nil)
+	_ transport.TryWriter    = (*Conn)(nil)
 )
 
 // plainConn is a connection that carries data inline only (Options.NoShare):

@@ -38,6 +38,7 @@ type collector struct {
 	skipped, vmMem, vmLimit, vmSessions, up *prometheus.Desc
 	budgetUsed, budgetLimit, budgetRefused  *prometheus.Desc
 	refusedSessions, hostFuncTimeouts       *prometheus.Desc
+	callTimeouts                            *prometheus.Desc
 	workersUsed, workersRefused             *prometheus.Desc
 }
 
@@ -73,6 +74,7 @@ func NewCollector(src Source) prometheus.Collector {
 		budgetRefused:    d("budget_refused_total", "Requests refused at the process's bound.", "resource"),
 		refusedSessions:  d("sessions_refused_total", "Connections closed at once for a VM's or the process's session bound."),
 		hostFuncTimeouts: d("host_func_timeouts_total", "Host functions the guest did not answer in time (its stream went on, the guest got CUDA_ERROR_TIMEOUT)."),
+		callTimeouts:     d("call_timeouts_total", "Calls that waited for the device past --call-timeout (answered CUDA_ERROR_LAUNCH_TIMEOUT, connection closed)."),
 		workersUsed:      d("workers_budget_used", "What guests hold of the worker processes' bounds, summed over the workers (each has its own).", "resource"),
 		workersRefused:   d("workers_budget_refused_total", "Requests refused at a worker process's bounds, summed over the workers.", "resource"),
 	}
@@ -81,7 +83,7 @@ func NewCollector(src Source) prometheus.Collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.calls, c.errs, c.secs, c.sessions, c.totalSessions, c.bad, c.unknown, c.panics, c.deferred,
 		c.bytesIn, c.engineUse, c.memUsed, c.memTotal, c.memFree, c.launches, c.skipped, c.vmMem, c.vmLimit, c.vmSessions, c.up,
-		c.budgetUsed, c.budgetLimit, c.budgetRefused, c.refusedSessions, c.hostFuncTimeouts, c.workersUsed, c.workersRefused} {
+		c.budgetUsed, c.budgetLimit, c.budgetRefused, c.refusedSessions, c.hostFuncTimeouts, c.callTimeouts, c.workersUsed, c.workersRefused} {
 		ch <- d
 	}
 }
@@ -135,6 +137,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.refusedSessions, float64(st.RefusedSessions))
 	counter(c.hostFuncTimeouts, float64(st.Stats.HostFuncTimeouts))
+	counter(c.callTimeouts, float64(st.Stats.CallTimeouts))
 	if w := st.WorkersBudget; w != nil {
 		for r, v := range w.Used {
 			gauge(c.workersUsed, float64(v), r)

@@ -79,9 +79,17 @@ type Config struct {
 	// mapping limits). A connection over its VM's or the process's
 	// session bound is closed at once.
 	Bounds *budget.Bounds
+	// VMBudget, if set, keeps the VM level of Bounds elsewhere: each VM's
+	// pool leases from it (budget.LeaseFrom), so that a VM whose processes
+	// run in several workers is bounded as a whole (the manager's ledger).
+	VMBudget budget.Upstream
 	// FrameTimeout and HostFuncTimeout are passed to sessions (0: their
 	// defaults).
 	FrameTimeout, HostFuncTimeout time.Duration
+	// CallTimeout and OnCallTimeout are passed to sessions (see
+	// session.Config; 0: no call deadline).
+	CallTimeout   time.Duration
+	OnCallTimeout func(error)
 }
 
 // Server runs sessions.
@@ -297,6 +305,8 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		LimitTable:                s.limits,
 		FrameTimeout:              s.cfg.FrameTimeout,
 		HostFuncTimeout:           s.cfg.HostFuncTimeout,
+		CallTimeout:               s.cfg.CallTimeout,
+		OnCallTimeout:             s.cfg.OnCallTimeout,
 	})
 	err := sess.Serve(ctx)
 	if err != nil {
@@ -312,6 +322,9 @@ func (s *Server) attach(name string) *vmState {
 	if !ok {
 		v = &vmState{name: name, procs: session.NewProcessTable(), reg: engine.NewRegistry(),
 			pool: s.pool.Child("vm "+name, s.bounds.VM)}
+		if s.cfg.VMBudget != nil {
+			v.pool.LeaseFrom(s.cfg.VMBudget, budget.Slack(s.bounds.VM))
+		}
 		if others := s.cfg.OtherProcesses; others != nil {
 			v.procs.Others = func(dev int) []protocol.ProcessInfo { return others(name, dev) }
 		}

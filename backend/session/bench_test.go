@@ -22,6 +22,14 @@ func (nopCopies) MemcpyDtoH([]byte, device.Ptr, device.Stream, bool) error { ret
 func (nopCopies) ExecutesKernels() bool                                    { return true }
 
 func benchSession(b *testing.B, eng engine.Kind, mem bool) (*sessiontest.Client, *session.Stats, func()) {
+	c, stats, _, stop := benchSessionOn(b, eng, mem, false)
+	return c, stats, stop
+}
+
+// benchSessionOn starts a session on nopCopies over net.Pipe or, with
+// socket, a unix socket pair (host mode's transport: replies written
+// directly).
+func benchSessionOn(b testing.TB, eng engine.Kind, mem, socket bool) (*sessiontest.Client, *session.Stats, *session.Session, func()) {
 	drv, err := sim.New(sim.Config{MemBytes: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
@@ -29,6 +37,12 @@ func benchSession(b *testing.B, eng engine.Kind, mem bool) (*sessiontest.Client,
 	sc, _ := drv.Context(0)
 	var src *sessiontestTable
 	bc, gc := sessiontest.Pipe(3, 1023, nil)
+	if socket {
+		bc, gc, err = sessiontest.SocketPair(3, 1023, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	if mem {
 		t, err := sessiontest.GuestRAM(sessiontest.RegionSpec{GPA: 0, Size: 256 << 20})
 		if err != nil {
@@ -46,7 +60,7 @@ func benchSession(b *testing.B, eng engine.Kind, mem bool) (*sessiontest.Client,
 	if err != nil {
 		b.Fatal(err)
 	}
-	return c, stats, func() {
+	return c, stats, s, func() {
 		c.Close()
 		<-done
 		if src != nil {
@@ -59,9 +73,17 @@ func benchSession(b *testing.B, eng engine.Kind, mem bool) (*sessiontest.Client,
 type sessiontestTable struct{ t interface{ Release() } }
 
 // BenchmarkSyncCall is one synchronous memset round trip; "backend-ns/op"
-// is the backend's own time per call (the budget is 5 µs).
+// is the backend's own time per call (the budget is 5 µs), over net.Pipe
+// (every reply through the writer goroutine) and over a unix socket pair
+// (host mode: the fast path, replies written directly).
 func BenchmarkSyncCall(b *testing.B) {
-	c, stats, stop := benchSession(b, engine.Auto, false)
+	for _, socket := range []bool{false, true} {
+		b.Run(map[bool]string{false: "pipe", true: "socket"}[socket], func(b *testing.B) { benchSyncCall(b, socket) })
+	}
+}
+
+func benchSyncCall(b *testing.B, socket bool) {
+	c, stats, _, stop := benchSessionOn(b, engine.Auto, false, socket)
 	defer stop()
 	_, rep, _, _ := sessiontest.Do[protocol.MemAllocReq, protocol.PtrReply](c, protocol.OpMemAlloc, &protocol.MemAllocReq{Size: 4096}, nil)
 	payload := protocol.Bytes(&protocol.MemsetReq{Dst: rep.Ptr, Count: 64, ElemSize: 4, Value: 7})
@@ -105,3 +127,64 @@ func BenchmarkScatteredPages(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHotPath is the session's own cost per call, without a
+// transport: a frame handed to Session.Submit (as a shared-memory ring
+// would) runs inline and its reply is built in a pooled buffer. The
+// calls are those a training step makes synchronously or in bursts.
+func BenchmarkHotPath(b *testing.B) {
+	c, _, s, stop := benchSessionOn(b, engine.Auto, false, false)
+	defer stop()
+	_, rep, _, _ := sessiontest.Do[protocol.MemAllocReq, protocol.PtrReply](c, protocol.OpMemAlloc, &protocol.MemAllocReq{Size: 4096}, nil)
+	_, ev, _, _ := sessiontest.Do[protocol.EventCreateReq, protocol.HandleReply](c, protocol.OpEventCreate, &protocol.EventCreateReq{}, nil)
+	ptx := []byte(sessiontest.FillPTX)
+	_, mod, _, _ := sessiontest.Do[protocol.ModuleLoadReq, protocol.ModuleLoadReply](c, protocol.OpModuleLoad,
+		&protocol.ModuleLoadReq{Kind: protocol.ImagePTX, Image: protocol.BufRef{Kind: protocol.BufInline, Len: uint64(len(ptx))}}, ptx)
+	_, fn, _, _ := sessiontest.Do[protocol.NameReq, protocol.FunctionReply](c, protocol.OpModuleGetFunction, &protocol.NameReq{Module: mod.Module, NameLen: 4}, []byte("fill"))
+	frame := func(op protocol.Opcode, flags protocol.Flags, payload []byte) []byte {
+		h := protocol.NewHeader(op, 1)
+		h.Flags = flags
+		return protocol.AppendFrame(nil, h, payload, nil)
+	}
+	params := make([]byte, 21)
+	launch := append(protocol.Bytes(&protocol.LaunchReq{Func: fn.Func, GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1, ParamSize: 21}), params...)
+	var batch []byte
+	for i := 0; i < 64; i++ {
+		h := protocol.NewHeader(protocol.OpLaunchKernel, uint64(i+1))
+		h.Flags = protocol.FlagNoReply
+		batch = protocol.AppendFrame(batch, h, launch, nil)
+	}
+	for _, t := range []struct {
+		name  string
+		frame []byte
+		per   int // calls per frame
+	}{
+		{"d2h-4B", frame(protocol.OpMemcpyDtoH, 0, protocol.Bytes(&protocol.MemcpyDtoHReq{Src: rep.Ptr, Dst: protocol.BufRef{Kind: protocol.BufInline, Len: 4}})), 1},
+		{"stream-sync", frame(protocol.OpStreamSynchronize, 0, protocol.Bytes(&protocol.HandleReq{})), 1},
+		{"event-record", frame(protocol.OpEventRecord, protocol.FlagNoReply, protocol.Bytes(&protocol.EventRecordReq{Event: ev.Handle})), 1},
+		{"launch", frame(protocol.OpLaunchKernel, protocol.FlagNoReply, launch), 1},
+		{"launch-batched-64", frame(protocol.OpBatch, protocol.FlagNoReply, batch), 64},
+	} {
+		b.Run(t.name, func(b *testing.B) {
+			sink := &countSink{}
+			if err := s.Submit(t.frame, sink); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := s.Submit(t.frame, sink); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if t.per > 1 {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*t.per), "ns/call")
+			}
+		})
+	}
+}
+
+type countSink struct{ n int }
+
+func (k *countSink) WriteReply([]byte) error { k.n++; return nil }

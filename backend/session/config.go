@@ -70,12 +70,25 @@ type Config struct {
 	// the guest gets CUDA_ERROR_TIMEOUT (909) as a deferred error of the
 	// HOST_FUNC_LAUNCH. 0: DefaultHostFuncTimeout.
 	HostFuncTimeout time.Duration
+	// CallTimeout bounds how long the executor may spend on one call
+	// (module loads excepted): past it the call is answered with
+	// CUDA_ERROR_LAUNCH_TIMEOUT, the connection closed and OnCallTimeout
+	// called (stall.go). 0: no bound.
+	CallTimeout time.Duration
+	// OnCallTimeout, if set, is called once when CallTimeout ended the
+	// session (a worker process exits, ending the context and its kernel).
+	OnCallTimeout func(error)
 }
 
 // Defaults for Config.
 const (
 	DefaultFrameTimeout    = 30 * time.Second
 	DefaultHostFuncTimeout = 60 * time.Second
+	// DefaultCallTimeout is "vgpu serve --call-timeout"'s default: far
+	// beyond any one synchronous call of the programs measured (the longest
+	// waits are a stream's queued kernels, seconds), and far beyond
+	// HostFuncTimeout, which bounds waits on the guest itself.
+	DefaultCallTimeout = 10 * time.Minute
 )
 
 // MaxFrameBytes is the largest frame (or reply) a session with limits lim

@@ -8,6 +8,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/backend/shmring"
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/protocol"
 )
@@ -107,10 +108,6 @@ func ringSetup(s *Session, c *call, r *protocol.RingSetupReq) error {
 		s.closeFDs(fds)
 		return device.Errorf(op, device.ErrNotSupported, "HELLO did not negotiate FeatureShmRing")
 	}
-	if r.Flags != 0 {
-		s.closeFDs(fds)
-		return device.Errorf(op, device.ErrInvalidValue, "flags %#x (none defined)", r.Flags)
-	}
 	if len(fds) != protocol.RingFDs {
 		s.closeFDs(fds)
 		return device.Errorf(op, device.ErrInvalidValue, "RING_SETUP came with %d file descriptors, want %d (the memfd and 4 eventfds)", len(fds), protocol.RingFDs)
@@ -119,5 +116,17 @@ func ringSetup(s *Session, c *call, r *protocol.RingSetupReq) error {
 		return device.Errorf(op, device.ErrInvalidValue, "%v", err)
 	}
 	s.log.Debug("session moved onto shared-memory rings", "ring_bytes", r.RingBytes)
+	return nil
+}
+
+// checkRingSetup checks OpRingSetup's arguments (the fds, memfd and
+// eventfds are the handler's and the connection's).
+func checkRingSetup(s *Session, c *call, r *protocol.RingSetupReq) error {
+	if r.Flags != 0 {
+		return invalid(c, "ring flags %#x (none defined)", r.Flags)
+	}
+	if err := shmring.CheckSize(r.RingBytes); err != nil {
+		return invalid(c, "%v", err)
+	}
 	return nil
 }

@@ -131,6 +131,9 @@ func (s *Session) expireHostFuncs(now time.Time) {
 // ends the connection; host functions past their deadline are ended.
 func (s *Session) watchdog() {
 	tick := min(s.cfg.FrameTimeout, s.cfg.HostFuncTimeout) / 4
+	if s.cfg.CallTimeout > 0 {
+		tick = min(tick, s.cfg.CallTimeout/4)
+	}
 	tick = min(max(tick, time.Millisecond), time.Second)
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -146,6 +149,7 @@ func (s *Session) watchdog() {
 				_ = s.conn.Close()
 			}
 			s.expireHostFuncs(now)
+			s.expireCall(now)
 		}
 	}
 }

@@ -22,6 +22,15 @@ import (
 //     frames it would not read, so it reads on up to hostFuncReadAhead
 //     times its bound (and the host-function deadline ends the wait if
 //     even that fills).
+//
+// The fast path for small calls: a frame that arrives while nothing of the
+// session is queued or executing runs at once on the goroutine that read
+// it (tryInline), and a reply sent while nothing is queued or being written
+// is written at once by the goroutine that made it (enqueueReply). Each
+// queue has a token (execQueue.running, replyQueue.writing) that the
+// executor or writer goroutine and such an inline caller take in turn, so
+// frames still run, and replies still go out, one at a time and in order;
+// a synchronous call then costs no goroutine hop and no queueing.
 
 // hostFuncReadAhead is how far past its bound the reader reads while a
 // host function of the session is running.
@@ -53,8 +62,47 @@ type execQueue struct {
 	q      []*inFrame
 	bytes  int64
 	closed bool
-	ready  signal // an entry or close: the executor
-	room   signal // an entry left, or a host function started: the reader
+	// running: a frame is executing (the executor's, or one run inline).
+	running bool
+	ready   signal // an entry, the token free, or close: the executor
+	room    signal // an entry left, or a host function started: the reader
+}
+
+// tryInline runs in on the calling goroutine if nothing of the session is
+// queued or executing and no host function of the session is outstanding
+// (a call run inline on the reader must not wait for a HOST_FUNC_DONE that
+// only the reader could read). It reports whether it ran in (and freed it).
+func (s *Session) tryInline(in *inFrame) bool {
+	q := &s.eq
+	q.mu.Lock()
+	if len(q.q) > 0 || q.running || q.closed || s.hostFuncsOutstanding() {
+		q.mu.Unlock()
+		return false
+	}
+	q.running = true
+	q.mu.Unlock()
+	// Not counted in budget.RequestBytes: the frame is the only one of its
+	// client in the session (nothing queued, nothing executing), which
+	// the queue would always take, and the goroutine that read it reads
+	// nothing more until it has run.
+	s.runFrame(in)
+	q.mu.Lock()
+	q.running = false
+	if len(q.q) > 0 {
+		q.ready.fire()
+	}
+	q.mu.Unlock()
+	in.free()
+	return true
+}
+
+// hostFuncsOutstanding reports whether a host function of the session is
+// launched and not yet done.
+func (s *Session) hostFuncsOutstanding() bool {
+	s.hfMu.Lock()
+	n := len(s.hostFuncs)
+	s.hfMu.Unlock()
+	return n > 0
 }
 
 // push admits a frame of n bytes, waiting while the queue is over its
@@ -86,12 +134,13 @@ func (s *Session) push(in *inFrame) bool {
 	}
 }
 
-// pop returns the next frame, or nil when the queue is closed and empty.
+// pop returns the next frame, holding the execution token, or nil when
+// the queue is closed and empty.
 func (s *Session) pop() *inFrame {
 	q := &s.eq
 	q.mu.Lock()
-	for len(q.q) == 0 {
-		if q.closed {
+	for len(q.q) == 0 || q.running {
+		if q.closed && len(q.q) == 0 {
 			q.mu.Unlock()
 			return nil
 		}
@@ -103,14 +152,17 @@ func (s *Session) pop() *inFrame {
 	in := q.q[0]
 	q.q[0] = nil
 	q.q = q.q[1:]
+	q.running = true
 	q.mu.Unlock()
 	return in
 }
 
-// executed gives back a frame's bytes once it has run.
+// executed gives back a frame's bytes and the execution token once it
+// has run.
 func (s *Session) executed(in *inFrame) {
 	q := &s.eq
 	q.mu.Lock()
+	q.running = false
 	q.bytes -= in.size
 	s.pool.Give(budget.RequestBytes, in.size)
 	q.room.fire()
@@ -137,8 +189,10 @@ type replyQueue struct {
 	mu    sync.Mutex
 	q     []*[]byte
 	bytes int64
-	ready signal // an entry: the writer
-	room  signal // an entry written: waiting senders
+	// writing: a frame is being written (by the writer, or directly).
+	writing bool
+	ready   signal // an entry, or the token free: the writer
+	room    signal // an entry written: waiting senders
 }
 
 // send queues an encoded frame for the writer, waiting while the client's
@@ -154,6 +208,9 @@ func (s *Session) enqueueReply(b *[]byte, force bool) {
 	var n int64
 	if b != nil {
 		n = int64(len(*b))
+	}
+	if !force && b != nil && s.writeDirect(b) {
+		return
 	}
 	for {
 		q.mu.Lock()
@@ -182,12 +239,68 @@ func (s *Session) enqueueReply(b *[]byte, force bool) {
 	}
 }
 
-// nextReply returns the next frame to write; ok is false when the queue
-// is empty and the session is done.
+// writeDirect writes b at once on the calling goroutine if no reply is
+// queued or being written and the connection can try a write without
+// waiting (the fast path: one write system call, no goroutine hop). What
+// did not fit goes to the head of the queue for the writer; it reports
+// false, leaving b to the queue, when the fast path does not apply. Forced
+// sends never come here: they come from device threads, which must not
+// block on the socket.
+func (s *Session) writeDirect(b *[]byte) bool {
+	if s.tw == nil {
+		return false
+	}
+	q := &s.rq
+	q.mu.Lock()
+	if len(q.q) > 0 || q.writing {
+		q.mu.Unlock()
+		return false
+	}
+	q.writing = true
+	q.mu.Unlock()
+	var n int
+	if !s.writeFailed.Load() {
+		var err error
+		n, err = s.tw.TryWrite(*b)
+		if err != nil {
+			s.writeFailed.Store(true)
+			s.log.Debug("write failed; closing", "err", err)
+			_ = s.conn.Close()
+			n = len(*b)
+		}
+	} else {
+		n = len(*b) // dropped, as the writer drops after a failure
+	}
+	q.mu.Lock()
+	q.writing = false
+	if n < len(*b) {
+		// The rest goes first, before anything queued meanwhile (forced
+		// notifications), and counts as queued: the writer waits for room.
+		rest := copy(*b, (*b)[n:])
+		*b = (*b)[:rest]
+		s.pool.Force(budget.ReplyBytes, int64(rest))
+		q.q = append(q.q, nil)
+		copy(q.q[1:], q.q)
+		q.q[0] = b
+		q.bytes += int64(rest)
+		b = nil
+	}
+	if len(q.q) > 0 {
+		q.ready.fire()
+	}
+	q.mu.Unlock()
+	if b != nil {
+		putBuf(b)
+	}
+	return true
+}
+
+// nextReply returns the next frame to write, holding the writing token;
+// ok is false when the queue is empty and the session is done.
 func (s *Session) nextReply() (b *[]byte, ok bool) {
 	q := &s.rq
 	q.mu.Lock()
-	for len(q.q) == 0 {
+	for len(q.q) == 0 || q.writing {
 		ready := q.ready.wait()
 		q.mu.Unlock()
 		over := false
@@ -197,7 +310,7 @@ func (s *Session) nextReply() (b *[]byte, ok bool) {
 			over = true
 		}
 		q.mu.Lock()
-		if over && len(q.q) == 0 {
+		if over && len(q.q) == 0 && !q.writing {
 			q.mu.Unlock()
 			return nil, false
 		}
@@ -205,14 +318,17 @@ func (s *Session) nextReply() (b *[]byte, ok bool) {
 	b = q.q[0]
 	q.q[0] = nil
 	q.q = q.q[1:]
+	q.writing = true
 	q.mu.Unlock()
 	return b, true
 }
 
-// written gives back a frame's bytes once it is on the wire.
+// written gives back a frame's bytes and the writing token once it is on
+// the wire.
 func (s *Session) written(n int64) {
 	q := &s.rq
 	q.mu.Lock()
+	q.writing = false
 	q.bytes -= n
 	s.pool.Give(budget.ReplyBytes, n)
 	q.room.fire()

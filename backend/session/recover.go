@@ -36,11 +36,14 @@ func (s *Session) guardedRun(c *call) (err error) {
 // assembly included) behind the boundary; a frame that panicked outside
 // a call still gets its answer.
 func (s *Session) guardedHandleFrame(f *protocol.Frame, recv time.Time) {
+	s.enterCall(f)
+	defer s.leaveCall()
 	defer func() {
 		if r := recover(); r != nil {
 			err := s.breakOnPanic(f.Opcode.String(), r)
 			if f.Flags&protocol.FlagNoReply == 0 {
-				s.replyStatus(&f.Header, device.ResultOf(err))
+				h := protocol.Reply(&f.Header, int32(device.ResultOf(err)))
+				s.replyOn(s.c.sink, encodeFrame(h, nil))
 			}
 		}
 	}()

@@ -52,6 +52,8 @@ type Session struct {
 	// frames): a frame not complete within FrameTimeout ends the
 	// connection (the watchdog).
 	frameStart atomic.Int64
+	// cur is the call being executed, for Config.CallTimeout (stall.go).
+	cur running
 
 	// Executor-only state.
 	st      state
@@ -61,6 +63,11 @@ type Session struct {
 	// frameFDs are the fds that came with the frame being executed
 	// (OpHostShare takes one); the executor closes what is left.
 	frameFDs []int
+	// writeFailed: a write to the stream failed; nothing more is written.
+	writeFailed atomic.Bool
+	// tw writes replies without waiting (the fast path); nil when the
+	// connection cannot, and every reply goes through the writer.
+	tw transport.TryWriter
 
 	hfMu      sync.Mutex
 	hostFuncs map[uint64]*hostFunc
@@ -91,6 +98,23 @@ type inFrame struct {
 	recv time.Time // when its header arrived
 	fds  []int     // OpHostShare: the fds that came with it
 	size int64     // bytes it holds (budget.RequestBytes)
+	// sink takes its reply; nil: the stream (see Submit).
+	sink ReplySink
+}
+
+// inFrames recycles inFrame records: the hot path allocates nothing per
+// request.
+var inFrames = sync.Pool{New: func() any { return new(inFrame) }}
+
+func newInFrame() *inFrame { return inFrames.Get().(*inFrame) }
+
+// free returns in's buffer and itself to their pools.
+func (in *inFrame) free() {
+	if in.buf != nil {
+		putBuf(in.buf)
+	}
+	*in = inFrame{}
+	inFrames.Put(in)
 }
 
 type pendingSegs struct {
@@ -156,6 +180,13 @@ func New(conn transport.Conn, cfg Config) *Session {
 	s.proc = newProcessUse(len(cfg.Devices))
 	s.mem = conn.Memory()
 	s.fdc, _ = conn.(transport.FDConn)
+	if tw, ok := conn.(transport.TryWriter); ok {
+		s.tw = tw
+	} else if sc, ok := conn.(transport.SocketConn); ok && sc.Socket() != nil {
+		if tw, err := transport.NewSocketTryWriter(sc.Socket()); err == nil {
+			s.tw = tw
+		}
+	}
 	if sh, ok := conn.(transport.MemorySharer); ok && s.mem != nil {
 		s.sharer = sh
 		// A share's memory may have been registered with the device
@@ -223,6 +254,10 @@ func (s *Session) Serve(ctx context.Context) error {
 	defer stop()
 
 	err := s.guardedReadLoop()
+	// Replies written directly by the executor (the fast path) are bound
+	// by the same deadline as the writer's: a client that reads nothing
+	// more does not hold the executor.
+	_ = s.conn.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
 	close(s.closing)        // host functions waiting for the guest give up
 	s.closeExec()
@@ -250,7 +285,6 @@ var errGoodbye = errors.New("session: guest said goodbye")
 
 func (s *Session) writer(done chan struct{}) {
 	defer close(done)
-	var failed error
 	for {
 		bp, ok := s.nextReply()
 		if !ok {
@@ -258,18 +292,27 @@ func (s *Session) writer(done chan struct{}) {
 		}
 		if bp == nil { // GOODBYE: everything before is written; hang up
 			_ = s.conn.Close()
+			s.written(0)
 			continue
 		}
 		n := int64(len(*bp))
-		if failed == nil {
-			if _, err := s.conn.Write(*bp); err != nil {
-				failed = err
-				s.log.Debug("write failed; closing", "err", err)
-				_ = s.conn.Close()
-			}
-		}
+		s.writeOut(*bp)
 		putBuf(bp)
 		s.written(n)
+	}
+}
+
+// writeOut writes one encoded frame to the stream in one call; after a
+// failed write nothing more is written and the connection is closed. Only
+// the holder of the reply queue's writing token calls it.
+func (s *Session) writeOut(b []byte) {
+	if s.writeFailed.Load() {
+		return
+	}
+	if _, err := s.conn.Write(b); err != nil {
+		s.writeFailed.Store(true)
+		s.log.Debug("write failed; closing", "err", err)
+		_ = s.conn.Close()
 	}
 }
 
@@ -324,38 +367,72 @@ func (s *Session) readLoop() error {
 		}
 		recv := time.Now()
 		n := int(h.FrameLen())
-		bp := getBuf(n)
-		copy(*bp, hb[:])
-		if _, err := io.ReadFull(s.conn, (*bp)[protocol.HeaderSize:]); err != nil {
-			putBuf(bp)
+		in := newInFrame()
+		in.buf = getBuf(n)
+		copy(*in.buf, hb[:])
+		if _, err := io.ReadFull(s.conn, (*in.buf)[protocol.HeaderSize:]); err != nil {
+			in.free()
 			return fmt.Errorf("session: frame %v (request %d) truncated: %w", h.Opcode, h.RequestID, err)
 		}
 		s.frameStart.Store(0)
 		// The frame was read exactly, so the fds that came with its bytes
 		// are its own.
 		fds := s.takeFDs()
-		f, _, err := protocol.ParseFrame(*bp, s.lim)
+		in.f, _, err = protocol.ParseFrame(*in.buf, s.lim)
 		if err != nil { // cannot happen after DecodeHeader and a full read
-			putBuf(bp)
+			in.free()
 			s.closeFDs(fds)
 			return fmt.Errorf("session: %w", err)
 		}
+		f := &in.f
 		if len(fds) > 0 && f.Opcode != protocol.OpHostShare && f.Opcode != protocol.OpRingSetup {
 			s.strayFDs(&f.Header, fds)
 			fds = nil
 		}
 		if f.Opcode == protocol.OpHostFuncDone && f.NumSegs == 0 {
-			var c call
-			s.execute(&c, &f, recv)
-			putBuf(bp)
+			s.hostFuncDoneNow(f, recv, nil)
+			in.free()
 			continue
 		}
-		if !s.push(&inFrame{buf: bp, f: f, recv: recv, fds: fds, size: int64(n)}) {
-			putBuf(bp)
-			s.closeFDs(fds)
+		in.recv, in.fds, in.size = recv, fds, int64(n)
+		if !s.dispatch(in) {
 			return net.ErrClosed
 		}
 	}
+}
+
+// hostFuncDoneNow answers OpHostFuncDone on the caller's goroutine: the
+// executor may be waiting on the stream that runs the host function.
+func (s *Session) hostFuncDoneNow(f *protocol.Frame, recv time.Time, sink ReplySink) {
+	c := call{sink: sink}
+	s.execute(&c, f, recv)
+}
+
+// dispatch runs in at once on the caller's goroutine when nothing of the
+// session is queued or executing (the fast path: no goroutine hop), else
+// queues it for the executor. It reports false, having freed in, when the
+// session is over.
+func (s *Session) dispatch(in *inFrame) bool {
+	if s.tryInline(in) {
+		return true
+	}
+	if !s.push(in) {
+		s.closeFDs(in.fds)
+		in.free()
+		return false
+	}
+	return true
+}
+
+// runFrame executes one frame with the executor's call (the caller holds
+// the execution token) and frees it.
+func (s *Session) runFrame(in *inFrame) {
+	s.frameFDs = in.fds
+	s.c.sink = in.sink
+	s.guardedHandleFrame(&in.f, in.recv)
+	s.c.sink = nil
+	s.closeFDs(s.frameFDs) // unclaimed (a refused or continued frame)
+	s.frameFDs = nil
 }
 
 func (s *Session) executor(done chan struct{}) {
@@ -365,12 +442,9 @@ func (s *Session) executor(done chan struct{}) {
 		if in == nil {
 			return
 		}
-		s.frameFDs = in.fds
-		s.guardedHandleFrame(&in.f, in.recv)
-		s.closeFDs(s.frameFDs) // unclaimed (a refused or continued frame)
-		s.frameFDs = nil
-		putBuf(in.buf)
+		s.runFrame(in)
 		s.executed(in)
+		in.free()
 	}
 }
 
@@ -489,7 +563,7 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 		h.PayloadLen = uint32(c.frameN)
 		protocol.PutHeader(*bp, &h)
 		clear((*bp)[protocol.HeaderSize+c.frameN:]) // padding
-		s.send(bp)
+		s.replyOn(c.sink, bp)
 		return
 	}
 	var payload []byte
@@ -498,7 +572,7 @@ func (s *Session) finish(c *call, f *protocol.Frame, err error) {
 	}
 	h := protocol.Reply(&f.Header, int32(status))
 	h.Flags |= flags
-	s.sendFrame(h, payload)
+	s.replyOn(c.sink, encodeFrame(h, payload))
 }
 
 func (s *Session) reply(req *protocol.Header, status device.Result, payload []byte) {
@@ -509,6 +583,22 @@ func (s *Session) reply(req *protocol.Header, status device.Result, payload []by
 // sendFrame encodes a frame into a pooled buffer and queues it.
 func (s *Session) sendFrame(h protocol.Header, payload []byte) {
 	s.send(encodeFrame(h, payload))
+}
+
+// replyOn sends an encoded reply to sink, or to the stream when sink is
+// nil, and recycles bp. A sink that fails ends the connection: its
+// guest can no longer be answered.
+func (s *Session) replyOn(sink ReplySink, bp *[]byte) {
+	if sink == nil {
+		s.send(bp)
+		return
+	}
+	err := sink.WriteReply(*bp)
+	putBuf(bp)
+	if err != nil {
+		s.log.Warn("reply sink failed; closing the connection", "err", err)
+		_ = s.conn.Close()
+	}
 }
 
 func encodeFrame(h protocol.Header, payload []byte) *[]byte {

@@ -67,6 +67,7 @@ type env struct {
 	err       error // Serve's result
 	ownDrv    bool
 	cfgEngine *engine.Engine
+	s         *session.Session
 }
 
 type opts struct {
@@ -83,12 +84,15 @@ type opts struct {
 	budget          *budget.Pool
 	frameTimeout    time.Duration
 	hostFuncTimeout time.Duration
+	callTimeout     time.Duration
+	onCallTimeout   func(error)
 	exclusive       bool
 	noHello         bool
 	limitTable      *session.LimitTable
 	vm              string // the connection's VM name (default "test")
 	procs           *session.ProcessTable
 	output          session.DeviceOutput
+	socket          bool // a unix socket pair, not net.Pipe: replies are written directly
 }
 
 func start(t *testing.T, o opts) *env {
@@ -121,6 +125,12 @@ func start(t *testing.T, o opts) *env {
 		src = e.table
 	}
 	bc, gc := sessiontest.Pipe(3, o.port, src)
+	if o.socket {
+		bc, gc, err = sessiontest.SocketPair(3, o.port, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	bc.Name = o.vm
 	var devs []device.Context
 	for i := 0; i < o.devices; i++ {
@@ -130,12 +140,13 @@ func start(t *testing.T, o opts) *env {
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
 		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky,
 		Budget: o.budget, LimitTable: o.limitTable, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive,
-		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output}
+		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output, CallTimeout: o.callTimeout, OnCallTimeout: o.onCallTimeout}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}
 	e.cfgEngine = cfg.Engine
 	s := session.New(bc, cfg)
+	e.s = s
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go func() { e.done <- s.Serve(ctx) }()

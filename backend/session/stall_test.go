@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -211,4 +212,61 @@ func TestLimitsPerSession(t *testing.T) {
 	if v, _ := ctx.GetLimit(2); v != def {
 		t.Fatalf("after both left: %d, want the default %d", v, def)
 	}
+}
+
+// A call that waits for the device past the call deadline is answered
+// CUDA_ERROR_LAUNCH_TIMEOUT and the connection closed, with the reason
+// logged and OnCallTimeout told (a worker then exits, ending the kernel).
+// On the H100 the field fuzzer launched a valid grid of 2^31-1 x 65535
+// blocks and the synchronous copy behind it got no reply at all
+// (bench/results/2026-11-25-h100-fuzz); here an unanswered host function
+// (bounded by a deadline far past the call's) holds the stream as such a
+// kernel would.
+func TestCallTimeoutAnswersAndCloses(t *testing.T) {
+	told := make(chan error, 2)
+	e := start(t, opts{hostFuncTimeout: time.Hour, callTimeout: 100 * time.Millisecond, onCallTimeout: func(err error) { told <- err }})
+	p := e.alloc(4096)
+	launch := e.c.ID()
+	ch := e.c.Expect(launch)
+	if err := e.c.Send(protocol.AppendFrame(nil, protocol.NewHeader(protocol.OpHostFuncLaunch, launch), protocol.Bytes(&protocol.HostFuncReq{CallbackID: 5}), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := waitReply(ch); err != nil || f.Status != 0 {
+		t.Fatalf("launch: %v %d", err, f.Status)
+	}
+	wantStatus(t, "a copy behind a stream that does not move", e.htod(p, []byte("never")), session.ErrLaunchTimeout)
+	select {
+	case err := <-told:
+		var de *device.Error
+		if !errors.As(err, &de) || de.Result != session.ErrLaunchTimeout {
+			t.Fatalf("OnCallTimeout got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnCallTimeout not called")
+	}
+	// The connection is closed: the session ends (the host function is
+	// released with it) without the client closing anything.
+	select {
+	case <-e.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session still runs after its call timed out")
+	}
+	e.done <- nil // for e.close
+	if n := e.stats.Snapshot().CallTimeouts; n != 1 {
+		t.Fatalf("call timeouts counted: %d", n)
+	}
+	if len(told) != 0 {
+		t.Fatal("OnCallTimeout called twice")
+	}
+}
+
+// The deadline is for calls: a session that waits for nothing is not
+// ended, however long it is idle.
+func TestCallTimeoutSparesIdleSessions(t *testing.T) {
+	e := start(t, opts{callTimeout: time.Second})
+	time.Sleep(1500 * time.Millisecond)
+	if n := e.stats.Snapshot().CallTimeouts; n != 0 {
+		t.Fatalf("an idle session timed out (%d)", n)
+	}
+	e.ping()
 }

@@ -26,6 +26,8 @@ type call struct {
 	src    segSource
 	// syncs lists streams to synchronize before guest memory is released.
 	syncs []syncPoint
+	// sink takes the reply (nil: the stream); set per frame, kept by reset.
+	sink ReplySink
 }
 
 type syncPoint struct {

@@ -44,6 +44,7 @@ type Stats struct {
 	engines          [4]atomic.Uint64
 	hostFuncTimeouts atomic.Uint64
 	frameTimeouts    atomic.Uint64
+	callTimeouts     atomic.Uint64
 }
 
 func (s *Stats) init() {
@@ -88,7 +89,10 @@ type Snapshot struct {
 	HostFuncTimeouts uint64 `json:"host_func_timeouts,omitempty"`
 	// FrameTimeouts counts connections closed because a frame stopped
 	// half-way.
-	FrameTimeouts  uint64            `json:"frame_timeouts,omitempty"`
+	FrameTimeouts uint64 `json:"frame_timeouts,omitempty"`
+	// CallTimeouts counts connections closed because a call waited past
+	// the call deadline (a kernel that did not end).
+	CallTimeouts   uint64            `json:"call_timeouts,omitempty"`
 	StrayFDs       uint64            `json:"stray_fds,omitempty"` // host mode: fds sent with frames that take none (closed)
 	ActiveSessions int64             `json:"active_sessions"`
 	TotalSessions  uint64            `json:"total_sessions"`
@@ -113,6 +117,7 @@ func (s *Stats) Snapshot() Snapshot {
 	out.Panics = s.panics.Load()
 	out.HostFuncTimeouts = s.hostFuncTimeouts.Load()
 	out.FrameTimeouts = s.frameTimeouts.Load()
+	out.CallTimeouts = s.callTimeouts.Load()
 	out.StrayFDs = s.strayFDs.Load()
 	out.ActiveSessions = s.sessions.Load()
 	out.TotalSessions = s.total.Load()
@@ -145,6 +150,7 @@ func (s *Snapshot) Add(o Snapshot) {
 	s.Panics += o.Panics
 	s.HostFuncTimeouts += o.HostFuncTimeouts
 	s.FrameTimeouts += o.FrameTimeouts
+	s.CallTimeouts += o.CallTimeouts
 	s.StrayFDs += o.StrayFDs
 	s.ActiveSessions += o.ActiveSessions
 	s.TotalSessions += o.TotalSessions

@@ -17,9 +17,10 @@ import (
 // handlers' (they need the session's state), and arithmetic on sizes is
 // checked again where it is done. A row that checks nothing says why.
 //
-// Every opcode of protocol.Ops has a row (TestValidatorsCoverOps): a new
-// opcode cannot reach a handler without someone deciding what to check.
-// The call registry can point at these rows by opcode.
+// Every row of the call registry (protocol.Ops) names its validator (Check)
+// or says why it needs none (Unchecked): a new opcode cannot reach a
+// handler without someone deciding what to check. The generator refuses a
+// row with neither.
 
 // validator checks one request; c.f is the frame (payload size already
 // checked against the opcode table).
@@ -68,80 +69,16 @@ const (
 	limitCIGShmemFallback = 9
 )
 
+// validators holds every opcode's argument checks, generated
+// (dispatch_gen.go) from the Check or Unchecked of its row in the call
+// registry, protocol/registry.go.
 var validators map[protocol.Opcode]validator
-
-func init() {
-	validators = map[protocol.Opcode]validator{
-		protocol.OpHello:     none("role, version and pid are only logged; features are masked with what the backend offers"),
-		protocol.OpGoodbye:   none("empty"),
-		protocol.OpSegments:  none("empty; its segments are checked when the call they continue runs"),
-		protocol.OpBatch:     args(checkBatch),
-		protocol.OpPing:      none("empty"),
-		protocol.OpSetOption: args(checkSetOption),
-		protocol.OpGetStats:  none("empty"),
-		protocol.OpRingSetup: none("flags and fds: the handler checks them, the connection the memfd, eventfds and size (backend/shmring)"),
-
-		protocol.OpDeviceGetCount:     none("empty"),
-		protocol.OpDeviceGetInfo:      args(checkDeviceReq),
-		protocol.OpDriverGetVersion:   none("empty"),
-		protocol.OpDeviceSynchronize:  args(checkDeviceReq),
-		protocol.OpDeviceReset:        args(checkDeviceReq),
-		protocol.OpMemGetInfo:         args(checkDeviceReq),
-		protocol.OpDeviceSetLimit:     args(checkSetLimit),
-		protocol.OpDeviceGetLimit:     args(checkGetLimit),
-		protocol.OpDriverGetInfo:      none("empty"),
-		protocol.OpDeviceGetProcesses: args(checkDeviceReq),
-		protocol.OpDeviceGetMonitor:   args(checkDeviceReq),
-
-		protocol.OpMemAlloc:           args(checkMemAlloc),
-		protocol.OpMemFree:            none("a pointer: the handler checks it is one of the session's allocations"),
-		protocol.OpMemcpyHtoD:         args(checkHtoD),
-		protocol.OpMemcpyDtoH:         args(checkDtoH),
-		protocol.OpMemcpyDtoD:         args(checkDtoD),
-		protocol.OpMemset:             args(checkMemset),
-		protocol.OpGuestRegister:      args(checkGuestRegister),
-		protocol.OpGuestUnregister:    none("a handle"),
-		protocol.OpMemGetAddressRange: none("a pointer: only the session's own ranges are looked up"),
-		protocol.OpHostShare:          args(checkHostShare),
-		protocol.OpHostUnshare:        none("a base the connection looks up among its shares"),
-
-		protocol.OpModuleLoad:         args(checkModuleLoad),
-		protocol.OpModuleUnload:       none("a handle"),
-		protocol.OpModuleGetFunction:  args(checkName),
-		protocol.OpModuleGetGlobal:    args(checkName),
-		protocol.OpFuncGetAttributes:  none("a handle; the attributes asked are the 16 of CUfunction_attribute"),
-		protocol.OpFuncSetAttribute:   args(checkSetAttribute),
-		protocol.OpOccupancyMaxBlocks: args(checkOccupancy),
-
-		protocol.OpLaunchKernel: args(checkLaunch),
-
-		protocol.OpStreamCreate:      args(checkStreamCreate),
-		protocol.OpStreamDestroy:     none("a handle"),
-		protocol.OpStreamSynchronize: none("a handle"),
-		protocol.OpStreamQuery:       none("a handle"),
-		protocol.OpStreamWaitEvent:   args(checkStreamWaitEvent),
-
-		protocol.OpEventCreate:      args(checkEventCreate),
-		protocol.OpEventDestroy:     none("a handle"),
-		protocol.OpEventRecord:      args(checkEventRecord),
-		protocol.OpEventSynchronize: none("a handle"),
-		protocol.OpEventQuery:       none("a handle"),
-		protocol.OpEventElapsedTime: none("two handles"),
-
-		protocol.OpHostFuncLaunch: none("a stream handle and the guest's own callback id"),
-		protocol.OpHostFuncDone:   none("a callback id the session looks up, and the guest's status (any value)"),
-
-		protocol.OpNotifyHostFunc: none("host to guest only: no handler serves it"),
-		protocol.OpNotifyError:    none("host to guest only: no handler serves it"),
-		protocol.OpNotifyOutput:   none("host to guest only: no handler serves it"),
-	}
-}
 
 // validate runs c's row of the table.
 func (s *Session) validate(c *call) error {
 	v, ok := validators[c.f.Opcode]
 	if !ok {
-		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "opcode %#04x has no argument checks; add a row to session.validators", uint16(c.f.Opcode))
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "opcode %#04x has no argument checks; give its row in protocol/registry.go a Check or an Unchecked", uint16(c.f.Opcode))
 	}
 	if v.check == nil {
 		return nil
@@ -291,7 +228,9 @@ func checkBufRef(s *Session, c *call, ref protocol.BufRef, kinds ...protocol.Buf
 		ok = ok || ref.Kind == k
 	}
 	if !ok {
-		return invalid(c, "buffer kind %d here (want one of %v)", ref.Kind, kinds)
+		// A copy for the message: kinds itself then stays on the stack (no
+		// allocation per checked call).
+		return invalid(c, "buffer kind %d here (want one of %v)", ref.Kind, append([]protocol.BufKind(nil), kinds...))
 	}
 	if m := s.maxDeviceMem(); m != 0 && ref.Len > m {
 		return invalid(c, "a buffer of %d bytes: larger than any device (%d)", ref.Len, m)

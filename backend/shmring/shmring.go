@@ -363,6 +363,33 @@ func (e *Endpoint) Write(b []byte) (int, error) {
 	return done, nil
 }
 
+// TryWrite writes what of b fits in the send ring now, without waiting,
+// and returns how much that was (0 when the ring is full).
+func (e *Endpoint) TryWrite(b []byte) (int, error) {
+	e.use.RLock()
+	defer e.use.RUnlock()
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if e.closed.Load() || e.released {
+		return 0, net.ErrClosed
+	}
+	if e.ended.Load() {
+		return 0, fmt.Errorf("shmring: write: %w", io.ErrClosedPipe)
+	}
+	free, err := e.space()
+	if err != nil || free == 0 {
+		return 0, err
+	}
+	n := min(free, uint64(len(b)))
+	off := e.txPos % e.tx.size
+	k := copy(e.tx.data[off:], b[:n])
+	copy(e.tx.data, b[k:n])
+	e.txPos += n
+	atomic.StoreUint64(e.tx.tail, e.txPos)
+	e.ringIf(e.peerSlp, e.peerRx)
+	return int(n), nil
+}
+
 // ringIf wakes the peer if its flag says it sleeps (1); the flag becomes 2
 // so a burst rings once; the peer clears it when it wakes.
 func (e *Endpoint) ringIf(flag *uint32, fd int) {

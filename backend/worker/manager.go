@@ -17,12 +17,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
 	"github.com/vgpu-project/vgpu/backend/handoff"
 	"github.com/vgpu-project/vgpu/backend/hostmode"
 	"github.com/vgpu-project/vgpu/backend/server"
 	"github.com/vgpu-project/vgpu/backend/session"
 	"github.com/vgpu-project/vgpu/backend/transport"
+	"github.com/vgpu-project/vgpu/protocol"
 )
 
 // Manager starts worker processes and hands them guest connections: one
@@ -66,6 +68,11 @@ type Manager struct {
 	// guest connection's HELLO, which says whose it is (0:
 	// DefaultHelloTimeout).
 	HelloTimeout time.Duration
+	// Bounds are the budgets (backend/budget) each worker enforces; their
+	// VM level is kept here for a VM's PerProcess workers together (each
+	// worker leases from its VM's ledger). nil: budget.DefaultBounds of
+	// this process, which has the workers' fd and mapping limits.
+	Bounds *budget.Bounds
 
 	mu       sync.Mutex
 	byVM     map[string]*proc // PerVM: the VM's current worker
@@ -78,6 +85,8 @@ type Manager struct {
 	retired  server.Report // counters of workers that have ended
 	gen      uint64
 	gathers  map[uint64]*procGather // process lists being gathered (processes.go)
+	budgets  *budget.Pool           // PerProcess: the root of the VMs' ledgers (no bound of its own)
+	vmBounds budget.Limits          // PerProcess: each VM's bounds, across its workers
 }
 
 // DefaultIdleTimeout is Manager.IdleTimeout's default.
@@ -137,6 +146,7 @@ func (p *proc) pid() int { return p.cmd.Process.Pid }
 // vmShared is what a VM's PerProcess workers share, kept by the manager.
 type vmShared struct {
 	acct      *session.Account
+	budget    *budget.Ledger // the VM level of its workers' budgets
 	modules   *imageCache
 	workers   int
 	idleSince time.Time
@@ -170,6 +180,14 @@ func (m *Manager) init() {
 		m.byVM = map[string]*proc{}
 		m.vms = map[string]*vmShared{}
 		m.gathers = map[uint64]*procGather{}
+		b := m.Bounds
+		if b == nil {
+			d := budget.DefaultBounds(budget.ReadFacts(session.MaxFrameBytes(protocol.DefaultLimits)))
+			b = &d
+		}
+		m.vmBounds = b.VM
+		m.vmBounds[budget.Sessions] = 0 // counted by the manager's server
+		m.budgets = budget.NewRoot("workers", budget.Limits{})
 	}
 }
 
@@ -670,7 +688,9 @@ func (m *Manager) vmLocked(vm string) *vmShared {
 	}
 	v, ok := m.vms[vm]
 	if !ok {
-		v = &vmShared{acct: &session.Account{Limit: m.MemLimit}, modules: newImageCache(m.ModuleCacheBytes), starts: make(chan struct{}, MaxStartsPerVM),
+		v = &vmShared{acct: &session.Account{Limit: m.MemLimit},
+			budget:  budget.NewLedger(m.budgets.Child("vm "+vm+" (all its worker processes)", m.vmBounds)),
+			modules: newImageCache(m.ModuleCacheBytes), starts: make(chan struct{}, MaxStartsPerVM),
 			routes: map[string]*route{}, freed: make(chan struct{})}
 		m.vms[vm] = v
 	}
@@ -753,6 +773,7 @@ func (m *Manager) watch(p *proc) {
 	}
 	if v, ok := m.vms[p.vm]; ok && m.Mode == PerProcess && p.served > 0 {
 		v.acct.Drop(p)
+		v.budget.Drop(p)
 		m.releaseVMLocked(p.vm)
 	}
 	m.exits = append(m.exits, Exit{VM: p.vm, PID: p.pid(), Status: status, At: time.Now()})
@@ -835,6 +856,8 @@ func (m *Manager) handle(p *proc, msg *handoff.Message, fds []int) error {
 		m.poisoned(p, msg.Error)
 	case handoff.OpLease, handoff.OpLeased, handoff.OpUnlease:
 		return m.lease(p, msg)
+	case handoff.OpBudgetLease, handoff.OpBudgetUnlease:
+		return m.budgetLease(p, msg)
 	case handoff.OpModuleGet, handoff.OpModulePut:
 		return m.module(p, msg, fds)
 	case handoff.OpListProcesses:
@@ -878,6 +901,31 @@ func (m *Manager) lease(p *proc, msg *handoff.Message) error {
 	case handoff.OpUnlease:
 		v.acct.Unlease(p, msg.Bytes)
 		return nil
+	}
+	return m.answer(p, a, nil)
+}
+
+// budgetLease serves a worker's lease of its VM's budget.
+func (m *Manager) budgetLease(p *proc, msg *handoff.Message) error {
+	v := m.shared(p)
+	if v == nil {
+		return errors.New("a budget lease from a worker without a VM")
+	}
+	if msg.Op == handoff.OpBudgetUnlease {
+		v.budget.Unlease(p, msg.Resource, msg.Units)
+		return nil
+	}
+	got, err := v.budget.Lease(p, msg.Resource, msg.Units, msg.UnitsMax, msg.Force)
+	if msg.Force {
+		return err // nobody waits for an answer
+	}
+	a := &handoff.Message{Op: msg.Op, ID: msg.ID, Units: got}
+	var ex *budget.Exhausted
+	switch {
+	case errors.As(err, &ex):
+		a.Exhausted = ex
+	case err != nil:
+		a.Error = err.Error()
 	}
 	return m.answer(p, a, nil)
 }
@@ -973,11 +1021,14 @@ type Status struct {
 
 // VMShare is what one VM's PerProcess workers share in the manager.
 type VMShare struct {
-	VM          string `json:"vm"`
-	Workers     int    `json:"workers"`
-	Waiting     int    `json:"waiting,omitempty"` // new guest processes waiting for a slot (SlotWait)
-	Leased      uint64 `json:"mem_leased"`        // of the VM's cap, by its workers (in use plus their slack)
-	ModuleBytes uint64 `json:"module_cache_bytes"`
+	VM      string `json:"vm"`
+	Workers int    `json:"workers"`
+	Waiting int    `json:"waiting,omitempty"` // new guest processes waiting for a slot (SlotWait)
+	Leased  uint64 `json:"mem_leased"`        // of the VM's cap, by its workers (in use plus their slack)
+	// Budget is what the VM's workers hold of its budgets (in use plus
+	// their slack), against the VM's bounds.
+	Budget      budget.Snapshot `json:"budget"`
+	ModuleBytes uint64          `json:"module_cache_bytes"`
 }
 
 // WorkerStatus is one live worker.
@@ -1012,7 +1063,7 @@ func (m *Manager) Status() Status {
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].PID < st.Workers[j].PID })
 	st.Exits = append(st.Exits, m.exits...)
 	for n, v := range m.vms {
-		st.VMs = append(st.VMs, VMShare{VM: n, Workers: v.workers, Waiting: v.waiting, Leased: v.acct.Leased(), ModuleBytes: v.modules.size()})
+		st.VMs = append(st.VMs, VMShare{VM: n, Workers: v.workers, Waiting: v.waiting, Leased: v.acct.Leased(), Budget: v.budget.Pool().Snapshot(), ModuleBytes: v.modules.size()})
 	}
 	sort.Slice(st.VMs, func(i, j int) bool { return st.VMs[i].VM < st.VMs[j].VM })
 	return st

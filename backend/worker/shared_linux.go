@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/handoff"
 	"github.com/vgpu-project/vgpu/backend/session"
 )
@@ -63,6 +64,43 @@ func (l leaser) Leased() (uint64, error) {
 		return 0, err
 	}
 	return a.Bytes, nil
+}
+
+// VMBudget returns server.Config.VMBudget for a worker whose VM's
+// processes each run in their own worker: the VM level of its budgets
+// (backend/budget) is a Ledger in the manager, which this worker's VM pool
+// leases from, so the VM's bounds hold for all of its workers together.
+func (c *Control) VMBudget() budget.Upstream { return budgetLeaser{c} }
+
+type budgetLeaser struct{ c *Control }
+
+func (l budgetLeaser) Lease(r budget.Resource, lo, hi int64, force bool) (int64, error) {
+	m := &handoff.Message{Op: handoff.OpBudgetLease, Resource: r, Units: lo, UnitsMax: hi, Force: force}
+	if force {
+		// From a driver thread: no waiting. The manager forces lo.
+		if err := l.c.send(m, nil); err != nil {
+			return 0, fmt.Errorf("worker: leasing %s of the VM's budget: %w", r, err)
+		}
+		return lo, nil
+	}
+	a, fds, err := l.c.call(m, nil)
+	handoff.CloseFDs(fds)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("worker: leasing %s of the VM's budget: %w", r, err)
+	case a.Exhausted != nil:
+		return 0, a.Exhausted
+	case a.Error != "":
+		return 0, fmt.Errorf("worker: leasing %s of the VM's budget: %s", r, a.Error)
+	case a.Units < lo || a.Units > hi:
+		l.Unlease(r, a.Units)
+		return 0, fmt.Errorf("worker: the manager granted %d units of %s for a lease of %d to %d", a.Units, r, lo, hi)
+	}
+	return a.Units, nil
+}
+
+func (l budgetLeaser) Unlease(r budget.Resource, n int64) {
+	_ = l.c.send(&handoff.Message{Op: handoff.OpBudgetUnlease, Resource: r, Units: n}, nil)
 }
 
 // remoteModules is a session.ModuleStore kept by the manager, with the

@@ -120,6 +120,27 @@ func (c *Control) Poisoned(cause error) {
 	_ = c.send(&handoff.Message{Op: handoff.OpPoisoned, Error: cause.Error()}, nil)
 }
 
+// EndOnCallTimeout returns server.Config.OnCallTimeout for a worker: a
+// call that waited past the deadline (a kernel that does not end) ends
+// this process, and with it the context and the kernel, so the GPU is
+// free again; the session has answered the call and closed its
+// connection, and a second gives the reply time to be written. The
+// manager records the exit; the guest process's (PerProcess) or the VM's
+// (PerVM) next connection gets a fresh worker.
+func (c *Control) EndOnCallTimeout(log hclog.Logger) func(error) {
+	var once sync.Once
+	return func(cause error) {
+		once.Do(func() {
+			c.Poisoned(cause)
+			log.Error("a call waited past the deadline; this worker exits to end its context and the kernel", "cause", cause)
+			go func() {
+				time.Sleep(time.Second)
+				os.Exit(3)
+			}()
+		})
+	}
+}
+
 type runner struct {
 	wg       sync.WaitGroup
 	c        *Control

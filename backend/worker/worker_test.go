@@ -46,10 +46,16 @@ func childWorker(mode string) int {
 		}
 		log = hclog.New(&hclog.LoggerOptions{Name: "test-worker", Level: hclog.Warn, Output: logFile})
 		opt.Mode = worker.PerProcess
-		cfg.Output, cfg.VMResources, cfg.Logger = out, ctrl.VMResources(testMemLimit), log
+		cfg.Output, cfg.VMResources, cfg.VMBudget, cfg.Logger = out, ctrl.VMResources(testMemLimit), ctrl.VMBudget(), log
 	}
 	drv, _ := sim.New(simCfg)
 	cfg.Driver = drv
+	if mode == "stall" {
+		// A call deadline far below the host-function deadline: a stream
+		// held by an unanswered host function stands for a kernel that
+		// does not end.
+		cfg.CallTimeout, cfg.HostFuncTimeout, cfg.OnCallTimeout = 200*time.Millisecond, time.Hour, ctrl.EndOnCallTimeout(log)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return 1

@@ -12,7 +12,8 @@
 #      vm); the same tests in guest mode through a
 #      fake /dev/vgpu (tests/fakedev.c)
 #   6. nvcc-built programs (if /usr/bin/nvcc exists) against sim, on our libcudart and on
-#      NVIDIA's (static and shared) with our libcuda.so.1
+#      NVIDIA's (static and shared) with our libcuda.so.1; driver-API modules and
+#      libraries (lazy and eager loading)
 #   7. NVML: struct layouts against nvml.h (if installed); tests/nvml_test.c
 #      in host and guest mode, with Debian's nvidia-smi when installed, and
 #      against a backend with --mem-limit
@@ -250,7 +251,9 @@ if start_server; then
 		else
 			fail "nvcc per-thread-stream program: $(tail -3 "$T/nvcc_prog_ptds.out" 2>/dev/null | tr '\n' ' ')"
 		fi
-		if "$NVCC" -rdc=true -cudart shared -o "$T/nvcc_rdc" "$HERE/nvcc_rdc_main.cu" "$HERE/nvcc_rdc_helper.cu" 2>>"$T/nvcc.log"; then
+		# sm_90: a device-linked image has no PTX to JIT, and the sm_52 SASS of the
+		# default arch runs on no 9.0 GPU (sim refuses it as the H100 does)
+		if "$NVCC" -rdc=true -arch sm_90 -cudart shared -o "$T/nvcc_rdc" "$HERE/nvcc_rdc_main.cu" "$HERE/nvcc_rdc_helper.cu" 2>>"$T/nvcc.log"; then
 			if LD_LIBRARY_PATH=$BUILD timeout 60 "$T/nvcc_rdc" >"$T/nvcc_rdc.out" 2>&1; then
 				pass "nvcc -rdc=true program (version-2 fatbin wrapper) against sim"
 			else
@@ -294,6 +297,25 @@ if start_server; then
 			done
 		else
 			fail "building driver_prog"
+		fi
+		# context-independent libraries (cuLibrary*, cuKernel*), lazily and eagerly: no
+		# round trip until a kernel is used (VGPU_STATS), an image with no code for the
+		# GPU (sm_86 only) refused at its first kernel use, a CUkernel as a CUfunction
+		if "$NVCC" -fatbin -arch sm_90 -o "$T/library_kernels.fatbin" "$HERE/library_kernels.cu" 2>>"$T/nvcc.log" &&
+			"$NVCC" -fatbin -gencode arch=compute_86,code=sm_86 -o "$T/library_sm86.fatbin" \
+				"$HERE/library_kernels.cu" 2>>"$T/nvcc.log" &&
+			$CC $CFLAGS -DKERNELS_FATBIN="\"$T/library_kernels.fatbin\"" -DSM86_FATBIN="\"$T/library_sm86.fatbin\"" \
+				-o "$T/library_test" "$HERE/library_test.c" -L"$BUILD" -l:libcuda.so.1 -ldl -Wl,-rpath,"$BUILD"; then
+			for mode in LAZY EAGER; do
+				if CUDA_MODULE_LOADING=$mode VGPU_STATS=1 VGPU_LOG_FILE=$T/library_$mode.log LD_LIBRARY_PATH=$BUILD \
+					timeout 60 "$T/library_test" --no-exec "$T/library_kernels.fatbin" >"$T/library_$mode.out" 2>&1; then
+					pass "libraries, CUDA_MODULE_LOADING=$mode: loaded at first kernel use, kernels as functions (tests/library_test.c)"
+				else
+					fail "libraries ($mode): $(grep FAIL "$T/library_$mode.out" | head -3 | tr '\n' ' ')"
+				fi
+			done
+		else
+			fail "building tests/library_test.c (see $T/nvcc.log)"
 		fi
 	else
 		echo "skip nvcc test: no nvcc"

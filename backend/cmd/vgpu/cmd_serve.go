@@ -51,7 +51,7 @@ type serveFlags struct {
 	ringSpin                                                                          time.Duration
 	unixShareMax                                                                      int
 	unixShareBytes                                                                    string
-	hostFuncTimeout, slotWait                                                         time.Duration
+	hostFuncTimeout, slotWait, callTimeout                                            time.Duration
 }
 
 func cmdServe(args []string) int {
@@ -101,6 +101,7 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.StringVar(&f.moduleCache, "module-cache", "1G", "module images kept per VM, so its next programs may load them by hash (bytes; K, M, G suffixes)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "how long a stream waits for the guest to run a host function it reached; then the stream goes on and the guest gets CUDA_ERROR_TIMEOUT (909)")
+	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "how long one call may wait for the device (a kernel that does not end); then it is answered CUDA_ERROR_LAUNCH_TIMEOUT (702), the connection closed and, with --isolate process or vm, the worker ended, which ends the kernel (0: no bound)")
 	if err := fs.Parse(args); err != nil {
 		return f, 2
 	}
@@ -219,7 +220,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 	cfg := server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, ModuleCacheBytes: modCache, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
-		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout,
+		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, CallTimeout: f.callTimeout,
 	}
 	mgr, err := isolate(f, drv, &cfg, log)
 	if err != nil {

@@ -26,7 +26,8 @@ func init() {
 // workerArgs are the serve options a worker needs, as command-line flags.
 func workerArgs(f serveFlags, mode worker.Mode, vm string) []string {
 	args := []string{"worker", "--mode", mode.String(), "--vm", vm, "--device", f.device, "--sim-devices", fmt.Sprint(f.simDevices), "--sim-mem", f.simMem,
-		"--gpus", f.gpus, "--mem-limit", f.memLimit, "--engine", f.engine, "--log-level", f.logLevel, "--host-func-timeout", f.hostFuncTimeout.String()}
+		"--gpus", f.gpus, "--mem-limit", f.memLimit, "--engine", f.engine, "--log-level", f.logLevel, "--host-func-timeout", f.hostFuncTimeout.String(),
+		"--call-timeout", f.callTimeout.String()}
 	if f.logJSON {
 		args = append(args, "--log-json")
 	}
@@ -52,6 +53,7 @@ func cmdWorker(args []string) int {
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "testing only")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "host-function deadline")
+	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "call deadline (then this worker exits)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -123,6 +125,8 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		AllowUnprivilegedSegments: f.allowUnprivileged, Version: version, Logger: log,
 		OnStickyError:   ctrl.Poisoned,
 		HostFuncTimeout: f.hostFuncTimeout,
+		CallTimeout:     f.callTimeout,
+		OnCallTimeout:   ctrl.EndOnCallTimeout(log),
 		// The VM's process list spans its workers (in either mode: a
 		// PerVM worker's VM may still have the poisoned one it replaced).
 		OtherProcesses: ctrl.OtherProcesses,
@@ -134,6 +138,7 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		// created: a real reset would also drop the copy engines' guest-RAM
 		// registrations and gather kernel.)
 		cfg.VMResources = ctrl.VMResources(memLimit)
+		cfg.VMBudget = ctrl.VMBudget()
 		if out != nil {
 			cfg.Output = out
 		}

@@ -46,14 +46,7 @@ func newContext(d *Driver, ord int, dev int32, ctx uintptr) *Context {
 
 // enter locks the goroutine to its OS thread and makes the context current
 // there; leave undoes the lock.
-func (c *Context) enter(op string) error {
-	runtime.LockOSThread()
-	if r := c.l.cuCtxSetCurrent(c.ctx); r != 0 {
-		runtime.UnlockOSThread()
-		return c.l.err(op+": cuCtxSetCurrent", r)
-	}
-	return nil
-}
+func (c *Context) enter(op string) error { return c.enterFast(op) }
 
 func leave() { runtime.UnlockOSThread() }
 
@@ -151,11 +144,9 @@ func (c *Context) MemcpyHtoD(dst device.Ptr, src []byte, s device.Stream, async 
 		return nil
 	}
 	if async {
-		return c.call("cuMemcpyHtoDAsync", func() int32 {
-			return c.l.cuMemcpyHtoDAsync(uint64(dst), ptrOf(src), uint64(len(src)), uintptr(s))
-		})
+		return c.callN("cuMemcpyHtoDAsync", c.l.hot.memcpyHtoDAsync, uintptr(dst), uintptr(ptrOf(src)), uintptr(len(src)), uintptr(s))
 	}
-	return c.call("cuMemcpyHtoD", func() int32 { return c.l.cuMemcpyHtoD(uint64(dst), ptrOf(src), uint64(len(src))) })
+	return c.callN("cuMemcpyHtoD", c.l.hot.memcpyHtoD, uintptr(dst), uintptr(ptrOf(src)), uintptr(len(src)))
 }
 
 func (c *Context) MemcpyDtoH(dst []byte, src device.Ptr, s device.Stream, async bool) error {
@@ -163,11 +154,9 @@ func (c *Context) MemcpyDtoH(dst []byte, src device.Ptr, s device.Stream, async 
 		return nil
 	}
 	if async {
-		return c.call("cuMemcpyDtoHAsync", func() int32 {
-			return c.l.cuMemcpyDtoHAsync(ptrOf(dst), uint64(src), uint64(len(dst)), uintptr(s))
-		})
+		return c.callN("cuMemcpyDtoHAsync", c.l.hot.memcpyDtoHAsync, uintptr(ptrOf(dst)), uintptr(src), uintptr(len(dst)), uintptr(s))
 	}
-	return c.call("cuMemcpyDtoH", func() int32 { return c.l.cuMemcpyDtoH(ptrOf(dst), uint64(src), uint64(len(dst))) })
+	return c.callN("cuMemcpyDtoH", c.l.hot.memcpyDtoH, uintptr(ptrOf(dst)), uintptr(src), uintptr(len(dst)))
 }
 
 func (c *Context) MemcpyDtoD(dst, src device.Ptr, n uint64, s device.Stream, async bool) error {
@@ -432,10 +421,8 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 		sc.pinner.Pin(&sc.ptrs[0])
 		kp = unsafe.Pointer(&sc.ptrs[0])
 	}
-	err = c.call("cuLaunchKernel", func() int32 {
-		return c.l.cuLaunchKernel(uintptr(f), cfg.Grid[0], cfg.Grid[1], cfg.Grid[2], cfg.Block[0], cfg.Block[1], cfg.Block[2],
-			cfg.SharedMem, uintptr(cfg.Stream), kp, nil)
-	})
+	err = c.callN("cuLaunchKernel", c.l.hot.launchKernel, uintptr(f), uintptr(cfg.Grid[0]), uintptr(cfg.Grid[1]), uintptr(cfg.Grid[2]),
+		uintptr(cfg.Block[0]), uintptr(cfg.Block[1]), uintptr(cfg.Block[2]), uintptr(cfg.SharedMem), uintptr(cfg.Stream), uintptr(kp), 0)
 	sc.pinner.Unpin()
 	clear(sc.ptrs)
 	if err == nil {
@@ -455,15 +442,15 @@ func (c *Context) StreamDestroy(s device.Stream) error {
 }
 
 func (c *Context) StreamSynchronize(s device.Stream) error {
-	return c.call("cuStreamSynchronize", func() int32 { return c.l.cuStreamSynchronize(uintptr(s)) })
+	return c.callN("cuStreamSynchronize", c.l.hot.streamSynchronize, uintptr(s))
 }
 
 func (c *Context) StreamQuery(s device.Stream) error {
-	return c.call("cuStreamQuery", func() int32 { return c.l.cuStreamQuery(uintptr(s)) })
+	return c.callN("cuStreamQuery", c.l.hot.streamQuery, uintptr(s))
 }
 
 func (c *Context) StreamWaitEvent(s device.Stream, e device.Event, flags uint32) error {
-	return c.call("cuStreamWaitEvent", func() int32 { return c.l.cuStreamWaitEvent(uintptr(s), uintptr(e), flags) })
+	return c.callN("cuStreamWaitEvent", c.l.hot.streamWaitEvent, uintptr(s), uintptr(e), uintptr(flags))
 }
 
 func (c *Context) EventCreate(flags uint32) (device.Event, error) {
@@ -477,15 +464,15 @@ func (c *Context) EventDestroy(e device.Event) error {
 }
 
 func (c *Context) EventRecord(e device.Event, s device.Stream) error {
-	return c.call("cuEventRecord", func() int32 { return c.l.cuEventRecord(uintptr(e), uintptr(s)) })
+	return c.callN("cuEventRecord", c.l.hot.eventRecord, uintptr(e), uintptr(s))
 }
 
 func (c *Context) EventSynchronize(e device.Event) error {
-	return c.call("cuEventSynchronize", func() int32 { return c.l.cuEventSynchronize(uintptr(e)) })
+	return c.callN("cuEventSynchronize", c.l.hot.eventSynchronize, uintptr(e))
 }
 
 func (c *Context) EventQuery(e device.Event) error {
-	return c.call("cuEventQuery", func() int32 { return c.l.cuEventQuery(uintptr(e)) })
+	return c.callN("cuEventQuery", c.l.hot.eventQuery, uintptr(e))
 }
 
 func (c *Context) EventElapsed(a, b device.Event) (float32, error) {
@@ -541,7 +528,7 @@ func (c *Context) GetLimit(limit int) (uint64, error) {
 }
 
 func (c *Context) Synchronize() error {
-	return c.call("cuCtxSynchronize", func() int32 { return c.l.cuCtxSynchronize() })
+	return c.callN("cuCtxSynchronize", c.l.hot.ctxSynchronize)
 }
 
 // Reset resets the primary context (every resource of every user of it).

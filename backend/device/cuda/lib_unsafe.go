@@ -18,6 +18,10 @@ type lib struct {
 	handle  uintptr
 	version int32
 	absent  map[string]bool
+	// syms is where bind found each entry point (base name); hot holds
+	// the hottest ones for purego.SyscallN (hot.go).
+	syms map[string]uintptr
+	hot  hotSyms
 
 	cuInit                    func(flags uint32) int32
 	cuDriverGetVersion        func(v *int32) int32
@@ -128,6 +132,7 @@ func load() (*lib, error) {
 		l.bind(ep.fptr, ep.name)
 	}
 	l.stubAbsent()
+	l.hot = l.hotSyms()
 	for _, req := range []string{"cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc", "cuLaunchKernel"} {
 		if !l.has(req) {
 			return nil, fmt.Errorf("%w: libcuda.so.1 (CUDA %d) lacks %s", device.ErrNoGPU, l.version, req)
@@ -244,6 +249,10 @@ func (l *lib) bind(fptr any, name string) {
 	}
 	if p != 0 {
 		purego.RegisterFunc(fptr, p)
+		if l.syms == nil {
+			l.syms = map[string]uintptr{}
+		}
+		l.syms[name] = p
 	}
 }
 

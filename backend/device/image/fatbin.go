@@ -63,8 +63,10 @@ func (m *Module) addFatbin(b []byte, depth int) error {
 			switch kind {
 			case fatbinEntryELF:
 				elfs = append(elfs, payload)
+				m.Code = append(m.Code, Code{Arch: le32(body[28:])})
 			case fatbinEntryPTX:
 				ptxs = append(ptxs, payload)
+				m.Code = append(m.Code, Code{PTX: true, Arch: le32(body[28:])})
 			}
 			found++
 			body = body[ehs+size:]

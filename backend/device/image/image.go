@@ -41,6 +41,38 @@ type Module struct {
 	Globals map[string]*Global
 	// Sources says which kinds of images contributed ("ptx", "cubin").
 	Sources []string
+	// Code lists a fatbin's entries: what each is built for. Empty for a
+	// bare cubin or PTX text, which name no architecture the way a
+	// fatbin's entry headers do.
+	Code []Code
+}
+
+// Code is one fatbin entry: machine code (SASS in an ELF cubin) for one
+// architecture, or PTX for a virtual one.
+type Code struct {
+	PTX  bool
+	Arch uint32 // major*10 + minor, as nvcc's sm_XY / compute_XY
+}
+
+// RunsOn says whether a device of compute capability major.minor can run
+// the image, as the driver decides it (CUDA's compatibility rules): SASS
+// built for sm_XY runs on X.Z with Z >= Y, the same major only; PTX for
+// compute_XY is compiled for any device of capability X.Y or later. An
+// image with no entry list (bare cubin or PTX) is left to the loader.
+func (m *Module) RunsOn(major, minor int) bool {
+	if len(m.Code) == 0 {
+		return true
+	}
+	dev := uint32(major*10 + minor)
+	for _, c := range m.Code {
+		if c.PTX && c.Arch <= dev {
+			return true
+		}
+		if !c.PTX && c.Arch/10 == uint32(major) && c.Arch <= dev {
+			return true
+		}
+	}
+	return false
 }
 
 // Kinds of images (the protocol's ImageAuto/Fatbin/Cubin/PTX values).

@@ -70,6 +70,40 @@ func TestCubinGlobalInit(t *testing.T) {
 	}
 }
 
+// TestRunsOn: which devices can run each fixture, by CUDA's compatibility
+// rules (SASS: same major, minor at least the build's; PTX: any later
+// device). The H100 is 9.0.
+func TestRunsOn(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		code []Code
+		runs map[[2]int]bool
+	}{
+		{"k.fatbin", []Code{{Arch: 90}, {PTX: true, Arch: 90}}, map[[2]int]bool{{9, 0}: true, {10, 0}: true, {8, 9}: false}},
+		{"kc.fatbin", []Code{{Arch: 80}, {PTX: true, Arch: 90}}, map[[2]int]bool{{8, 0}: true, {8, 6}: true, {9, 0}: true, {7, 5}: false}},
+		{"k86.fatbin", []Code{{Arch: 86}}, map[[2]int]bool{{8, 6}: true, {8, 9}: true, {8, 0}: false, {9, 0}: false}},
+		{"k52ptx.fatbin", []Code{{PTX: true, Arch: 52}}, map[[2]int]bool{{5, 2}: true, {9, 0}: true, {5, 0}: false}},
+		{"k.cubin", nil, map[[2]int]bool{{9, 0}: true, {5, 0}: true}}, // no entry list: the loader decides
+	} {
+		b, err := os.ReadFile("testdata/" + tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Parse(b, KindAuto)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if !reflect.DeepEqual(m.Code, tc.code) {
+			t.Errorf("%s: code %+v, want %+v", tc.file, m.Code, tc.code)
+		}
+		for cc, want := range tc.runs {
+			if got := m.RunsOn(cc[0], cc[1]); got != want {
+				t.Errorf("%s RunsOn(%d.%d) = %v, want %v", tc.file, cc[0], cc[1], got, want)
+			}
+		}
+	}
+}
+
 func keys(m map[string]*Kernel) []string {
 	var out []string
 	for k := range m {
@@ -87,7 +121,7 @@ func keysG(m map[string]*Global) []string {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, n := range []string{"k.cubin", "k.ptx", "k.fatbin", "kc.fatbin"} {
+	for _, n := range []string{"k.cubin", "k.ptx", "k.fatbin", "kc.fatbin", "k86.fatbin", "k52ptx.fatbin"} {
 		if b, err := os.ReadFile("testdata/" + n); err == nil {
 			f.Add(b)
 		}

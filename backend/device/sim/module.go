@@ -59,6 +59,12 @@ func (c *Context) ModuleLoad(b []byte) (device.Module, error) {
 		}
 		return 0, &device.Error{Op: "cuModuleLoadData", Result: r, Detail: err.Error()}
 	}
+	// The driver refuses, at load, an image with no code this GPU can run
+	// (a fatbin with SASS for another major architecture only, or PTX
+	// newer than the GPU).
+	if major, minor := c.props.Attrs[attrCCMajor], c.props.Attrs[attrCCMinor]; !img.RunsOn(int(major), int(minor)) {
+		return 0, device.Errorf("cuModuleLoadData", device.ErrNoBinaryForGPU, "the image has code for %v only; this device is compute capability %d.%d", img.Code, major, minor)
+	}
 	m := &module{img: img, globals: map[string]device.Ptr{}, funcs: map[string]device.Function{}}
 	for name, g := range img.Globals {
 		p, err := c.MemAlloc(max(g.Size, 1))

@@ -32,6 +32,8 @@ const (
 	attrClockRate          = 13 // kHz
 	attrMemClockRate       = 36 // kHz
 	attrMaxBlockDimX       = 2
+	attrCCMajor            = 75
+	attrCCMinor            = 76
 	attrMaxGridDimX        = 5
 	attrMaxSmemPerBlock    = 8
 	attrSMCount            = 16

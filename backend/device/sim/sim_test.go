@@ -174,6 +174,23 @@ func TestRealModuleLaunchValidation(t *testing.T) {
 	}
 }
 
+// TestModuleLoadNoBinaryForGPU: an image with no code the simulated H100
+// (9.0) can run is refused at load with CUDA_ERROR_NO_BINARY_FOR_GPU, as
+// the driver refuses it; PTX of an older virtual architecture loads (JIT).
+func TestModuleLoadNoBinaryForGPU(t *testing.T) {
+	c := newCtx(t)
+	for file, want := range map[string]device.Result{"k86.fatbin": device.ErrNoBinaryForGPU, "k52ptx.fatbin": device.Success} {
+		img, err := os.ReadFile("../image/testdata/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.ModuleLoad(img)
+		if got := device.ResultOf(err); got != want {
+			t.Errorf("%s: %v, want %v", file, err, want)
+		}
+	}
+}
+
 func TestMemset2DAndPatterns(t *testing.T) {
 	c := newCtx(t)
 	p, _ := c.MemAlloc(64)

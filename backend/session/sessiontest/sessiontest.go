@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/vgpu-project/vgpu/backend/guestmem"
@@ -45,6 +47,38 @@ var _ transport.Conn = (*Conn)(nil)
 func Pipe(cid, port uint32, mem guestmem.Source) (*Conn, net.Conn) {
 	a, b := net.Pipe()
 	return &Conn{Conn: a, CID: cid, Port: port, Mem: mem}, b
+}
+
+// Socket returns the connection's unix socket, nil over a net.Pipe (the
+// session then writes every reply through its writer goroutine).
+func (c *Conn) Socket() *net.UnixConn {
+	uc, _ := c.Conn.(*net.UnixConn)
+	return uc
+}
+
+// SocketPair is Pipe over a unix stream socket pair, as host mode's
+// connections are: the kernel buffers what is written, and the session
+// writes replies directly when the socket has room.
+func SocketPair(cid, port uint32, mem guestmem.Source) (*Conn, net.Conn, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sessiontest: socketpair: %w", err)
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "sessiontest-socket")
+		conns[i], err = net.FileConn(f) // dups the fd
+		f.Close()
+		if err != nil {
+			if i == 1 {
+				conns[0].Close()
+			} else {
+				syscall.Close(fds[1])
+			}
+			return nil, nil, fmt.Errorf("sessiontest: socket pair: %w", err)
+		}
+	}
+	return &Conn{Conn: conns[0], CID: cid, Port: port, Mem: mem}, conns[1], nil
 }
 
 // Client speaks the protocol on the guest's end.

@@ -223,7 +223,15 @@ VGPU_PRIVATE int vgpu_memset(uint64_t dst, uint32_t value, uint32_t elem, uint64
 VGPU_PRIVATE int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b);
 
 /* ---- modules and functions ---- */
+/* A function's magic is VGPU_FUNC_MAGIC. A CUkernel (a library's kernel,
+ * cuda/library.c), which the driver API takes wherever it takes a
+ * CUfunction, begins with a struct vgpu_func of magic VGPU_KERNEL_MAGIC
+ * and host handle 0 (no host gives out 0): vgpu_func_resolve turns it into
+ * its function. */
+#define VGPU_FUNC_MAGIC 0x636e7566u /* "func" */
+#define VGPU_KERNEL_MAGIC 0x6c6e726bu /* "krnl" */
 struct vgpu_func {
+	uint32_t magic; /* VGPU_FUNC_MAGIC */
 	uint64_t handle; /* host function handle */
 	uint32_t nparams;
 	uint32_t param_bytes;
@@ -245,6 +253,17 @@ VGPU_PRIVATE int vgpu_module_load(int dev, const void *image, uint64_t size, uin
 VGPU_PRIVATE int vgpu_module_unload(struct vgpu_module *m);
 VGPU_PRIVATE int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgpu_func **out);
 VGPU_PRIVATE int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size);
+/* *f as a function: a CUkernel given where a CUfunction goes becomes its
+ * function in the current context (loading its library there if need be);
+ * anything else is CUDA_ERROR_INVALID_HANDLE. The calls below taking a
+ * function do this themselves. */
+VGPU_PRIVATE int vgpu_func_resolve(struct vgpu_func **f);
+/* A CUkernel's function on device dev (< 0: the current context's);
+ * cuda/library.c. */
+VGPU_PRIVATE int vgpu_kernel_function(void *kernel, int dev, struct vgpu_func **out);
+/* After a device reset released the device's modules on the host: the
+ * libraries load again there when next needed (cuda/library.c). */
+VGPU_PRIVATE void vgpu_library_forget(int dev);
 VGPU_PRIVATE int vgpu_func_attrs(struct vgpu_func *f, const int32_t **attrs);
 VGPU_PRIVATE int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value);
 VGPU_PRIVATE int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned flags, int *blocks);

@@ -158,6 +158,7 @@ int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgp
 	struct vgpu_func *f = calloc(1, sizeof *f);
 	if (!f)
 		return VGPU_E_OUT_OF_MEMORY;
+	f->magic = VGPU_FUNC_MAGIC;
 	f->handle = r.func;
 	f->nparams = np;
 	f->param_bytes = r.param_bytes;
@@ -200,15 +201,26 @@ int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *pt
 	return 0;
 }
 
+int vgpu_func_resolve(struct vgpu_func **f)
+{
+	if (!*f)
+		return VGPU_E_INVALID_HANDLE;
+	if ((*f)->magic == VGPU_FUNC_MAGIC)
+		return 0;
+	if ((*f)->magic == VGPU_KERNEL_MAGIC)
+		return vgpu_kernel_function(*f, -1, f);
+	return VGPU_E_INVALID_HANDLE;
+}
+
 int vgpu_func_attrs(struct vgpu_func *f, const int32_t **attrs)
 {
-	if (!f)
-		return VGPU_E_INVALID_HANDLE;
+	int rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
 	if (!f->attrs_valid) {
 		struct vgpu_handle_req req = {.handle = f->handle};
 		struct vgpu_func_attributes_reply r;
-		int rc = vgpu_call(VGPU_OP_FUNC_GET_ATTRIBUTES, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0,
-				   NULL);
+		rc = vgpu_call(VGPU_OP_FUNC_GET_ATTRIBUTES, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
 		if (rc)
 			return rc;
 		memcpy(f->attrs, r.attrs, sizeof f->attrs);
@@ -220,8 +232,9 @@ int vgpu_func_attrs(struct vgpu_func *f, const int32_t **attrs)
 
 int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value)
 {
-	if (!f)
-		return VGPU_E_INVALID_HANDLE;
+	int rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
 	/* Queued, so its error would only show at the next synchronising
 	 * call: refuse here what no driver accepts, the read-only attributes
 	 * (settable: 8, 9 and the cluster attributes 11..15). */
@@ -234,12 +247,13 @@ int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value)
 
 int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned flags, int *blocks)
 {
-	if (!f)
-		return VGPU_E_INVALID_HANDLE;
+	int rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
 	struct vgpu_occupancy_req req = {.func = f->handle, .block_size = (uint32_t)block, .flags = flags,
 					 .dyn_smem = dynsmem};
 	struct vgpu_occupancy_reply r;
-	int rc = vgpu_call(VGPU_OP_OCCUPANCY_MAX_BLOCKS, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
+	rc = vgpu_call(VGPU_OP_OCCUPANCY_MAX_BLOCKS, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
 	if (!rc)
 		*blocks = r.num_blocks;
 	return rc;
@@ -253,8 +267,9 @@ int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned fl
 int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3], const uint32_t block[3],
 		uint32_t smem, void **args, void **extra)
 {
-	if (!f)
-		return VGPU_E_INVALID_HANDLE;
+	int rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
 	struct {
 		struct vgpu_launch_req h;
 		uint8_t params[VGPU_MAX_PARAM_BYTES + 4];

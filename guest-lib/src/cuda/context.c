@@ -303,8 +303,10 @@ CU_API cuDevicePrimaryCtxReset_v2(CUdevice d)
 	cls_run_dtors(&primaries[d], e, n);
 	struct vgpu_device_req req = {.device = (uint32_t)d};
 	rc = vgpu_call(VGPU_OP_DEVICE_RESET, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
-	if (!rc)
+	if (!rc) {
 		vgpu_devmap_forget(d); /* the host released the device's allocations */
+		vgpu_library_forget(d); /* and modules: libraries load again when needed */
+	}
 	pthread_mutex_lock(&ctx_mu);
 	primaries[d].id = primaries[d].refcount > 0 ? new_id() : 0;
 	pthread_mutex_unlock(&ctx_mu);

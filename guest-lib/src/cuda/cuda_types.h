@@ -17,6 +17,8 @@ typedef unsigned long long CUdeviceptr;
 typedef struct vgpu_ctx *CUcontext;
 typedef struct vgpu_module *CUmodule;
 typedef struct vgpu_func *CUfunction;
+typedef struct vgpu_library *CUlibrary;
+typedef struct vgpu_kernel *CUkernel;
 typedef struct vgpu_stream *CUstream;
 typedef struct vgpu_event *CUevent;
 typedef void (*CUhostFn)(void *userData);
@@ -142,6 +144,11 @@ VGPU_PRIVATE const char *vgpu_cu_error_string(int e);
 /* The CUDA version cuDriverGetVersion reports (driver.c). */
 VGPU_PRIVATE int vgpu_driver_version(void);
 VGPU_PRIVATE int vgpu_module_loading_mode(void);
+/* module.c: an image as cuModuleLoadData takes it (a fatbin wrapper, a
+ * fatbin, a cubin or PTX): where its bytes start, their size and
+ * VGPU_IMAGE_* kind; and a module file read whole into *image (malloc'd). */
+CUresult vgpu_image_span(const void *img, const void **start, uint64_t *size, int *kind);
+CUresult vgpu_image_file(const char *path, void **image, uint64_t *size, int *kind);
 /* Resolves a driver API symbol as cuGetProcAddress does: 0, or
  * VGPU_E_NOT_FOUND with *status (if non-NULL) saying why, or
  * VGPU_E_INVALID_VALUE (bad arguments, a version above ours). */

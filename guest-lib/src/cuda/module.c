@@ -74,11 +74,10 @@ static CUresult load(CUmodule *pm, const void *img, uint64_t size, int kind, int
 	return vgpu_module_load(d, img, size, (uint32_t)kind, pm);
 }
 
-/* An image as cuModuleLoadData takes it: a fatbin wrapper, a fatbin, an ELF
- * cubin or PTX text; on device d (< 0: the current context's). */
-static CUresult load_data(CUmodule *pm, const void *img, int d)
+/* An image as cuModuleLoadData takes it (a fatbin wrapper, a fatbin, an ELF
+ * cubin or PTX text): where its bytes start, how many, their VGPU_IMAGE_*. */
+CUresult vgpu_image_span(const void *img, const void **start, uint64_t *size, int *kind)
 {
-	uint64_t size;
 	if (!img)
 		return VGPU_E_INVALID_VALUE;
 	uint32_t magic;
@@ -90,8 +89,22 @@ static CUresult load_data(CUmodule *pm, const void *img, int d)
 			return VGPU_E_INVALID_IMAGE;
 		img = data;
 	}
-	int kind = image_kind(img, &size);
-	return load(pm, img, size, kind, d);
+	*kind = image_kind(img, size);
+	*start = img;
+	return 0;
+}
+
+/* An image as cuModuleLoadData takes it, loaded on device d (< 0: the
+ * current context's). */
+static CUresult load_data(CUmodule *pm, const void *img, int d)
+{
+	const void *start;
+	uint64_t size;
+	int kind;
+	CUresult rc = vgpu_image_span(img, &start, &size, &kind);
+	if (rc)
+		return rc;
+	return load(pm, start, size, kind, d);
 }
 
 CU_API cuModuleLoadData(CUmodule *pm, const void *img)
@@ -115,11 +128,8 @@ CU_API cuModuleLoadFatBinary(CUmodule *pm, const void *img)
 	return cuModuleLoadData(pm, img);
 }
 
-CU_API cuModuleLoad(CUmodule *pm, const char *path)
+CUresult vgpu_image_file(const char *path, void **image, uint64_t *size, int *kind)
 {
-	VGPU_API();
-	if (!pm || !path)
-		return VGPU_E_INVALID_VALUE;
 	FILE *f = fopen(path, "rbe");
 	if (!f)
 		return VGPU_E_FILE_NOT_FOUND;
@@ -147,10 +157,24 @@ CU_API cuModuleLoad(CUmodule *pm, const char *path)
 		return VGPU_E_INVALID_IMAGE;
 	}
 	buf[len] = 0;
+	*kind = image_kind(buf, size);
+	*size = *kind == VGPU_IMAGE_PTX ? len + 1 : len; /* a file is the whole image */
+	*image = buf;
+	return 0;
+}
+
+CU_API cuModuleLoad(CUmodule *pm, const char *path)
+{
+	VGPU_API();
+	if (!pm || !path)
+		return VGPU_E_INVALID_VALUE;
+	void *buf;
 	uint64_t size;
-	int kind = image_kind(buf, &size);
-	size = kind == VGPU_IMAGE_PTX ? len + 1 : len; /* a file is the whole image */
-	CUresult rc = load(pm, buf, size, kind, -1);
+	int kind;
+	CUresult rc = vgpu_image_file(path, &buf, &size, &kind);
+	if (rc)
+		return rc;
+	rc = load(pm, buf, size, kind, -1);
 	free(buf);
 	return rc;
 }
@@ -222,11 +246,24 @@ CU_API cuFuncSetSharedMemConfig(CUfunction f, int c)
 	return 0;
 }
 
+/*
+ * The calls below take a function only: given a CUkernel, NVIDIA's driver
+ * answers cuFuncGetParamInfo with CUDA_ERROR_INVALID_HANDLE (measured on
+ * the H100, bench/results/2026-11-25-h100-lazy-libraries), and these do
+ * the same. (Launches, attributes and occupancy take either: core/module.c.)
+ */
+static int is_func(CUfunction f)
+{
+	return f && f->magic == VGPU_FUNC_MAGIC;
+}
+
 CU_API cuFuncGetName(const char **name, CUfunction f)
 {
 	VGPU_API();
 	if (!name || !f)
 		return VGPU_E_INVALID_VALUE;
+	if (!is_func(f))
+		return VGPU_E_INVALID_HANDLE;
 	*name = f->name;
 	return 0;
 }
@@ -236,6 +273,8 @@ CU_API cuFuncGetModule(CUmodule *m, CUfunction f)
 	VGPU_API();
 	if (!m || !f)
 		return VGPU_E_INVALID_VALUE;
+	if (!is_func(f))
+		return VGPU_E_INVALID_HANDLE;
 	*m = f->mod;
 	return 0;
 }
@@ -243,7 +282,9 @@ CU_API cuFuncGetModule(CUmodule *m, CUfunction f)
 CU_API cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset, size_t *size)
 {
 	VGPU_API();
-	if (!f || index >= f->nparams)
+	if (!is_func(f))
+		return VGPU_E_INVALID_HANDLE;
+	if (index >= f->nparams)
 		return VGPU_E_INVALID_VALUE;
 	if (offset)
 		*offset = f->params[index].offset;
@@ -424,125 +465,4 @@ CU_API cuOccupancyMaxPotentialBlockSize(int *grid, int *block, CUfunction f, CUo
 {
 	VGPU_API();
 	return cuOccupancyMaxPotentialBlockSizeWithFlags(grid, block, f, fn, smem, limit, 0);
-}
-
-/* ---------------- libraries (CUDA 12.0+) ----------------
- * A CUlibrary is a module loaded on the current context's device (the
- * real driver loads it on every device lazily; one device is what the
- * guest's programs use). A CUkernel is the function itself. */
-
-typedef struct vgpu_module *CUlibrary;
-typedef struct vgpu_func *CUkernel;
-
-CU_API cuLibraryLoadData(CUlibrary *lib, const void *code, void *jopts, void **jvals, unsigned njit, void *lopts,
-			 void **lvals, unsigned nlib)
-{
-	VGPU_API();
-	(void)jopts;
-	(void)jvals;
-	(void)njit;
-	(void)lopts;
-	(void)lvals;
-	(void)nlib;
-	/* A library belongs to no context (the driver loads it into each
-	 * lazily): with none current it goes to device 0, as NVIDIA's
-	 * runtime may load before it makes a context current. */
-	int d;
-	if (cur_dev(&d)) {
-		CUresult rc = vgpu_cu_need_init();
-		if (rc)
-			return rc;
-		d = 0;
-	}
-	return load_data(lib, code, d);
-}
-
-CU_API cuLibraryLoadFromFile(CUlibrary *lib, const char *path, void *jopts, void **jvals, unsigned njit, void *lopts,
-			     void **lvals, unsigned nlib)
-{
-	VGPU_API();
-	(void)jopts;
-	(void)jvals;
-	(void)njit;
-	(void)lopts;
-	(void)lvals;
-	(void)nlib;
-	return cuModuleLoad(lib, path);
-}
-
-CU_API cuLibraryUnload(CUlibrary lib)
-{
-	VGPU_API();
-	return vgpu_module_unload(lib);
-}
-
-CU_API cuLibraryGetModule(CUmodule *m, CUlibrary lib)
-{
-	VGPU_API();
-	if (!m || !lib)
-		return VGPU_E_INVALID_VALUE;
-	*m = lib;
-	return 0;
-}
-
-CU_API cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
-{
-	VGPU_API();
-	return cuModuleGetFunction(k, lib, name);
-}
-
-CU_API cuLibraryGetGlobal(CUdeviceptr *dp, size_t *bytes, CUlibrary lib, const char *name)
-{
-	VGPU_API();
-	return cuModuleGetGlobal_v2(dp, bytes, lib, name);
-}
-
-CU_API cuKernelGetFunction(CUfunction *f, CUkernel k)
-{
-	VGPU_API();
-	if (!f || !k)
-		return VGPU_E_INVALID_VALUE;
-	*f = k;
-	return 0;
-}
-
-CU_API cuKernelGetLibrary(CUlibrary *lib, CUkernel k)
-{
-	VGPU_API();
-	return cuFuncGetModule(lib, k); /* a kernel is its function, a library its module */
-}
-
-CU_API cuKernelGetName(const char **name, CUkernel k)
-{
-	VGPU_API();
-	return cuFuncGetName(name, k);
-}
-
-CU_API cuKernelGetAttribute(int *v, int attr, CUkernel k, CUdevice d)
-{
-	VGPU_API();
-	(void)d;
-	return cuFuncGetAttribute(v, attr, k);
-}
-
-CU_API cuKernelSetAttribute(int attr, int v, CUkernel k, CUdevice d)
-{
-	VGPU_API();
-	(void)d;
-	return cuFuncSetAttribute(k, attr, v);
-}
-
-CU_API cuKernelGetParamInfo(CUkernel k, size_t index, size_t *offset, size_t *size)
-{
-	VGPU_API();
-	return cuFuncGetParamInfo(k, index, offset, size);
-}
-
-CU_API cuKernelSetCacheConfig(CUkernel k, int c, CUdevice d)
-{
-	VGPU_API();
-	(void)k;
-	(void)c;
-	(void)d;
-	return 0;
 }

@@ -291,6 +291,7 @@ RT_API cudaDeviceReset(void)
 		/* the host released everything of this device in the session */
 		vgpu_devmap_forget(cur_dev);
 		rt_forget_device(cur_dev);
+		vgpu_library_forget(cur_dev); /* driver-API libraries of the same process */
 	}
 	__atomic_store_n(&sticky_err, 0, __ATOMIC_RELAXED);
 	last_err = 0;
