@@ -37,16 +37,19 @@ const (
 	OpMemGetAddressRange Opcode = 0x0209
 	OpHostShare          Opcode = 0x020a
 	OpHostUnshare        Opcode = 0x020b
+	OpMemGetGranularity  Opcode = 0x0280
 
-	OpModuleLoad         Opcode = 0x0301
-	OpModuleUnload       Opcode = 0x0302
-	OpModuleGetFunction  Opcode = 0x0303
-	OpModuleGetGlobal    Opcode = 0x0304
-	OpFuncGetAttributes  Opcode = 0x0305
-	OpFuncSetAttribute   Opcode = 0x0306
-	OpOccupancyMaxBlocks Opcode = 0x0307
+	OpModuleLoad           Opcode = 0x0301
+	OpModuleUnload         Opcode = 0x0302
+	OpModuleGetFunction    Opcode = 0x0303
+	OpModuleGetGlobal      Opcode = 0x0304
+	OpFuncGetAttributes    Opcode = 0x0305
+	OpFuncSetAttribute     Opcode = 0x0306
+	OpOccupancyMaxBlocks   Opcode = 0x0307
+	OpOccupancyMaxClusters Opcode = 0x0380
 
-	OpLaunchKernel Opcode = 0x0401
+	OpLaunchKernel   Opcode = 0x0401
+	OpLaunchKernelEx Opcode = 0x0480
 
 	OpStreamCreate      Opcode = 0x0501
 	OpStreamDestroy     Opcode = 0x0502

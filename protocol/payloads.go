@@ -443,6 +443,26 @@ type FuncSetAttributeReq struct {
 	Value int32
 }
 
+// GranularityReq asks cuMemGetAllocationGranularity (OpMemGetGranularity)
+// for an allocation on device Device (CUmemAllocationProp with location
+// type CU_MEM_LOCATION_TYPE_DEVICE and id Device); the other fields are
+// the property's, as cuda.h numbers them.
+type GranularityReq struct {
+	Device      uint32
+	Option      uint32 // CUmemAllocationGranularity_flags: 0 minimum, 1 recommended
+	Type        uint32 // CUmemAllocationType: 1 pinned (2 managed, CUDA 13)
+	HandleTypes uint32 // CUmemAllocationHandleType bits requested
+	Compression uint8  // allocFlags.compressionType
+	RDMA        uint8  // allocFlags.gpuDirectRDMACapable
+	Usage       uint16 // allocFlags.usage
+	Pad0        uint32
+}
+
+// GranularityReply answers OpMemGetGranularity.
+type GranularityReply struct {
+	Granularity uint64
+}
+
 // OccupancyReq asks cuOccupancyMaxActiveBlocksPerMultiprocessor(WithFlags).
 type OccupancyReq struct {
 	Func      uint64
@@ -455,6 +475,32 @@ type OccupancyReq struct {
 type OccupancyReply struct {
 	NumBlocks int32
 	Pad0      uint32
+}
+
+// Cluster is a thread-block cluster's shape and how to place it: the
+// launch attributes CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (X, Y, Z; all 0
+// when the caller gave none, so the kernel's compile-time shape applies)
+// and CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE (Policy,
+// CUclusterSchedulingPolicy; 0 is the default).
+type Cluster struct {
+	X, Y, Z uint32
+	Policy  uint32
+}
+
+// ClusterOccupancyReq asks cuOccupancyMaxActiveClusters for f launched
+// with this geometry (OpOccupancyMaxClusters); the reply is an
+// OccupancyReply whose NumBlocks is the number of clusters.
+type ClusterOccupancyReq struct {
+	Func      uint64
+	GridX     uint32
+	GridY     uint32
+	GridZ     uint32
+	BlockX    uint32
+	BlockY    uint32
+	BlockZ    uint32
+	SharedMem uint32
+	Pad0      uint32
+	Cluster   Cluster
 }
 
 // MaxParamBytes is the largest kernel parameter block (CUDA 12.1+).
@@ -473,6 +519,14 @@ type LaunchReq struct {
 	BlockZ    uint32
 	SharedMem uint32
 	ParamSize uint32
+}
+
+// LaunchExReq launches a kernel in thread-block clusters
+// (OpLaunchKernelEx, cuLaunchKernelEx with cluster attributes); the
+// parameter block follows as for LaunchReq.
+type LaunchExReq struct {
+	Launch  LaunchReq
+	Cluster Cluster
 }
 
 // StreamCreateReq creates a stream (OpStreamCreate).

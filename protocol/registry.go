@@ -117,6 +117,10 @@ var Ops = []OpInfo{
 	{Op: 0x020b, Name: "HOST_UNSHARE", Req: HostUnshareReq{Base: 1 << 40}, Reply: Empty{}, Shape: ShapeSync,
 		Symbols: []string{"cuMemFreeHost", "cuMemHostUnregister"}, NoDevice: "unmaps a share (host mode)",
 		Handler: "do(hostUnshare)", Unchecked: "a base the connection looks up among its shares"},
+	// 0x0280..: calls NVIDIA's libraries need (issue 16, helper libs).
+	{Op: 0x0280, Name: "MEM_GET_GRANULARITY", Req: GranularityReq{Type: 1, HandleTypes: 1}, Reply: GranularityReply{Granularity: 2 << 20}, Shape: ShapeSync,
+		Symbols: []string{"cuMemGetAllocationGranularity"}, Device: "MemGetGranularity",
+		Handler: "reply(memGetGranularity)", Check: "checkGranularity"},
 
 	// Modules and functions (0x03).
 	{Op: 0x0301, Name: "MODULE_LOAD", Req: ModuleLoadReq{Kind: ImageCubin, Image: BufRef{Kind: BufInline}}, ReqTail: TailBytes, Reply: ModuleLoadReply{}, Shape: ShapeSync, Segments: true,
@@ -140,11 +144,19 @@ var Ops = []OpInfo{
 	{Op: 0x0307, Name: "OCCUPANCY_MAX_BLOCKS", Req: OccupancyReq{BlockSize: 128}, Reply: OccupancyReply{}, Shape: ShapeSync,
 		Symbols: []string{"cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSizeWithFlags"},
 		Device:  "OccupancyMaxBlocks", Handler: "reply(occupancyMaxBlocks)", Check: "checkOccupancy"},
+	// 0x0380..: calls NVIDIA's libraries need (issue 16, helper libs).
+	{Op: 0x0380, Name: "OCCUPANCY_MAX_CLUSTERS", Req: ClusterOccupancyReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 128, BlockY: 1, BlockZ: 1, Cluster: Cluster{X: 2, Y: 1, Z: 1}}, Reply: OccupancyReply{NumBlocks: 56}, Shape: ShapeSync,
+		Symbols: []string{"cuOccupancyMaxActiveClusters"}, Device: "OccupancyMaxClusters",
+		Handler: "reply(occupancyMaxClusters)", Check: "checkClusterOccupancy"},
 
 	// Launch (0x04).
 	{Op: 0x0401, Name: "LAUNCH_KERNEL", Req: LaunchReq{GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
 		Symbols: []string{"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"}, Device: "Launch",
 		Handler: "do(launchKernel)", Check: "checkLaunch"},
+	// 0x0480..: calls NVIDIA's libraries need (issue 16, helper libs).
+	{Op: 0x0480, Name: "LAUNCH_KERNEL_EX", Req: LaunchExReq{Launch: LaunchReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, Cluster: Cluster{X: 2, Y: 1, Z: 1, Policy: 1}}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"}, Device: "Launch",
+		Handler: "do(launchKernelEx)", Check: "checkLaunchEx"},
 
 	// Streams (0x05).
 	{Op: 0x0501, Name: "STREAM_CREATE", Req: StreamCreateReq{}, Reply: HandleReply{Handle: 1}, Shape: ShapeSync,

@@ -387,6 +387,92 @@ func checkLaunch(s *Session, c *call, r *protocol.LaunchReq) error {
 	return nil
 }
 
+// maxClusterBlocks is the most blocks a thread-block cluster may have on
+// any GPU (sm_90's non-portable limit); the device checks its own.
+const maxClusterBlocks = 16
+
+// checkCluster checks a cluster shape and policy: each dimension 0 (none
+// given) or all non-zero, at most maxClusterBlocks blocks, a known
+// CUclusterSchedulingPolicy.
+func checkCluster(c *call, cl protocol.Cluster) error {
+	if cl.Policy > 2 {
+		return invalid(c, "cluster scheduling policy %d (0 default, 1 spread, 2 load balancing)", cl.Policy)
+	}
+	dims := [3]uint32{cl.X, cl.Y, cl.Z}
+	if dims == [3]uint32{} {
+		return nil
+	}
+	n := uint64(1)
+	for _, d := range dims {
+		n *= uint64(min(d, maxClusterBlocks+1)) // capped: no product overflows
+	}
+	if n == 0 || n > maxClusterBlocks {
+		return device.Errorf(c.f.Opcode.String(), device.ErrInvalidClusterSize, "cluster %v: want 1..%d blocks, no dimension 0", dims, maxClusterBlocks)
+	}
+	return nil
+}
+
+func checkClusterOccupancy(s *Session, c *call, r *protocol.ClusterOccupancyReq) error {
+	if err := checkCluster(c, r.Cluster); err != nil {
+		return err
+	}
+	p := s.funcProps(r.Func)
+	if p == nil {
+		return nil
+	}
+	block := [3]uint32{r.BlockX, r.BlockY, r.BlockZ}
+	threads := uint64(1)
+	for i, b := range block {
+		if b == 0 || int64(b) > int64(p.Attrs[devAttrMaxBlockDimX+i]) {
+			return invalid(c, "block %v (limits %v)", block, p.Attrs[devAttrMaxBlockDimX:devAttrMaxBlockDimX+3])
+		}
+		threads *= uint64(b)
+	}
+	if threads > uint64(max(p.Attrs[devAttrMaxThreadsPerBlock], 0)) {
+		return invalid(c, "%d threads per block (at most %d)", threads, p.Attrs[devAttrMaxThreadsPerBlock])
+	}
+	return nil
+}
+
+func checkLaunchEx(s *Session, c *call, r *protocol.LaunchExReq) error {
+	if err := checkCluster(c, r.Cluster); err != nil {
+		return err
+	}
+	return checkLaunch(s, c, &r.Launch)
+}
+
+// CUmemAllocationProp enums (cuda.h): allocation types PINNED 1 and
+// MANAGED 2; handle types POSIX_FILE_DESCRIPTOR 1, WIN32 2, WIN32_KMT 4,
+// FABRIC 8; compression NONE 0, GENERIC 1; usage TILE_POOL 1,
+// HW_DECOMPRESS 2.
+const (
+	allocTypeMax      = 2
+	allocHandleTypes  = 0xf
+	allocCompressMax  = 1
+	allocUsageAllowed = 0x3
+)
+
+func checkGranularity(s *Session, c *call, r *protocol.GranularityReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch {
+	case r.Option > 1:
+		return invalid(c, "granularity option %d (0 minimum, 1 recommended)", r.Option)
+	case r.Type == 0 || r.Type > allocTypeMax:
+		return invalid(c, "allocation type %d (1 pinned, 2 managed)", r.Type)
+	case r.HandleTypes&^allocHandleTypes != 0:
+		return invalid(c, "handle types %#x (bits of 0x%x)", r.HandleTypes, allocHandleTypes)
+	case r.Compression > allocCompressMax:
+		return invalid(c, "compression type %d (0 none, 1 generic)", r.Compression)
+	case r.RDMA > 1:
+		return invalid(c, "gpuDirectRDMACapable %d (0 or 1)", r.RDMA)
+	case r.Usage&^allocUsageAllowed != 0:
+		return invalid(c, "usage %#x (bits of 0x%x)", r.Usage, allocUsageAllowed)
+	}
+	return nil
+}
+
 func checkStreamCreate(s *Session, c *call, r *protocol.StreamCreateReq) error {
 	if err := checkDevice(s, c, r.Device); err != nil {
 		return err
