@@ -62,7 +62,10 @@ type HelloReq struct {
 	Features      uint64
 	ClientVersion [32]byte // NUL-padded text
 	PID           uint32
-	Pad0          uint32
+	// UID is the opener's effective uid in the guest (the kernel driver's
+	// HELLO; 0 from drivers older than the field, which counts as root).
+	// The backend believes PID and UID only from a privileged port.
+	UID uint32
 }
 
 // HelloReply answers OpHello.
@@ -129,6 +132,15 @@ type SessionStats struct {
 	NanosInCall uint64 // time in all handlers (receipt to reply written)
 	Launches    uint64 // kernel launches (executed, or validated on sim)
 	Emulated    uint64 // launches the sim emulated (never counted as executed)
+	// The per-layer trace (vgpu serve --trace or VGPU_TRACE=1; zero
+	// otherwise): for the requests traced, the nanoseconds summed per
+	// layer, from the first byte of a request to its reply written.
+	Traced        uint64 // requests traced (a batch is one)
+	NanosRead     uint64 // first header byte to the whole frame read
+	NanosQueued   uint64 // frame read to its execution start (waiting behind earlier frames)
+	NanosValidate uint64 // execution start to the handler (table checks, validation)
+	NanosHandler  uint64 // the handler: argument translation and the device call
+	NanosReply    uint64 // handler end to the reply written (or queued behind others)
 }
 
 // DeviceReq names a device ordinal (as the guest numbers them).

@@ -205,7 +205,7 @@ struct vgpu_hello_req {
 	uint64_t features;
 	uint8_t client_version[32];
 	uint32_t pid;
-	uint32_t pad0;
+	uint32_t uid;
 };
 _Static_assert(sizeof(struct vgpu_hello_req) == 56, "vgpu_hello_req size");
 _Static_assert(offsetof(struct vgpu_hello_req, major) == 0, "vgpu_hello_req.major");
@@ -214,7 +214,7 @@ _Static_assert(offsetof(struct vgpu_hello_req, role) == 4, "vgpu_hello_req.role"
 _Static_assert(offsetof(struct vgpu_hello_req, features) == 8, "vgpu_hello_req.features");
 _Static_assert(offsetof(struct vgpu_hello_req, client_version) == 16, "vgpu_hello_req.client_version");
 _Static_assert(offsetof(struct vgpu_hello_req, pid) == 48, "vgpu_hello_req.pid");
-_Static_assert(offsetof(struct vgpu_hello_req, pad0) == 52, "vgpu_hello_req.pad0");
+_Static_assert(offsetof(struct vgpu_hello_req, uid) == 52, "vgpu_hello_req.uid");
 
 struct vgpu_hello_reply {
 	uint16_t major;
@@ -285,8 +285,14 @@ struct vgpu_session_stats {
 	uint64_t nanos_in_call;
 	uint64_t launches;
 	uint64_t emulated;
+	uint64_t traced;
+	uint64_t nanos_read;
+	uint64_t nanos_queued;
+	uint64_t nanos_validate;
+	uint64_t nanos_handler;
+	uint64_t nanos_reply;
 };
-_Static_assert(sizeof(struct vgpu_session_stats) == 64, "vgpu_session_stats size");
+_Static_assert(sizeof(struct vgpu_session_stats) == 112, "vgpu_session_stats size");
 _Static_assert(offsetof(struct vgpu_session_stats, calls) == 0, "vgpu_session_stats.calls");
 _Static_assert(offsetof(struct vgpu_session_stats, bytes_hto_d) == 8, "vgpu_session_stats.bytes_hto_d");
 _Static_assert(offsetof(struct vgpu_session_stats, bytes_dto_h) == 16, "vgpu_session_stats.bytes_dto_h");
@@ -295,6 +301,12 @@ _Static_assert(offsetof(struct vgpu_session_stats, nanos_dto_h) == 32, "vgpu_ses
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_in_call) == 40, "vgpu_session_stats.nanos_in_call");
 _Static_assert(offsetof(struct vgpu_session_stats, launches) == 48, "vgpu_session_stats.launches");
 _Static_assert(offsetof(struct vgpu_session_stats, emulated) == 56, "vgpu_session_stats.emulated");
+_Static_assert(offsetof(struct vgpu_session_stats, traced) == 64, "vgpu_session_stats.traced");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_read) == 72, "vgpu_session_stats.nanos_read");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_queued) == 80, "vgpu_session_stats.nanos_queued");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_validate) == 88, "vgpu_session_stats.nanos_validate");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_handler) == 96, "vgpu_session_stats.nanos_handler");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_reply) == 104, "vgpu_session_stats.nanos_reply");
 
 struct vgpu_ring_setup_req {
 	uint64_t ring_bytes;
