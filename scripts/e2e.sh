@@ -9,7 +9,10 @@
 #     shared default-arch builds with a library directory holding only
 #     vgpu's libcuda.so.1 and libnvidia-ml.so.1;
 #   - NVIDIA's static runtime on vgpu's libcuda.so.1 (the static builds);
-# and cublas_sgemm loads NVIDIA's cuBLAS 11 on each. graph_capture is a
+# and cublas_sgemm loads NVIDIA's cuBLAS 11 on each. In host mode, NVIDIA's
+# libraries themselves (scripts/cuda-libs: cuBLAS/cuBLASLt, cuFFT, cuRAND,
+# cuSOLVER, cuSPARSE 11, each with its static runtime) run on vgpu's
+# libcuda.so.1 as well. graph_capture is a
 # known gap under NVIDIA's runtime (run.sh --xfail): it needs the driver-API
 # graph and capture calls. Each stack runs twice:
 #   1. host mode: `vgpu serve --device sim --unix` and VGPU_TRANSPORT=unix:...
@@ -39,6 +42,9 @@ scripts/cuda-tests/build.sh "$ct" --arch sm_90 >"$logs/build.log" 2>&1 || { tail
 tail -1 "$logs/build.log"
 NVCC_CUDART=static scripts/cuda-tests/build.sh "$cts" --arch none >"$logs/build-static.log" 2>&1 || { tail -40 "$logs/build-static.log"; exit 1; }
 tail -1 "$logs/build-static.log"
+cl=$root/build/cl-e2e
+CUDA_HOME=${CUDA_HOME:-/usr} scripts/cuda-libs/build.sh "$cl" --arch sm_90 >"$logs/build-libs.log" 2>&1 || { tail -40 "$logs/build-libs.log"; exit 1; }
+tail -1 "$logs/build-libs.log"
 rm -rf "$drv" && mkdir -p "$drv" && cp -a "$lib"/libcuda.so.1 "$lib"/libnvidia-ml.so.1 "$drv/"
 
 status=0
@@ -65,6 +71,8 @@ echo "-- NVIDIA's libcudart.so.11.0 (shared) on vgpu's libcuda.so.1"
 run_all "$ct" --lib "$drv" --xfail graph_capture --logs "$logs/hostmode-nvrt-shared"
 echo "-- NVIDIA's static runtime on vgpu's libcuda.so.1"
 run_all "$cts" --lib "$drv" --xfail graph_capture --logs "$logs/hostmode-nvrt-static"
+echo "-- NVIDIA's libraries (cuBLAS, cuFFT, cuRAND, cuSOLVER, cuSPARSE 11) on vgpu's libcuda.so.1"
+run_all "$cl" --lib "$drv" --logs "$logs/hostmode-nvidia-libs"
 kill $srv; wait $srv 2>/dev/null || true
 trap - EXIT
 

@@ -739,6 +739,22 @@ static void test_driver_api(void)
 		(uint64_t(*)(void *, void *, void (*)(void *, void *, uint64_t), void *))tm[7];
 	CHECK(each_fn(NULL, mod, iter_record, &seen) == 1);
 	CHECK(seen.n == 1 && seen.fn == fn && seen.owner == (uint64_t)(uintptr_t)mod);
+	/* TOOLS_CONTEXT 51: one zeroed object per context (current: 0); 39 on it: 0 */
+	static const uint8_t tools_context_id[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+						     0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+	const void *const *tc = NULL;
+	OK(cuGetExportTable((const void **)&tc, tools_context_id));
+	int (*ctx_object)(uint64_t, void *, void **) = (int (*)(uint64_t, void *, void **))tc[51];
+	int (*object_query)(uint64_t, const void *, uint64_t *) = (int (*)(uint64_t, const void *, uint64_t *))tc[39];
+	void *obj = NULL, *obj2 = NULL;
+	uint64_t q = 7;
+	OK(ctx_object(0, NULL, &obj));
+	OK(ctx_object(0, NULL, &obj2));
+	CHECK(obj && obj == obj2 && ((const uint64_t *)obj)[0] == 0 && ((const uint64_t *)obj)[511] == 0);
+	OK(object_query(0, obj, &q));
+	CHECK(q == 0);
+	CHECK(ctx_object(0, (void *)(uintptr_t)-1, &obj2) == 400);
+	CHECK(ctx_object(0, NULL, NULL) == 1);
 	OK(cuFuncGetParamInfo(fn, 1, &off, &sz));
 	CHECK(off == 8 && sz == 4);
 	float f = 2.0f;

@@ -15,7 +15,8 @@
  *   CONTEXT_LOCAL_STORAGE  put/delete/get (context.c)
  *   CONTEXT_CHECKS     2: "not a wrapped context"; 3: 0; 1: NOT_SUPPORTED
  *   INTEGRITY_CHECK    1: HMAC-MD2 over what this library answers (§2)
- *   TOOLS_CONTEXT      4: writes (arg0 != 0) to *arg1 (what cuBLASLt asks)
+ *   TOOLS_CONTEXT      4: writes (arg0 != 0) to *arg1 (what cuBLASLt asks);
+ *                      51: a zeroed object per context; 39: 0 (cuBLAS, cuSOLVER)
  *   TOOLS_MODULE       7: a module's function iterator (what cuFFT asks)
  *   DA9151D3           served, every slot of unknown meaning
  *   CTX_CREATE_BYPASS  1: cuCtxCreate_v2
@@ -287,11 +288,68 @@ static CUresult toolsctx_slot4_flag(uint64_t arg0, uint64_t *out)
 	return 0;
 }
 
+/*
+ * Slots 51 and 39, what cuBLAS(Lt) and cuSOLVER call right after creating
+ * their handle (CUDA 11.8 and 13, on the H100 and on sim); their meaning
+ * is not documented. Measured calls: 51(unused, context, out pointer), the
+ * context 0 for the current one; then 39(unused, the pointer 51 gave, out
+ * u64). Lupine answers 51 with a zeroed object and 39 with 0, and with
+ * those both libraries run (measured on sim: cublasCreate and
+ * cusolverDnCreate succeed, where an error made them fail with 14 and 7).
+ * vgpu keeps one zeroed object per context, in the context's local
+ * storage, so it lives and dies with the context; a context that is not
+ * alive gets CUDA_ERROR_INVALID_CONTEXT, (CUcontext)-1 (which Lupine saw
+ * the driver refuse) CUDA_ERROR_INVALID_HANDLE.
+ */
+#define TOOLSCTX_OBJECT_BYTES 4096
+static const char toolsctx_object_key = 0; /* the CLS key: its address */
+
+static void toolsctx_object_free(CUcontext ctx, void *key, void *value) { free(value); }
+
+static CUresult toolsctx_slot51_object(uint64_t unused, CUcontext ctx, void **out)
+{
+	static int once;
+	void *obj = NULL;
+	if (!out)
+		return VGPU_E_INVALID_VALUE;
+	if (ctx == (CUcontext)(uintptr_t)-1)
+		return VGPU_E_INVALID_HANDLE;
+	if (!__atomic_exchange_n(&once, 1, __ATOMIC_RELAXED))
+		VINFO("export table TOOLS_CONTEXT: slot 51 called (a zeroed object per context)");
+	CUresult rc = vgpu_cls_get(&obj, ctx, (void *)&toolsctx_object_key);
+	if (rc == VGPU_E_INVALID_HANDLE) { /* none yet */
+		if (!(obj = calloc(1, TOOLSCTX_OBJECT_BYTES)))
+			return VGPU_E_OUT_OF_MEMORY;
+		rc = vgpu_cls_put(ctx, (void *)&toolsctx_object_key, obj, toolsctx_object_free);
+		if (rc) { /* another thread put one first, or no context */
+			free(obj);
+			obj = NULL;
+			rc = vgpu_cls_get(&obj, ctx, (void *)&toolsctx_object_key);
+		}
+	}
+	if (!rc)
+		*out = obj;
+	return rc;
+}
+
+static CUresult toolsctx_slot39_query(uint64_t unused, const void *object, uint64_t *out)
+{
+	if (!object || !out)
+		return VGPU_E_INVALID_VALUE;
+	*out = 0;
+	return 0;
+}
+
 static const void *const tools_context[93] = {
 	SIZE_WORD(93),	      U(toolsctx, 1),	    U(toolsctx, 2),	  U(toolsctx, 3),
 	W(toolsctx_slot4_flag), U(toolsctx, 5),	    U(toolsctx, 6),	  U(toolsctx, 7),
 	U(toolsctx, 8),	      U(toolsctx, 9),	    U_DECADE(toolsctx, 1), U_DECADE(toolsctx, 2),
-	U_DECADE(toolsctx, 3), U_DECADE(toolsctx, 4), U_DECADE(toolsctx, 5), U_DECADE(toolsctx, 6),
+	U(toolsctx, 30),       U(toolsctx, 31),       U(toolsctx, 32),       U(toolsctx, 33),
+	U(toolsctx, 34),       U(toolsctx, 35),       U(toolsctx, 36),       U(toolsctx, 37),
+	U(toolsctx, 38),       W(toolsctx_slot39_query), U_DECADE(toolsctx, 4), U(toolsctx, 50),
+	W(toolsctx_slot51_object), U(toolsctx, 52),   U(toolsctx, 53),       U(toolsctx, 54),
+	U(toolsctx, 55),       U(toolsctx, 56),       U(toolsctx, 57),       U(toolsctx, 58),
+	U(toolsctx, 59),       U_DECADE(toolsctx, 6),
 	U_DECADE(toolsctx, 7), U_DECADE(toolsctx, 8), U(toolsctx, 90),	  U(toolsctx, 91),
 	U(toolsctx, 92),
 };
