@@ -36,6 +36,8 @@ const (
 	OpMemGetAddressRange Opcode = 0x0209
 	OpHostShare          Opcode = 0x020a
 	OpHostUnshare        Opcode = 0x020b
+	OpMemAllocAsync      Opcode = 0x020c
+	OpMemFreeAsync       Opcode = 0x020d
 	OpMemGetGranularity  Opcode = 0x0280
 
 	OpModuleLoad           Opcode = 0x0301
@@ -62,6 +64,14 @@ const (
 	OpEventSynchronize Opcode = 0x0604
 	OpEventQuery       Opcode = 0x0605
 	OpEventElapsedTime Opcode = 0x0606
+
+	OpStreamBeginCapture Opcode = 0x0701
+	OpStreamEndCapture   Opcode = 0x0702
+	OpStreamIsCapturing  Opcode = 0x0703
+	OpGraphInstantiate   Opcode = 0x0704
+	OpGraphLaunch        Opcode = 0x0705
+	OpGraphExecDestroy   Opcode = 0x0706
+	OpGraphDestroy       Opcode = 0x0707
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

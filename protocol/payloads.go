@@ -637,3 +637,45 @@ type ErrorNotify struct {
 	Opcode    uint16
 	Pad0      uint16
 }
+
+// BeginCaptureReq starts capturing a stream (STREAM_BEGIN_CAPTURE).
+type BeginCaptureReq struct {
+	Stream uint64
+	Mode   uint32 // CUstreamCaptureMode: 0 global, 1 thread-local, 2 relaxed
+	Pad0   uint32
+}
+
+// CaptureStatusReply says whether a stream is capturing
+// (STREAM_IS_CAPTURING): a CUstreamCaptureStatus, 0 none, 1 active,
+// 2 invalidated.
+type CaptureStatusReply struct {
+	Status uint32
+	Pad0   uint32
+}
+
+// GraphInstantiateReq instantiates a graph (GRAPH_INSTANTIATE).
+type GraphInstantiateReq struct {
+	Graph uint64
+	Flags uint64 // CUgraphInstantiate_flags
+}
+
+// GraphLaunchReq launches an instantiated graph on a stream (GRAPH_LAUNCH).
+type GraphLaunchReq struct {
+	Exec   uint64
+	Stream uint64
+}
+
+// MemAllocAsyncReq allocates device memory in stream order
+// (MEM_ALLOC_ASYNC: cuMemAllocAsync, from the device's default pool).
+type MemAllocAsyncReq struct {
+	Device uint32
+	Flags  uint32 // none defined
+	Size   uint64
+	Stream uint64
+}
+
+// MemFreeAsyncReq frees an allocation in stream order (MEM_FREE_ASYNC).
+type MemFreeAsyncReq struct {
+	Ptr    uint64
+	Stream uint64
+}

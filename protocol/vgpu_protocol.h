@@ -102,6 +102,8 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_GET_ADDRESS_RANGE 0x0209u
 #define VGPU_OP_HOST_SHARE 0x020au
 #define VGPU_OP_HOST_UNSHARE 0x020bu
+#define VGPU_OP_MEM_ALLOC_ASYNC 0x020cu
+#define VGPU_OP_MEM_FREE_ASYNC 0x020du
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -124,6 +126,13 @@ typedef float vgpu_f32;
 #define VGPU_OP_EVENT_SYNCHRONIZE 0x0604u
 #define VGPU_OP_EVENT_QUERY 0x0605u
 #define VGPU_OP_EVENT_ELAPSED_TIME 0x0606u
+#define VGPU_OP_STREAM_BEGIN_CAPTURE 0x0701u
+#define VGPU_OP_STREAM_END_CAPTURE 0x0702u
+#define VGPU_OP_STREAM_IS_CAPTURING 0x0703u
+#define VGPU_OP_GRAPH_INSTANTIATE 0x0704u
+#define VGPU_OP_GRAPH_LAUNCH 0x0705u
+#define VGPU_OP_GRAPH_EXEC_DESTROY 0x0706u
+#define VGPU_OP_GRAPH_DESTROY 0x0707u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -550,6 +559,26 @@ struct vgpu_host_unshare_req {
 _Static_assert(sizeof(struct vgpu_host_unshare_req) == 8, "vgpu_host_unshare_req size");
 _Static_assert(offsetof(struct vgpu_host_unshare_req, base) == 0, "vgpu_host_unshare_req.base");
 
+struct vgpu_mem_alloc_async_req {
+	uint32_t device;
+	uint32_t flags;
+	uint64_t size;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_mem_alloc_async_req) == 24, "vgpu_mem_alloc_async_req size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, device) == 0, "vgpu_mem_alloc_async_req.device");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, flags) == 4, "vgpu_mem_alloc_async_req.flags");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, size) == 8, "vgpu_mem_alloc_async_req.size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, stream) == 16, "vgpu_mem_alloc_async_req.stream");
+
+struct vgpu_mem_free_async_req {
+	uint64_t ptr;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_mem_free_async_req) == 16, "vgpu_mem_free_async_req size");
+_Static_assert(offsetof(struct vgpu_mem_free_async_req, ptr) == 0, "vgpu_mem_free_async_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_free_async_req, stream) == 8, "vgpu_mem_free_async_req.stream");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -800,6 +829,40 @@ _Static_assert(sizeof(struct vgpu_elapsed_time_reply) == 8, "vgpu_elapsed_time_r
 _Static_assert(offsetof(struct vgpu_elapsed_time_reply, milliseconds) == 0, "vgpu_elapsed_time_reply.milliseconds");
 _Static_assert(offsetof(struct vgpu_elapsed_time_reply, pad0) == 4, "vgpu_elapsed_time_reply.pad0");
 
+struct vgpu_begin_capture_req {
+	uint64_t stream;
+	uint32_t mode;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_begin_capture_req) == 16, "vgpu_begin_capture_req size");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, stream) == 0, "vgpu_begin_capture_req.stream");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, mode) == 8, "vgpu_begin_capture_req.mode");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, pad0) == 12, "vgpu_begin_capture_req.pad0");
+
+struct vgpu_capture_status_reply {
+	uint32_t status;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_capture_status_reply) == 8, "vgpu_capture_status_reply size");
+_Static_assert(offsetof(struct vgpu_capture_status_reply, status) == 0, "vgpu_capture_status_reply.status");
+_Static_assert(offsetof(struct vgpu_capture_status_reply, pad0) == 4, "vgpu_capture_status_reply.pad0");
+
+struct vgpu_graph_instantiate_req {
+	uint64_t graph;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_graph_instantiate_req) == 16, "vgpu_graph_instantiate_req size");
+_Static_assert(offsetof(struct vgpu_graph_instantiate_req, graph) == 0, "vgpu_graph_instantiate_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_instantiate_req, flags) == 8, "vgpu_graph_instantiate_req.flags");
+
+struct vgpu_graph_launch_req {
+	uint64_t exec;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_graph_launch_req) == 16, "vgpu_graph_launch_req size");
+_Static_assert(offsetof(struct vgpu_graph_launch_req, exec) == 0, "vgpu_graph_launch_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_launch_req, stream) == 8, "vgpu_graph_launch_req.stream");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -883,6 +946,8 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_GET_ADDRESS_RANGE: return "MEM_GET_ADDRESS_RANGE";
 	case VGPU_OP_HOST_SHARE: return "HOST_SHARE";
 	case VGPU_OP_HOST_UNSHARE: return "HOST_UNSHARE";
+	case VGPU_OP_MEM_ALLOC_ASYNC: return "MEM_ALLOC_ASYNC";
+	case VGPU_OP_MEM_FREE_ASYNC: return "MEM_FREE_ASYNC";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
@@ -905,6 +970,13 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_EVENT_SYNCHRONIZE: return "EVENT_SYNCHRONIZE";
 	case VGPU_OP_EVENT_QUERY: return "EVENT_QUERY";
 	case VGPU_OP_EVENT_ELAPSED_TIME: return "EVENT_ELAPSED_TIME";
+	case VGPU_OP_STREAM_BEGIN_CAPTURE: return "STREAM_BEGIN_CAPTURE";
+	case VGPU_OP_STREAM_END_CAPTURE: return "STREAM_END_CAPTURE";
+	case VGPU_OP_STREAM_IS_CAPTURING: return "STREAM_IS_CAPTURING";
+	case VGPU_OP_GRAPH_INSTANTIATE: return "GRAPH_INSTANTIATE";
+	case VGPU_OP_GRAPH_LAUNCH: return "GRAPH_LAUNCH";
+	case VGPU_OP_GRAPH_EXEC_DESTROY: return "GRAPH_EXEC_DESTROY";
+	case VGPU_OP_GRAPH_DESTROY: return "GRAPH_DESTROY";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

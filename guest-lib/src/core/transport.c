@@ -72,6 +72,8 @@ static int host_mode;
 static int fd = -1;
 static struct vgpu_hello_reply hello;
 static uint32_t max_segments = 1024;
+/* Guest mode: the largest buffer vgpu.ko pins for one call (its max_pin_mb). */
+static uint64_t pin_max = 4096ull << 20;
 static volatile int broken;
 static uint64_t next_id = 1;
 
@@ -432,7 +434,13 @@ static int dev_roundtrip(const void *frame, uint32_t frame_len, struct vgpu_buf 
 		int e = errno;
 		free(r);
 		VERR("VGPU_IOC_CALL failed: %s", strerror(e));
-		if (e == EMSGSIZE || e == EINVAL || e == EFAULT)
+		if (e == E2BIG && nbufs)
+			VERR("a buffer of the call is over vgpu.ko's max_pin_mb (%llu MiB, "
+			     "/sys/module/vgpu/parameters/max_pin_mb) or needs more segments than the host takes",
+			     (unsigned long long)(pin_max >> 20));
+		/* The call's own arguments: the session goes on. */
+		if (e == EMSGSIZE || e == EINVAL || e == EFAULT || e == E2BIG || e == EOVERFLOW || e == EBADMSG ||
+		    e == EPERM)
 			return VGPU_E_INVALID_VALUE;
 		if (e == ENOMEM)
 			return VGPU_E_OUT_OF_MEMORY;
@@ -453,6 +461,13 @@ static int dev_open(const char *path)
 		VERR("cannot open %s: %s (is the vgpu guest driver loaded? for host mode set "
 		     "VGPU_TRANSPORT=unix:PATH)", path, strerror(errno));
 		return errno == ENOENT ? VGPU_E_NO_DEVICE : E_UNAVAILABLE;
+	}
+	FILE *pf = fopen("/sys/module/vgpu/parameters/max_pin_mb", "re");
+	unsigned long long mb = 0;
+	if (pf) {
+		if (fscanf(pf, "%llu", &mb) == 1 && mb)
+			pin_max = mb << 20;
+		fclose(pf);
 	}
 	struct vgpu_info info;
 	memset(&info, 0, sizeof info);
@@ -636,9 +651,12 @@ uint64_t vgpu_max_chunk(void)
 		uint64_t m = hello.max_payload ? hello.max_payload : VGPU_DEFAULT_MAX_PAYLOAD;
 		return m > 8192 ? m - 4096 : m / 2;
 	}
-	/* Conservatively len/4096 + 2 segments per buffer. */
+	/* Conservatively len/4096 + 2 segments per buffer, and what vgpu.ko
+	 * pins per buffer (max_pin_mb): a copy of any size goes in chunks. */
 	uint64_t segs = max_segments > 8 ? max_segments - 2 : 6;
 	uint64_t m = segs * 4096;
+	if (m > pin_max - 4096)
+		m = pin_max - 4096;
 	return m > (64u << 20) ? (64u << 20) : m;
 }
 
