@@ -37,6 +37,7 @@ var CConstants = []NamedConst{
 	{"FEATURE_MODULE_HASH", FeatureModuleHash},
 	{"FEATURE_HOST_SHARE", FeatureHostShare},
 	{"FEATURE_DEVICE_OUTPUT", FeatureDeviceOutput},
+	{"FEATURE_SHM_RING", FeatureShmRing},
 
 	{"ROLE_LIBRARY", uint64(RoleLibrary)},
 	{"ROLE_DRIVER", uint64(RoleDriver)},
@@ -75,6 +76,25 @@ var CConstants = []NamedConst{
 	{"OUTPUT_STDERR", uint64(OutputStderr)},
 	{"OUTPUT_FINAL", uint64(OutputFinal)},
 	{"MAX_OUTPUT_CHUNK", MaxOutputChunk},
+
+	{"RING_MAGIC", RingMagic},
+	{"RING_VERSION", RingVersion},
+	{"RING_HEADER_SIZE", RingHeaderSize},
+	{"RING_MIN_BYTES", RingMinBytes},
+	{"RING_MAX_BYTES", RingMaxBytes},
+	{"RING_FDS", RingFDs},
+	{"RING_OFF_MAGIC", RingOffMagic},
+	{"RING_OFF_REQ_TAIL", RingOffReqTail},
+	{"RING_OFF_REQ_HEAD", RingOffReqHead},
+	{"RING_OFF_COMP_TAIL", RingOffCompTail},
+	{"RING_OFF_COMP_HEAD", RingOffCompHead},
+	{"RING_OFF_SRV_SLEEP", RingOffSrvSleep},
+	{"RING_OFF_SRV_WAIT", RingOffSrvWait},
+	{"RING_OFF_CLI_SLEEP", RingOffCliSleep},
+	{"RING_OFF_CLI_WAIT", RingOffCliWait},
+	{"RING_CARRIER_SIZE", RingCarrierSize},
+	{"RING_DEFAULT_BYTES", RingDefaultBytes},
+	{"RING_DEFAULT_SPIN_NS", RingDefaultSpinNs},
 }
 
 // DefaultPort is the vsock port of the vGPU service.

@@ -12,6 +12,7 @@ const (
 	OpPing      Opcode = 0x0005
 	OpSetOption Opcode = 0x0006
 	OpGetStats  Opcode = 0x0007
+	OpRingSetup Opcode = 0x0008
 
 	OpDeviceGetCount     Opcode = 0x0101
 	OpDeviceGetInfo      Opcode = 0x0102

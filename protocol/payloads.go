@@ -43,6 +43,9 @@ const (
 	// comes as OpNotifyOutput before the reply of each synchronising call
 	// (offered where the process's GPU work runs in its own host process).
 	FeatureDeviceOutput uint64 = 1 << 6
+	// FeatureShmRing: host mode's requests and replies on shared-memory
+	// rings (OpRingSetup; see ring.go).
+	FeatureShmRing uint64 = 1 << 7
 )
 
 // Roles of a HELLO sender.

@@ -43,6 +43,9 @@ var Ops = []OpInfo{
 	{Op: 0x0007, Name: "GET_STATS", Req: Empty{}, Reply: SessionStats{}, Shape: ShapeSync,
 		Symbols: []string{"vgpuGetStats"}, NoDevice: "the session's own counters",
 		Handler: "reply(getStats)", Unchecked: "empty"},
+	{Op: 0x0008, Name: "RING_SETUP", Req: RingSetupReq{RingBytes: RingDefaultBytes}, Reply: Empty{}, Shape: ShapeSync, FD: true,
+		Symbols: []string{"cuInit"}, NoDevice: "moves a host-mode session onto shared-memory rings (ring.go; sent after HELLO)",
+		Handler: "do(ringSetup)", Check: "checkRingSetup"},
 
 	// Device (0x01): devices, the driver, limits, NVML's readings.
 	{Op: 0x0101, Name: "DEVICE_GET_COUNT", Req: Empty{}, Reply: DeviceCountReply{Count: 1}, Shape: ShapeSync,

@@ -38,6 +38,7 @@ typedef float vgpu_f32;
 #define VGPU_FEATURE_MODULE_HASH 0x10u
 #define VGPU_FEATURE_HOST_SHARE 0x20u
 #define VGPU_FEATURE_DEVICE_OUTPUT 0x40u
+#define VGPU_FEATURE_SHM_RING 0x80u
 #define VGPU_ROLE_LIBRARY 0x1u
 #define VGPU_ROLE_DRIVER 0x2u
 #define VGPU_COPY_ASYNC 0x1u
@@ -71,6 +72,24 @@ typedef float vgpu_f32;
 #define VGPU_OUTPUT_STDERR 0x2u
 #define VGPU_OUTPUT_FINAL 0x1u
 #define VGPU_MAX_OUTPUT_CHUNK 0xfd0u
+#define VGPU_RING_MAGIC 0x47524756u
+#define VGPU_RING_VERSION 0x1u
+#define VGPU_RING_HEADER_SIZE 0x1000u
+#define VGPU_RING_MIN_BYTES 0x10000u
+#define VGPU_RING_MAX_BYTES 0x4000000u
+#define VGPU_RING_FDS 0x5u
+#define VGPU_RING_OFF_MAGIC 0x0u
+#define VGPU_RING_OFF_REQ_TAIL 0x40u
+#define VGPU_RING_OFF_REQ_HEAD 0x80u
+#define VGPU_RING_OFF_COMP_TAIL 0xc0u
+#define VGPU_RING_OFF_COMP_HEAD 0x100u
+#define VGPU_RING_OFF_SRV_SLEEP 0x140u
+#define VGPU_RING_OFF_SRV_WAIT 0x180u
+#define VGPU_RING_OFF_CLI_SLEEP 0x1c0u
+#define VGPU_RING_OFF_CLI_WAIT 0x200u
+#define VGPU_RING_CARRIER_SIZE 0x8u
+#define VGPU_RING_DEFAULT_BYTES 0x100000u
+#define VGPU_RING_DEFAULT_SPIN_NS 0x4e20u
 
 /* Opcodes: area in the high byte. */
 #define VGPU_OP_HELLO 0x0001u
@@ -80,6 +99,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_PING 0x0005u
 #define VGPU_OP_SET_OPTION 0x0006u
 #define VGPU_OP_GET_STATS 0x0007u
+#define VGPU_OP_RING_SETUP 0x0008u
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -296,6 +316,14 @@ _Static_assert(offsetof(struct vgpu_session_stats, nanos_queued) == 80, "vgpu_se
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_validate) == 88, "vgpu_session_stats.nanos_validate");
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_handler) == 96, "vgpu_session_stats.nanos_handler");
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_reply) == 104, "vgpu_session_stats.nanos_reply");
+
+struct vgpu_ring_setup_req {
+	uint64_t ring_bytes;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_ring_setup_req) == 16, "vgpu_ring_setup_req size");
+_Static_assert(offsetof(struct vgpu_ring_setup_req, ring_bytes) == 0, "vgpu_ring_setup_req.ring_bytes");
+_Static_assert(offsetof(struct vgpu_ring_setup_req, flags) == 8, "vgpu_ring_setup_req.flags");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -924,6 +952,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_PING: return "PING";
 	case VGPU_OP_SET_OPTION: return "SET_OPTION";
 	case VGPU_OP_GET_STATS: return "GET_STATS";
+	case VGPU_OP_RING_SETUP: return "RING_SETUP";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";

@@ -14,6 +14,7 @@ static const struct op_golden {
 	{ "ping", VGPU_OP_PING, 0, (long)0 },
 	{ "set_option", VGPU_OP_SET_OPTION, sizeof(struct vgpu_set_option_req), (long)0 },
 	{ "get_stats", VGPU_OP_GET_STATS, 0, (long)sizeof(struct vgpu_session_stats) },
+	{ "ring_setup", VGPU_OP_RING_SETUP, sizeof(struct vgpu_ring_setup_req), (long)0 },
 	{ "device_get_count", VGPU_OP_DEVICE_GET_COUNT, 0, (long)sizeof(struct vgpu_device_count_reply) },
 	{ "device_get_info", VGPU_OP_DEVICE_GET_INFO, sizeof(struct vgpu_device_req), (long)sizeof(struct vgpu_device_info) },
 	{ "driver_get_version", VGPU_OP_DRIVER_GET_VERSION, 0, (long)sizeof(struct vgpu_version_reply) },
