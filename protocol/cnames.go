@@ -70,6 +70,7 @@ var CConstants = []NamedConst{
 	{"MONITOR_CLOCKS", MonitorClocks},
 	{"MAX_FUNC_ATTRS", MaxFuncAttrs},
 	{"MAX_PARAM_BYTES", MaxParamBytes},
+	{"MAX_FUNCTION_LIST_BYTES", MaxFunctionListBytes},
 	{"DEFAULT_PORT", DefaultPort},
 	{"MAX_BATCH", DefaultMaxBatch},
 	{"OUTPUT_STDOUT", uint64(OutputStdout)},

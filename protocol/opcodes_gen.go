@@ -49,6 +49,7 @@ const (
 	OpFuncSetAttribute     Opcode = 0x0306
 	OpOccupancyMaxBlocks   Opcode = 0x0307
 	OpOccupancyMaxClusters Opcode = 0x0380
+	OpModuleListFunctions  Opcode = 0x0381
 
 	OpLaunchKernel   Opcode = 0x0401
 	OpLaunchKernelEx Opcode = 0x0480

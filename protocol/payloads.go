@@ -434,6 +434,25 @@ type FunctionReply struct {
 	ParamBytes uint32 // size of the whole parameter block
 }
 
+// ModuleFunctionsReq lists a module's kernels (OpModuleListFunctions),
+// from the First-th on in the device's order.
+type ModuleFunctionsReq struct {
+	Module uint64
+	First  uint32
+	Pad0   uint32
+}
+
+// ModuleFunctionsReply answers OpModuleListFunctions: the module has Total
+// kernels; Count names follow from First on, each NUL-terminated, at most
+// MaxFunctionListBytes of them (ask again from First+Count for more).
+type ModuleFunctionsReply struct {
+	Total uint32
+	Count uint32
+}
+
+// MaxFunctionListBytes bounds the names one ModuleFunctionsReply carries.
+const MaxFunctionListBytes = 32 << 10
+
 // GlobalReply answers OpModuleGetGlobal.
 type GlobalReply struct {
 	Ptr  uint64

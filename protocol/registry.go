@@ -154,6 +154,9 @@ var Ops = []OpInfo{
 	{Op: 0x0380, Name: "OCCUPANCY_MAX_CLUSTERS", Req: ClusterOccupancyReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 128, BlockY: 1, BlockZ: 1, Cluster: Cluster{X: 2, Y: 1, Z: 1}}, Reply: OccupancyReply{NumBlocks: 56}, Shape: ShapeSync,
 		Symbols: []string{"cuOccupancyMaxActiveClusters"}, Device: "OccupancyMaxClusters",
 		Handler: "reply(occupancyMaxClusters)", Check: "checkClusterOccupancy"},
+	{Op: 0x0381, Name: "MODULE_LIST_FUNCTIONS", Req: ModuleFunctionsReq{Module: 1}, Reply: ModuleFunctionsReply{Total: 1, Count: 1}, ReplyTail: TailBytes, Shape: ShapeSync,
+		Symbols: []string{"cuModuleGetFunctionCount", "cuModuleEnumerateFunctions"}, Device: "ModuleFunctionNames",
+		Handler: "do(moduleListFunctions)", Unchecked: "a module handle the handler looks up, and an index into its list"},
 
 	// Launch (0x04).
 	{Op: 0x0401, Name: "LAUNCH_KERNEL", Req: LaunchReq{GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,

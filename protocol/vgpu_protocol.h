@@ -66,6 +66,7 @@ typedef float vgpu_f32;
 #define VGPU_MONITOR_CLOCKS 0x4u
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
+#define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
 #define VGPU_OUTPUT_STDOUT 0x1u
@@ -133,6 +134,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_FUNC_SET_ATTRIBUTE 0x0306u
 #define VGPU_OP_OCCUPANCY_MAX_BLOCKS 0x0307u
 #define VGPU_OP_OCCUPANCY_MAX_CLUSTERS 0x0380u
+#define VGPU_OP_MODULE_LIST_FUNCTIONS 0x0381u
 #define VGPU_OP_LAUNCH_KERNEL 0x0401u
 #define VGPU_OP_LAUNCH_KERNEL_EX 0x0480u
 #define VGPU_OP_STREAM_CREATE 0x0501u
@@ -759,6 +761,24 @@ _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, shared_mem) == 32, "v
 _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, pad0) == 36, "vgpu_cluster_occupancy_req.pad0");
 _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, cluster) == 40, "vgpu_cluster_occupancy_req.cluster");
 
+struct vgpu_module_functions_req {
+	uint64_t module;
+	uint32_t first;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_module_functions_req) == 16, "vgpu_module_functions_req size");
+_Static_assert(offsetof(struct vgpu_module_functions_req, module) == 0, "vgpu_module_functions_req.module");
+_Static_assert(offsetof(struct vgpu_module_functions_req, first) == 8, "vgpu_module_functions_req.first");
+_Static_assert(offsetof(struct vgpu_module_functions_req, pad0) == 12, "vgpu_module_functions_req.pad0");
+
+struct vgpu_module_functions_reply {
+	uint32_t total;
+	uint32_t count;
+};
+_Static_assert(sizeof(struct vgpu_module_functions_reply) == 8, "vgpu_module_functions_reply size");
+_Static_assert(offsetof(struct vgpu_module_functions_reply, total) == 0, "vgpu_module_functions_reply.total");
+_Static_assert(offsetof(struct vgpu_module_functions_reply, count) == 4, "vgpu_module_functions_reply.count");
+
 struct vgpu_launch_req {
 	uint64_t func;
 	uint64_t stream;
@@ -986,6 +1006,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_FUNC_SET_ATTRIBUTE: return "FUNC_SET_ATTRIBUTE";
 	case VGPU_OP_OCCUPANCY_MAX_BLOCKS: return "OCCUPANCY_MAX_BLOCKS";
 	case VGPU_OP_OCCUPANCY_MAX_CLUSTERS: return "OCCUPANCY_MAX_CLUSTERS";
+	case VGPU_OP_MODULE_LIST_FUNCTIONS: return "MODULE_LIST_FUNCTIONS";
 	case VGPU_OP_LAUNCH_KERNEL: return "LAUNCH_KERNEL";
 	case VGPU_OP_LAUNCH_KERNEL_EX: return "LAUNCH_KERNEL_EX";
 	case VGPU_OP_STREAM_CREATE: return "STREAM_CREATE";

@@ -48,6 +48,7 @@ static const struct op_golden {
 	{ "func_set_attribute", VGPU_OP_FUNC_SET_ATTRIBUTE, sizeof(struct vgpu_func_set_attribute_req), (long)0 },
 	{ "occupancy_max_blocks", VGPU_OP_OCCUPANCY_MAX_BLOCKS, sizeof(struct vgpu_occupancy_req), (long)sizeof(struct vgpu_occupancy_reply) },
 	{ "occupancy_max_clusters", VGPU_OP_OCCUPANCY_MAX_CLUSTERS, sizeof(struct vgpu_cluster_occupancy_req), (long)sizeof(struct vgpu_occupancy_reply) },
+	{ "module_list_functions", VGPU_OP_MODULE_LIST_FUNCTIONS, sizeof(struct vgpu_module_functions_req), (long)sizeof(struct vgpu_module_functions_reply) },
 	{ "launch_kernel", VGPU_OP_LAUNCH_KERNEL, sizeof(struct vgpu_launch_req), (long)0 },
 	{ "launch_kernel_ex", VGPU_OP_LAUNCH_KERNEL_EX, sizeof(struct vgpu_launch_ex_req), (long)0 },
 	{ "stream_create", VGPU_OP_STREAM_CREATE, sizeof(struct vgpu_stream_create_req), (long)sizeof(struct vgpu_handle_reply) },
