@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# gpu-perf.sh [CARRY] - issue 18's per-call figures on a GPU machine, in about
-# two minutes (well under 8):
+# gpu-perf.sh [CARRY] - issue 18's per-call and copy figures on a GPU machine
+# (under 8 minutes):
 #   1. the device/cuda GPU tests (the hot driver calls go through
 #      purego.SyscallN) and BenchmarkPuregoCall, from CARRY's cuda-gpu.test
 #   2. `vgpu bench calls` natively, then in host mode against
-#      `vgpu serve --device cuda --trace` with --isolate none and --isolate vm,
-#      each on the shared-memory rings (the library's default) and on the
-#      socket (VGPU_RING=0), each with the backend's per-layer breakdown;
-#      twice, natively first each round, so every ratio has its baseline in
-#      the same run
+#      `vgpu serve --device cuda --trace` with --isolate none and --isolate vm
+#      (the library on its default transport, shared-memory rings), each
+#      with the backend's per-layer breakdown; twice, natively first each
+#      round, so every ratio has its baseline in the same run
 #   3. host mode once more without --trace (what the stamps cost)
 #   4. shared-memory rings and staging copies (issue 18.3/18.4), twice, native
 #      first each round: `vgpu bench calls` on rings (the default) and with
@@ -41,15 +40,14 @@ else
 	echo "no $carry/cuda-gpu.test (run scripts/gpu-carry.sh)"
 fi
 
-# host ISO TRACE NAME RING: vgpu bench calls against a host-mode backend;
-# RING 0 keeps the library on the socket.
+# host ISO TRACE NAME: vgpu bench calls against a host-mode backend.
 host() {
-	local iso=$1 trace=$2 name=$3 ring=${4:-1} sock=/tmp/vgpu-perf.sock
+	local iso=$1 trace=$2 name=$3 sock=/tmp/vgpu-perf.sock
 	rm -f "$sock"
 	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$sock" --isolate "$iso" $trace --log-level warn >"$out/serve-$name.log" 2>&1 &
 	local srv=$!
 	wait_socket "$sock"
-	LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" VGPU_RING=$ring timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-$name.txt" 2>&1 ||
+	LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-$name.txt" 2>&1 ||
 		tail -5 "$out/calls-$name.txt"
 	kill $srv
 	wait $srv 2>/dev/null
@@ -59,9 +57,8 @@ for run in 1 2; do
 	step "run $run: native"
 	timeout 120 "$vgpu" bench calls --native --min-time "$mt" >"$out/calls-native-$run.txt" 2>&1 || tail -5 "$out/calls-native-$run.txt"
 	for iso in none vm; do
-		step "run $run: host mode --isolate $iso --trace (rings, then the socket)"
-		host "$iso" --trace "host-$iso-trace-$run" 1
-		host "$iso" --trace "host-$iso-socket-trace-$run" 0
+		step "run $run: host mode --isolate $iso --trace"
+		host "$iso" --trace "host-$iso-trace-$run"
 	done
 done
 for iso in none vm; do
@@ -74,12 +71,12 @@ step "summary"
 	for run in 1 2; do
 		echo "### run $run"
 		grep -E '^native ' "$out/calls-native-$run.txt"
-		for v in none none-socket vm vm-socket; do
+		for v in none vm; do
 			echo "--isolate $v:"
 			grep -E '^vgpu ' "$out/calls-host-$v-trace-$run.txt"
 		done
 		# host/native per call, same run
-		for v in none none-socket vm vm-socket; do
+		for v in none vm; do
 			awk -v v="$v" 'FNR==NR && $1=="native" {n[$2]=$4; next}
 				$1=="vgpu" && NF==5 && ($2 in n) {printf "ratio --isolate %-12s %-14s %6.2fx native\n", v, $2, $4/n[$2]}' \
 				"$out/calls-native-$run.txt" "$out/calls-host-$v-trace-$run.txt"
