@@ -150,6 +150,8 @@ type Context struct {
 	events   map[device.Event]*event
 	modules  map[device.Module]*module
 	funcs    map[device.Function]*function
+	graphs   map[device.Graph]*graph
+	execs    map[device.GraphExec]*graph
 	limits   map[int]uint64
 	nullStrm *stream
 
@@ -165,6 +167,8 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		events:  map[device.Event]*event{},
 		modules: map[device.Module]*module{},
 		funcs:   map[device.Function]*function{},
+		graphs:  map[device.Graph]*graph{},
+		execs:   map[device.GraphExec]*graph{},
 		limits:  defaultLimits(),
 		handles: 0x1000,
 		fault:   &fault{},
@@ -548,6 +552,8 @@ func (c *Context) Reset() error {
 	clear(c.events)
 	clear(c.modules)
 	clear(c.funcs)
+	clear(c.graphs)
+	clear(c.execs)
 	c.limits = defaultLimits()
 	return nil
 }
