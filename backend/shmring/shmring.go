@@ -27,6 +27,7 @@ import (
 	"math/bits"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,8 +57,8 @@ type ring struct {
 // Options tune an endpoint.
 type Options struct {
 	// Spin is how long a side that found nothing to do polls the ring
-	// before it sleeps on its doorbell (default protocol.RingDefaultSpinNs;
-	// negative: never spin).
+	// before it sleeps on its doorbell (0: DefaultSpin(); negative: never
+	// spin).
 	Spin time.Duration
 	// Sock, if >= 0, is a socket whose readability interrupts waits:
 	// OnSock is called then, and returns true once the socket has ended
@@ -94,6 +95,16 @@ type Endpoint struct {
 
 func u64(mem []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&mem[off])) }
 func u32(mem []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off])) }
+
+// DefaultSpin is protocol.RingDefaultSpinNs where the machine has CPUs to
+// spare (4 or more), else -1 (no spinning): with two CPUs, a side that
+// spins takes the CPU the other side needs to answer it.
+func DefaultSpin() time.Duration {
+	if runtime.NumCPU() < 4 {
+		return -1
+	}
+	return protocol.RingDefaultSpinNs
+}
 
 // CheckSize checks one ring's size.
 func CheckSize(n uint64) error {
@@ -172,7 +183,7 @@ func newEndpoint(fds []int, ringBytes uint64, opt Options, server bool) (*Endpoi
 	}
 	_ = unix.Close(fds[0])
 	if opt.Spin == 0 {
-		opt.Spin = protocol.RingDefaultSpinNs
+		opt.Spin = DefaultSpin()
 	}
 	req := ring{data: mem[protocol.RingHeaderSize : protocol.RingHeaderSize+ringBytes], size: ringBytes,
 		tail: u64(mem, protocol.RingOffReqTail), head: u64(mem, protocol.RingOffReqHead)}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -42,7 +43,7 @@ func pair(t *testing.T, n uint64, spin int64) (srv, cli *shmring.Endpoint, mem [
 		}
 		fds = append(fds, fd)
 	}
-	opt := shmring.Options{Sock: -1, Spin: 0}
+	opt := shmring.Options{Sock: -1, Spin: 20 * time.Microsecond} // spinning whatever the machine
 	if spin < 0 {
 		opt.Spin = -1
 	}

@@ -41,5 +41,6 @@ int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n);
 uint64_t vgpu_ring_write_pos(struct vgpu_ring *r);
 int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n);
 int vgpu_ring_pending(struct vgpu_ring *r);
+uint64_t vgpu_ring_default_spin_ns(void);
 
 #endif

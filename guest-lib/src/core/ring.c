@@ -45,6 +45,14 @@ struct vgpu_ring {
 #define U64(r, off) ((uint64_t *)((r)->mem + (off)))
 #define U32(r, off) ((uint32_t *)((r)->mem + (off)))
 
+/* VGPU_RING_DEFAULT_SPIN_NS where the machine has CPUs to spare (4 or
+ * more), else 0: with two CPUs, a side that spins takes the CPU the other
+ * side needs to answer it. */
+uint64_t vgpu_ring_default_spin_ns(void)
+{
+	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? VGPU_RING_DEFAULT_SPIN_NS : 0;
+}
+
 void vgpu_ring_destroy(struct vgpu_ring *r)
 {
 	if (!r)
@@ -69,7 +77,7 @@ int vgpu_ring_create(int sock, uint64_t bytes, struct vgpu_ring **out, int fds[V
 	r->size = bytes;
 	r->map_len = VGPU_RING_HEADER_SIZE + 2 * bytes;
 	const char *s = getenv("VGPU_RING_SPIN_US");
-	r->spin_ns = s && *s ? strtoull(s, NULL, 10) * 1000 : VGPU_RING_DEFAULT_SPIN_NS;
+	r->spin_ns = s && *s ? strtoull(s, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
 	int mfd = memfd_create("vgpu-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0)
 		goto fail;

@@ -98,7 +98,7 @@ static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
  * RING_SETUP; until then a caller reads its own reply from the socket. */
 static struct vgpu_ring *ring;
 static int reader_running;
-static uint64_t wait_spin_ns = VGPU_RING_DEFAULT_SPIN_NS;
+static uint64_t wait_spin_ns;
 static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pend_cv = PTHREAD_COND_INITIALIZER;
 static struct waiter *pending;
@@ -510,8 +510,7 @@ static void ring_start(void)
 	if (b && *b)
 		bytes = strtoull(b, NULL, 0);
 	const char *sp = getenv("VGPU_RING_SPIN_US");
-	if (sp && *sp)
-		wait_spin_ns = strtoull(sp, NULL, 10) * 1000;
+	wait_spin_ns = sp && *sp ? strtoull(sp, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
 	struct vgpu_ring *r;
 	int fds[VGPU_RING_FDS];
 	if (vgpu_ring_create(fd, bytes, &r, fds) != 0) {
