@@ -51,8 +51,9 @@ type OpInfo struct {
 	Shape     Shape
 	// Segments: may carry guest-physical segments.
 	Segments bool
-	// FD: carries one file descriptor beside the frame (host mode's unix
-	// socket, SCM_RIGHTS in the sendmsg of the frame's first byte).
+	// FD: carries file descriptors beside the frame (host mode's unix
+	// socket, SCM_RIGHTS in the sendmsg of the frame's first byte): one
+	// (HOST_SHARE) or RingFDs (RING_SETUP).
 	FD bool
 
 	// Symbols are the guest library entry points (CUDA driver API, NVML,

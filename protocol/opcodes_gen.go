@@ -12,6 +12,7 @@ const (
 	OpPing      Opcode = 0x0005
 	OpSetOption Opcode = 0x0006
 	OpGetStats  Opcode = 0x0007
+	OpRingSetup Opcode = 0x0008
 
 	OpDeviceGetCount     Opcode = 0x0101
 	OpDeviceGetInfo      Opcode = 0x0102
@@ -55,6 +56,7 @@ const (
 	OpFuncSetAttribute     Opcode = 0x0306
 	OpOccupancyMaxBlocks   Opcode = 0x0307
 	OpOccupancyMaxClusters Opcode = 0x0380
+	OpModuleListFunctions  Opcode = 0x0381
 
 	OpLaunchKernel   Opcode = 0x0401
 	OpLaunchKernelEx Opcode = 0x0480

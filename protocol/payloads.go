@@ -43,6 +43,9 @@ const (
 	// comes as OpNotifyOutput before the reply of each synchronising call
 	// (offered where the process's GPU work runs in its own host process).
 	FeatureDeviceOutput uint64 = 1 << 6
+	// FeatureShmRing: host mode's requests and replies on shared-memory
+	// rings (OpRingSetup; see ring.go).
+	FeatureShmRing uint64 = 1 << 7
 )
 
 // Roles of a HELLO sender.
@@ -430,6 +433,25 @@ type FunctionReply struct {
 	NumParams  uint32
 	ParamBytes uint32 // size of the whole parameter block
 }
+
+// ModuleFunctionsReq lists a module's kernels (OpModuleListFunctions),
+// from the First-th on in the device's order.
+type ModuleFunctionsReq struct {
+	Module uint64
+	First  uint32
+	Pad0   uint32
+}
+
+// ModuleFunctionsReply answers OpModuleListFunctions: the module has Total
+// kernels; Count names follow from First on, each NUL-terminated, at most
+// MaxFunctionListBytes of them (ask again from First+Count for more).
+type ModuleFunctionsReply struct {
+	Total uint32
+	Count uint32
+}
+
+// MaxFunctionListBytes bounds the names one ModuleFunctionsReply carries.
+const MaxFunctionListBytes = 32 << 10
 
 // GlobalReply answers OpModuleGetGlobal.
 type GlobalReply struct {

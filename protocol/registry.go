@@ -43,6 +43,9 @@ var Ops = []OpInfo{
 	{Op: 0x0007, Name: "GET_STATS", Req: Empty{}, Reply: SessionStats{}, Shape: ShapeSync,
 		Symbols: []string{"vgpuGetStats"}, NoDevice: "the session's own counters",
 		Handler: "reply(getStats)", Unchecked: "empty"},
+	{Op: 0x0008, Name: "RING_SETUP", Req: RingSetupReq{RingBytes: RingDefaultBytes}, Reply: Empty{}, Shape: ShapeSync, FD: true,
+		Symbols: []string{"cuInit"}, NoDevice: "moves a host-mode session onto shared-memory rings (ring.go; sent after HELLO)",
+		Handler: "do(ringSetup)", Check: "checkRingSetup"},
 
 	// Device (0x01): devices, the driver, limits, NVML's readings.
 	{Op: 0x0101, Name: "DEVICE_GET_COUNT", Req: Empty{}, Reply: DeviceCountReply{Count: 1}, Shape: ShapeSync,
@@ -176,6 +179,9 @@ var Ops = []OpInfo{
 	{Op: 0x0380, Name: "OCCUPANCY_MAX_CLUSTERS", Req: ClusterOccupancyReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 128, BlockY: 1, BlockZ: 1, Cluster: Cluster{X: 2, Y: 1, Z: 1}}, Reply: OccupancyReply{NumBlocks: 56}, Shape: ShapeSync,
 		Symbols: []string{"cuOccupancyMaxActiveClusters"}, Device: "OccupancyMaxClusters",
 		Handler: "reply(occupancyMaxClusters)", Check: "checkClusterOccupancy"},
+	{Op: 0x0381, Name: "MODULE_LIST_FUNCTIONS", Req: ModuleFunctionsReq{Module: 1}, Reply: ModuleFunctionsReply{Total: 1, Count: 1}, ReplyTail: TailBytes, Shape: ShapeSync,
+		Symbols: []string{"cuModuleGetFunctionCount", "cuModuleEnumerateFunctions"}, Device: "ModuleFunctionNames",
+		Handler: "do(moduleListFunctions)", Unchecked: "a module handle the handler looks up, and an index into its list"},
 
 	// Launch (0x04).
 	{Op: 0x0401, Name: "LAUNCH_KERNEL", Req: LaunchReq{GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,

@@ -38,6 +38,7 @@ typedef float vgpu_f32;
 #define VGPU_FEATURE_MODULE_HASH 0x10u
 #define VGPU_FEATURE_HOST_SHARE 0x20u
 #define VGPU_FEATURE_DEVICE_OUTPUT 0x40u
+#define VGPU_FEATURE_SHM_RING 0x80u
 #define VGPU_ROLE_LIBRARY 0x1u
 #define VGPU_ROLE_DRIVER 0x2u
 #define VGPU_COPY_ASYNC 0x1u
@@ -65,12 +66,31 @@ typedef float vgpu_f32;
 #define VGPU_MONITOR_CLOCKS 0x4u
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
+#define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
 #define VGPU_OUTPUT_STDOUT 0x1u
 #define VGPU_OUTPUT_STDERR 0x2u
 #define VGPU_OUTPUT_FINAL 0x1u
 #define VGPU_MAX_OUTPUT_CHUNK 0xfd0u
+#define VGPU_RING_MAGIC 0x47524756u
+#define VGPU_RING_VERSION 0x1u
+#define VGPU_RING_HEADER_SIZE 0x1000u
+#define VGPU_RING_MIN_BYTES 0x10000u
+#define VGPU_RING_MAX_BYTES 0x4000000u
+#define VGPU_RING_FDS 0x5u
+#define VGPU_RING_OFF_MAGIC 0x0u
+#define VGPU_RING_OFF_REQ_TAIL 0x40u
+#define VGPU_RING_OFF_REQ_HEAD 0x80u
+#define VGPU_RING_OFF_COMP_TAIL 0xc0u
+#define VGPU_RING_OFF_COMP_HEAD 0x100u
+#define VGPU_RING_OFF_SRV_SLEEP 0x140u
+#define VGPU_RING_OFF_SRV_WAIT 0x180u
+#define VGPU_RING_OFF_CLI_SLEEP 0x1c0u
+#define VGPU_RING_OFF_CLI_WAIT 0x200u
+#define VGPU_RING_CARRIER_SIZE 0x8u
+#define VGPU_RING_DEFAULT_BYTES 0x100000u
+#define VGPU_RING_DEFAULT_SPIN_NS 0x4e20u
 
 /* Opcodes: area in the high byte. */
 #define VGPU_OP_HELLO 0x0001u
@@ -80,6 +100,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_PING 0x0005u
 #define VGPU_OP_SET_OPTION 0x0006u
 #define VGPU_OP_GET_STATS 0x0007u
+#define VGPU_OP_RING_SETUP 0x0008u
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -120,6 +141,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_FUNC_SET_ATTRIBUTE 0x0306u
 #define VGPU_OP_OCCUPANCY_MAX_BLOCKS 0x0307u
 #define VGPU_OP_OCCUPANCY_MAX_CLUSTERS 0x0380u
+#define VGPU_OP_MODULE_LIST_FUNCTIONS 0x0381u
 #define VGPU_OP_LAUNCH_KERNEL 0x0401u
 #define VGPU_OP_LAUNCH_KERNEL_EX 0x0480u
 #define VGPU_OP_STREAM_CREATE 0x0501u
@@ -303,6 +325,14 @@ _Static_assert(offsetof(struct vgpu_session_stats, nanos_queued) == 80, "vgpu_se
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_validate) == 88, "vgpu_session_stats.nanos_validate");
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_handler) == 96, "vgpu_session_stats.nanos_handler");
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_reply) == 104, "vgpu_session_stats.nanos_reply");
+
+struct vgpu_ring_setup_req {
+	uint64_t ring_bytes;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_ring_setup_req) == 16, "vgpu_ring_setup_req size");
+_Static_assert(offsetof(struct vgpu_ring_setup_req, ring_bytes) == 0, "vgpu_ring_setup_req.ring_bytes");
+_Static_assert(offsetof(struct vgpu_ring_setup_req, flags) == 8, "vgpu_ring_setup_req.flags");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -810,6 +840,24 @@ _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, shared_mem) == 32, "v
 _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, pad0) == 36, "vgpu_cluster_occupancy_req.pad0");
 _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, cluster) == 40, "vgpu_cluster_occupancy_req.cluster");
 
+struct vgpu_module_functions_req {
+	uint64_t module;
+	uint32_t first;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_module_functions_req) == 16, "vgpu_module_functions_req size");
+_Static_assert(offsetof(struct vgpu_module_functions_req, module) == 0, "vgpu_module_functions_req.module");
+_Static_assert(offsetof(struct vgpu_module_functions_req, first) == 8, "vgpu_module_functions_req.first");
+_Static_assert(offsetof(struct vgpu_module_functions_req, pad0) == 12, "vgpu_module_functions_req.pad0");
+
+struct vgpu_module_functions_reply {
+	uint32_t total;
+	uint32_t count;
+};
+_Static_assert(sizeof(struct vgpu_module_functions_reply) == 8, "vgpu_module_functions_reply size");
+_Static_assert(offsetof(struct vgpu_module_functions_reply, total) == 0, "vgpu_module_functions_reply.total");
+_Static_assert(offsetof(struct vgpu_module_functions_reply, count) == 4, "vgpu_module_functions_reply.count");
+
 struct vgpu_launch_req {
 	uint64_t func;
 	uint64_t stream;
@@ -997,6 +1045,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_PING: return "PING";
 	case VGPU_OP_SET_OPTION: return "SET_OPTION";
 	case VGPU_OP_GET_STATS: return "GET_STATS";
+	case VGPU_OP_RING_SETUP: return "RING_SETUP";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";
@@ -1037,6 +1086,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_FUNC_SET_ATTRIBUTE: return "FUNC_SET_ATTRIBUTE";
 	case VGPU_OP_OCCUPANCY_MAX_BLOCKS: return "OCCUPANCY_MAX_BLOCKS";
 	case VGPU_OP_OCCUPANCY_MAX_CLUSTERS: return "OCCUPANCY_MAX_CLUSTERS";
+	case VGPU_OP_MODULE_LIST_FUNCTIONS: return "MODULE_LIST_FUNCTIONS";
 	case VGPU_OP_LAUNCH_KERNEL: return "LAUNCH_KERNEL";
 	case VGPU_OP_LAUNCH_KERNEL_EX: return "LAUNCH_KERNEL_EX";
 	case VGPU_OP_STREAM_CREATE: return "STREAM_CREATE";

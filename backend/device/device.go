@@ -193,6 +193,9 @@ type Context interface {
 	ModuleUnload(m Module) error
 	ModuleGetFunction(m Module, name string) (Function, error)
 	ModuleGetGlobal(m Module, name string) (Ptr, uint64, error)
+	// ModuleFunctionNames lists the kernels of m, in the driver's order
+	// (cuModuleEnumerateFunctions and cuFuncGetName).
+	ModuleFunctionNames(m Module) ([]string, error)
 	// FuncParams returns the kernel's parameter layout.
 	FuncParams(f Function) ([]Param, error)
 	FuncGetAttribute(f Function, attr int) (int32, error)

@@ -102,6 +102,8 @@ cudaError_t cudaMemset3D(struct rt_pitched, int, struct rt_extent);
 int cuFuncGetParamInfo(void *, size_t, size_t *, size_t *);
 int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 int cuGetExportTable(const void **, const void *);
+int cuModuleGetFunctionCount(unsigned *, void *);
+int cuModuleEnumerateFunctions(void **, unsigned, void *);
 int cuGetErrorName(int, const char **);
 int cuLibraryLoadData(void **, const void *, void *, void **, unsigned, void *, void **, unsigned);
 int cuLibraryGetKernel(void **, void *, const char *);
@@ -662,6 +664,20 @@ static const char ptx[] = ".version 7.0\n.target sm_52\n.address_size 64\n"
 			  ".visible .entry scale(.param .u64 scale_param_0, .param .f32 scale_param_1, "
 			  ".param .u32 scale_param_2)\n{\n ret;\n}\n";
 
+struct iter_seen {
+	int n;
+	void *fn;
+	uint64_t owner;
+};
+
+static void iter_record(void *opaque, void *fn, uint64_t owner)
+{
+	struct iter_seen *s = opaque;
+	s->n++;
+	s->fn = fn;
+	s->owner = owner;
+}
+
 static void test_driver_api(void)
 {
 	int dev;
@@ -713,6 +729,25 @@ static void test_driver_api(void)
 	OK(cuMemFree_v2(pd));
 	OK(cuModuleLoadData(&mod, ptx));
 	OK(cuModuleGetFunction(&fn, mod, "scale"));
+	/* the module's kernels, listed by the host (cuModuleEnumerateFunctions,
+	 * and the function iterator of the TOOLS_MODULE table cuFFT calls) */
+	unsigned nfn = 0;
+	void *fns[2] = {NULL, NULL};
+	OK(cuModuleGetFunctionCount(&nfn, mod));
+	CHECK(nfn == 1);
+	OK(cuModuleEnumerateFunctions(fns, 2, mod));
+	CHECK(fns[0] == fn && fns[1] == NULL);
+	CHECK(cuModuleEnumerateFunctions(fns, 0, mod) == 1);
+	static const uint8_t tools_module_id[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+						    0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+	const void *const *tm = NULL;
+	OK(cuGetExportTable((const void **)&tm, tools_module_id));
+	CHECK(tm && (uintptr_t)tm[0] == 99 * sizeof(void *));
+	struct iter_seen seen = {0};
+	uint64_t (*each_fn)(void *, void *, void (*)(void *, void *, uint64_t), void *) =
+		(uint64_t(*)(void *, void *, void (*)(void *, void *, uint64_t), void *))tm[7];
+	CHECK(each_fn(NULL, mod, iter_record, &seen) == 1);
+	CHECK(seen.n == 1 && seen.fn == fn && seen.owner == (uint64_t)(uintptr_t)mod);
 	OK(cuFuncGetParamInfo(fn, 1, &off, &sz));
 	CHECK(off == 8 && sz == 4);
 	float f = 2.0f;

@@ -87,6 +87,9 @@ type lib struct {
 	cuLaunchKernelEx    func(cfg *launchConfig, f uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
 	cuOccupancyClusters func(n *int32, f uintptr, cfg *launchConfig) int32
 	cuMemGranularity    func(g *uint64, prop *allocProp, option uint32) int32
+	cuModuleFuncCount   func(n *uint32, m uintptr) int32
+	cuModuleEnumFuncs   func(fns *uintptr, n uint32, m uintptr) int32
+	cuFuncGetName       func(name **byte, f uintptr) int32
 
 	cuStreamCreateWithPriority func(s *uintptr, flags uint32, prio int32) int32
 	cuStreamDestroy            func(s uintptr) int32
@@ -198,6 +201,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuFuncSetAttribute, "cuFuncSetAttribute"}, {&l.cuOccupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
 		{&l.cuLaunchKernel, "cuLaunchKernel"}, {&l.cuLaunchKernelEx, "cuLaunchKernelEx"},
 		{&l.cuOccupancyClusters, "cuOccupancyMaxActiveClusters"}, {&l.cuMemGranularity, "cuMemGetAllocationGranularity"},
+		{&l.cuModuleFuncCount, "cuModuleGetFunctionCount"}, {&l.cuModuleEnumFuncs, "cuModuleEnumerateFunctions"},
+		{&l.cuFuncGetName, "cuFuncGetName"},
 		{&l.cuStreamCreateWithPriority, "cuStreamCreateWithPriority"}, {&l.cuStreamDestroy, "cuStreamDestroy"},
 		{&l.cuStreamSynchronize, "cuStreamSynchronize"}, {&l.cuStreamQuery, "cuStreamQuery"},
 		{&l.cuStreamWaitEvent, "cuStreamWaitEvent"},
