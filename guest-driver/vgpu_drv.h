@@ -133,6 +133,8 @@ struct vgpu_region {
  * @open_err:    result of connecting and HELLO.
  * @opener_tgid: pid (initial namespace) of the process that opened the
  *	file, sent in HELLO: the host routes a process's files to one worker.
+ * @opener_uid:  its effective uid (initial namespace), sent in HELLO: the
+ *	host bounds each guest user's GPU processes.
  * @send_lock:   serialises frames on the stream (continuations included).
  * @lock:        protects @pending, @notify, @nr_notify, @dead.
  * @pending:     requests waiting for a reply.
@@ -158,6 +160,7 @@ struct vgpu_session {
 	struct completion ready;
 	int open_err;
 	pid_t opener_tgid;
+	uid_t opener_uid;
 
 	struct mutex send_lock;		/* frames go out whole, in order */
 

@@ -15,6 +15,7 @@
  * every header it sends is checked before anything is allocated, and a
  * malformed frame ends the session instead of the guest.
  */
+#include <linux/cred.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/net.h>
@@ -92,6 +93,7 @@ static int vgpu_hello(struct vgpu_session *s)
 		.role = VGPU_ROLE_DRIVER,
 		.features = VGPU_FEATURE_SEGMENTS,
 		.pid = s->opener_tgid,
+		.uid = s->opener_uid,
 	};
 	struct vgpu_hello_reply rep = {};
 	struct vgpu_header hdr = {
@@ -379,6 +381,11 @@ struct vgpu_session *vgpu_session_open(void)
 	 * the files one process opens in one worker by it.
 	 */
 	s->opener_tgid = task_tgid_nr(current);
+	/*
+	 * Its effective uid in the initial namespace: the host bounds the GPU
+	 * processes of each guest user (root exempt) by it.
+	 */
+	s->opener_uid = from_kuid_munged(&init_user_ns, current_euid());
 
 	s->reader = kthread_create(vgpu_reader, s, "vgpu-rx/%d", s->opener_tgid);
 	if (IS_ERR(s->reader)) {

@@ -45,7 +45,7 @@ func (it *BatchIter) Next() (Frame, bool) {
 		return Frame{}, false
 	}
 	info, ok := Lookup(f.Opcode)
-	if !ok || !info.Batchable {
+	if !ok || !info.Batchable() {
 		it.err = fmt.Errorf("batch call %d: %w: %v is not batchable", it.index, ErrPayload, f.Opcode)
 		return Frame{}, false
 	}

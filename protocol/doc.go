@@ -1,10 +1,13 @@
 // Package protocol defines vgpu's wire protocol, version 1: the frames the
 // guest (library and kernel driver) and the host backend exchange.
 //
-// Go is the single source of truth. `go generate ./protocol/...` writes the C
-// header vgpu_protocol.h used by the guest library and the guest driver; a
-// test fails when the checked-in header is stale, and golden frames in
-// testdata/ are checked from both Go and C.
+// Go is the single source of truth, and each call is defined once: a row of
+// the call registry, Ops (registry.go). `go generate ./protocol/...` writes
+// from it the Op constants, the C header vgpu_protocol.h used by the guest
+// library and the guest driver, docs/PROTOCOL.md, the backend's dispatch
+// table and a golden frame per row; a test fails when any of them is stale,
+// and the golden frames in testdata/ are checked from both Go and C. How to
+// add a call: docs/ADDING_A_CALL.md.
 //
 // # Frames
 //
@@ -15,7 +18,7 @@
 //	0      4    magic       "VGPU" (0x55504756 little-endian)
 //	4      1    major       protocol major version (1)
 //	5      1    minor       protocol minor version
-//	6      2    opcode      what the frame asks for (see opcodes.go)
+//	6      2    opcode      what the frame asks for (see registry.go)
 //	8      4    flags       FlagReply, FlagSegments, ...
 //	12     4    nsegs       number of 16-byte segments after the payload
 //	16     8    request id  chosen by the sender; a reply carries the request's id
@@ -69,6 +72,22 @@
 // CUDA_ERROR_TIMEOUT (909) naming the launch; a later HOST_FUNC_DONE for it
 // gets CUDA_ERROR_INVALID_HANDLE.
 //
+// # Tracing
+//
+// A backend started with --trace (or VGPU_TRACE=1) stamps every request at
+// its layer boundaries: first header byte read, whole frame read, execution
+// start (after earlier frames), validation done, handler (translation and
+// the device call) done, reply written or queued. GET_STATS carries the
+// sums per layer for the session (traced, nanos_read, nanos_queued,
+// nanos_validate, nanos_handler, nanos_reply; all zero without tracing);
+// `vgpu bench calls` prints them per call beside the time the program saw,
+// whose remainder is the library's and the transport's. Nothing of the
+// trace travels in requests. The GET_STATS reply grew from 64 to 112 bytes
+// with these fields: a library built before them copies the first 64 in
+// host mode, and in a guest may get CUDA_ERROR_INVALID_VALUE from
+// vgpuGetStats (its reply buffer is sized for 64): use the library of the
+// backend's release.
+//
 // # Trust
 //
 // Decoding trusts nothing: every length, count and offset is bounds-checked,
@@ -76,4 +95,4 @@
 // declared (and limit-checked) size.
 package protocol
 
-//go:generate go run ./internal/gen -o vgpu_protocol.h -doc ../docs/PROTOCOL.md
+//go:generate go run ./internal/gen -root ..

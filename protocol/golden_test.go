@@ -197,10 +197,10 @@ func TestOpcodeTable(t *testing.T) {
 		if op.Op.Area() != AreaNotify && op.Reply == nil {
 			t.Errorf("%s: no reply type", op.Name)
 		}
-		if op.Batchable && op.Segments && op.Op != OpMemcpyHtoD && op.Op != OpMemcpyDtoH {
+		if op.Batchable() && op.Segments && op.Op != OpMemcpyHtoD && op.Op != OpMemcpyDtoH {
 			t.Errorf("%s: batchable calls cannot carry segments", op.Name)
 		}
-		if op.FD && (op.Batchable || op.Segments) {
+		if op.FD && (op.Batchable() || op.Segments) {
 			t.Errorf("%s: a call that carries an fd travels alone, without segments", op.Name)
 		}
 	}

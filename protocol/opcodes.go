@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // Opcode says what a frame asks for. The high byte is the area; numbers are
@@ -24,71 +25,6 @@ const (
 	AreaLibrary  = 0x0a // reserved: cuBLAS/cuDNN by handle
 )
 
-// Opcodes.
-const (
-	OpHello     Opcode = 0x0001
-	OpGoodbye   Opcode = 0x0002
-	OpSegments  Opcode = 0x0003
-	OpBatch     Opcode = 0x0004
-	OpPing      Opcode = 0x0005
-	OpSetOption Opcode = 0x0006
-	OpGetStats  Opcode = 0x0007
-
-	OpDeviceGetCount     Opcode = 0x0101
-	OpDeviceGetInfo      Opcode = 0x0102
-	OpDriverGetVersion   Opcode = 0x0103
-	OpDeviceSynchronize  Opcode = 0x0104
-	OpDeviceReset        Opcode = 0x0105
-	OpMemGetInfo         Opcode = 0x0106
-	OpDeviceSetLimit     Opcode = 0x0107
-	OpDeviceGetLimit     Opcode = 0x0108
-	OpDriverGetInfo      Opcode = 0x0109
-	OpDeviceGetProcesses Opcode = 0x010a
-	OpDeviceGetMonitor   Opcode = 0x010b
-
-	OpMemAlloc           Opcode = 0x0201
-	OpMemFree            Opcode = 0x0202
-	OpMemcpyHtoD         Opcode = 0x0203
-	OpMemcpyDtoH         Opcode = 0x0204
-	OpMemcpyDtoD         Opcode = 0x0205
-	OpMemset             Opcode = 0x0206
-	OpGuestRegister      Opcode = 0x0207
-	OpGuestUnregister    Opcode = 0x0208
-	OpMemGetAddressRange Opcode = 0x0209
-	OpHostShare          Opcode = 0x020a
-	OpHostUnshare        Opcode = 0x020b
-
-	OpModuleLoad         Opcode = 0x0301
-	OpModuleUnload       Opcode = 0x0302
-	OpModuleGetFunction  Opcode = 0x0303
-	OpModuleGetGlobal    Opcode = 0x0304
-	OpFuncGetAttributes  Opcode = 0x0305
-	OpFuncSetAttribute   Opcode = 0x0306
-	OpOccupancyMaxBlocks Opcode = 0x0307
-
-	OpLaunchKernel Opcode = 0x0401
-
-	OpStreamCreate      Opcode = 0x0501
-	OpStreamDestroy     Opcode = 0x0502
-	OpStreamSynchronize Opcode = 0x0503
-	OpStreamQuery       Opcode = 0x0504
-	OpStreamWaitEvent   Opcode = 0x0505
-
-	OpEventCreate      Opcode = 0x0601
-	OpEventDestroy     Opcode = 0x0602
-	OpEventRecord      Opcode = 0x0603
-	OpEventSynchronize Opcode = 0x0604
-	OpEventQuery       Opcode = 0x0605
-	OpEventElapsedTime Opcode = 0x0606
-
-	OpHostFuncLaunch Opcode = 0x0801
-	OpHostFuncDone   Opcode = 0x0802
-
-	OpNotifyHostFunc Opcode = 0x0901
-	OpNotifyError    Opcode = 0x0902
-	OpNotifyOutput   Opcode = 0x0903
-)
-
 // Tail says what may follow a payload's fixed part.
 type Tail uint8
 
@@ -98,90 +34,93 @@ const (
 	TailBytes             // opaque bytes whose length the fixed part declares
 )
 
-// OpInfo describes one opcode: its name, payload types and rules.
+// OpInfo is one row of the call registry (registry.go): everything every
+// layer needs to know about one opcode. The generator
+// (protocol/internal/gen) writes the Op constants, the C header's opcodes,
+// docs/PROTOCOL.md, the backend's dispatch table and a golden frame from it.
 type OpInfo struct {
-	Op        Opcode
-	Name      string // C name suffix: VGPU_OP_<Name>
-	Req       any    // request payload (fixed part)
+	Op   Opcode
+	Name string // C name suffix: VGPU_OP_<Name>
+	// Go is the Go constant's suffix (Op<Go>) where the CamelCase of Name
+	// does not spell it (MEMCPY_HTOD: MemcpyHtoD); empty otherwise.
+	Go        string
+	Req       any // request payload (fixed part); its field values are the golden frame's
 	ReqTail   Tail
-	Reply     any // reply payload (fixed part)
+	Reply     any // reply payload (fixed part); nil for notifications
 	ReplyTail Tail
-	// Batchable: may appear inside OpBatch (asynchronous, stream-ordered or
-	// cheap, with no guest-physical segments).
-	Batchable bool
+	Shape     Shape
 	// Segments: may carry guest-physical segments.
 	Segments bool
 	// FD: carries one file descriptor beside the frame (host mode's unix
 	// socket, SCM_RIGHTS in the sendmsg of the frame's first byte).
 	FD bool
+
+	// Symbols are the guest library entry points (CUDA driver API, NVML,
+	// vgpu's own) that send this opcode; each is a `hand` row of its
+	// library's table in guest-lib/tables (a test checks).
+	Symbols []string
+	// Device is the device.Context method the handler drives (every
+	// device, sim and cuda, implements it: a test checks); NoDevice says
+	// why a call drives none (the session answers it itself).
+	Device   string
+	NoDevice string
+	// Handler is the backend's handler (a Go expression in package
+	// backend/session, usually a shape helper around a function:
+	// reply(memAlloc), do(memFree)). Notifications have none.
+	Handler string
+	// Check is the validator of the request's arguments (a function of
+	// backend/session: func(*Session, *call, *Req) error), run before the
+	// handler; Unchecked says why a call needs none. Exactly one is set,
+	// except on notifications (host to guest: nothing to check).
+	Check     string
+	Unchecked string
 }
 
-// Ops is the opcode table: one line per opcode. To add a call: pick the next
-// free number in its area, add the payload structs to payloads.go, add a line
-// here, run `go generate ./protocol/...`, add a golden frame in
-// golden_test.go, and a handler in the backend's dispatch table.
-var Ops = []OpInfo{
-	{Op: OpHello, Name: "HELLO", Req: HelloReq{}, Reply: HelloReply{}},
-	{Op: OpGoodbye, Name: "GOODBYE", Req: Empty{}, Reply: Empty{}},
-	{Op: OpSegments, Name: "SEGMENTS", Req: Empty{}, Reply: Empty{}, Segments: true},
-	{Op: OpBatch, Name: "BATCH", Req: BatchReq{}, ReqTail: TailBytes, Reply: BatchReply{}},
-	{Op: OpPing, Name: "PING", Req: Empty{}, Reply: Empty{}},
-	{Op: OpSetOption, Name: "SET_OPTION", Req: SetOptionReq{}, Reply: Empty{}},
-	{Op: OpGetStats, Name: "GET_STATS", Req: Empty{}, Reply: SessionStats{}},
+// Shape says how a call travels.
+type Shape uint8
 
-	{Op: OpDeviceGetCount, Name: "DEVICE_GET_COUNT", Req: Empty{}, Reply: DeviceCountReply{}},
-	{Op: OpDeviceGetInfo, Name: "DEVICE_GET_INFO", Req: DeviceReq{}, Reply: DeviceInfo{}},
-	{Op: OpDriverGetVersion, Name: "DRIVER_GET_VERSION", Req: Empty{}, Reply: VersionReply{}},
-	{Op: OpDeviceSynchronize, Name: "DEVICE_SYNCHRONIZE", Req: DeviceReq{}, Reply: Empty{}},
-	{Op: OpDeviceReset, Name: "DEVICE_RESET", Req: DeviceReq{}, Reply: Empty{}},
-	{Op: OpMemGetInfo, Name: "MEM_GET_INFO", Req: DeviceReq{}, Reply: MemInfoReply{}},
-	{Op: OpDeviceSetLimit, Name: "DEVICE_SET_LIMIT", Req: LimitReq{}, Reply: Empty{}},
-	{Op: OpDeviceGetLimit, Name: "DEVICE_GET_LIMIT", Req: LimitReq{}, Reply: LimitReply{}},
-	{Op: OpDriverGetInfo, Name: "DRIVER_GET_INFO", Req: Empty{}, Reply: DriverInfoReply{}},
-	{Op: OpDeviceGetProcesses, Name: "DEVICE_GET_PROCESSES", Req: DeviceReq{}, Reply: ProcessListReply{}, ReplyTail: TailBytes},
-	{Op: OpDeviceGetMonitor, Name: "DEVICE_GET_MONITOR", Req: DeviceReq{}, Reply: DeviceMonitor{}},
+// Shapes.
+const (
+	// ShapeSync: the guest sends the request and waits for its reply.
+	ShapeSync Shape = iota + 1
+	// ShapeAsync: stream-ordered or cheap; the guest queues it (it may
+	// travel inside BATCH, with no guest-physical segments) and learns of
+	// a failure at the next synchronous call or from NOTIFY_ERROR.
+	ShapeAsync
+	// ShapeNotify: host to guest, unasked (FlagNotify); no reply.
+	ShapeNotify
+)
 
-	{Op: OpMemAlloc, Name: "MEM_ALLOC", Req: MemAllocReq{}, Reply: PtrReply{}},
-	{Op: OpMemFree, Name: "MEM_FREE", Req: PtrReq{}, Reply: Empty{}},
-	{Op: OpMemcpyHtoD, Name: "MEMCPY_HTOD", Req: MemcpyHtoDReq{}, ReqTail: TailBytes, Reply: Empty{}, Batchable: true, Segments: true},
-	{Op: OpMemcpyDtoH, Name: "MEMCPY_DTOH", Req: MemcpyDtoHReq{}, Reply: Empty{}, ReplyTail: TailBytes, Batchable: true, Segments: true},
-	{Op: OpMemcpyDtoD, Name: "MEMCPY_DTOD", Req: MemcpyDtoDReq{}, Reply: Empty{}, Batchable: true},
-	{Op: OpMemset, Name: "MEMSET", Req: MemsetReq{}, Reply: Empty{}, Batchable: true},
-	{Op: OpGuestRegister, Name: "GUEST_REGISTER", Req: GuestRegisterReq{}, Reply: GuestRegisterReply{}, Segments: true},
-	{Op: OpGuestUnregister, Name: "GUEST_UNREGISTER", Req: HandleReq{}, Reply: Empty{}},
-	{Op: OpMemGetAddressRange, Name: "MEM_GET_ADDRESS_RANGE", Req: PtrReq{}, Reply: AddressRangeReply{}},
-	{Op: OpHostShare, Name: "HOST_SHARE", Req: HostShareReq{}, Reply: Empty{}, FD: true},
-	{Op: OpHostUnshare, Name: "HOST_UNSHARE", Req: HostUnshareReq{}, Reply: Empty{}},
+func (s Shape) String() string {
+	switch s {
+	case ShapeSync:
+		return "sync"
+	case ShapeAsync:
+		return "async"
+	case ShapeNotify:
+		return "notify"
+	}
+	return fmt.Sprintf("Shape(%d)", uint8(s))
+}
 
-	{Op: OpModuleLoad, Name: "MODULE_LOAD", Req: ModuleLoadReq{}, ReqTail: TailBytes, Reply: ModuleLoadReply{}, Segments: true},
-	{Op: OpModuleUnload, Name: "MODULE_UNLOAD", Req: HandleReq{}, Reply: Empty{}},
-	{Op: OpModuleGetFunction, Name: "MODULE_GET_FUNCTION", Req: NameReq{}, ReqTail: TailBytes, Reply: FunctionReply{}, ReplyTail: TailBytes},
-	{Op: OpModuleGetGlobal, Name: "MODULE_GET_GLOBAL", Req: NameReq{}, ReqTail: TailBytes, Reply: GlobalReply{}},
-	{Op: OpFuncGetAttributes, Name: "FUNC_GET_ATTRIBUTES", Req: HandleReq{}, Reply: FuncAttributesReply{}},
-	{Op: OpFuncSetAttribute, Name: "FUNC_SET_ATTRIBUTE", Req: FuncSetAttributeReq{}, Reply: Empty{}, Batchable: true},
-	{Op: OpOccupancyMaxBlocks, Name: "OCCUPANCY_MAX_BLOCKS", Req: OccupancyReq{}, Reply: OccupancyReply{}},
+// Batchable says the call may appear inside OpBatch.
+func (i *OpInfo) Batchable() bool { return i.Shape == ShapeAsync }
 
-	{Op: OpLaunchKernel, Name: "LAUNCH_KERNEL", Req: LaunchReq{}, ReqTail: TailBytes, Reply: Empty{}, Batchable: true},
-
-	{Op: OpStreamCreate, Name: "STREAM_CREATE", Req: StreamCreateReq{}, Reply: HandleReply{}},
-	{Op: OpStreamDestroy, Name: "STREAM_DESTROY", Req: HandleReq{}, Reply: Empty{}, Batchable: true},
-	{Op: OpStreamSynchronize, Name: "STREAM_SYNCHRONIZE", Req: HandleReq{}, Reply: Empty{}},
-	{Op: OpStreamQuery, Name: "STREAM_QUERY", Req: HandleReq{}, Reply: Empty{}},
-	{Op: OpStreamWaitEvent, Name: "STREAM_WAIT_EVENT", Req: StreamWaitEventReq{}, Reply: Empty{}, Batchable: true},
-
-	{Op: OpEventCreate, Name: "EVENT_CREATE", Req: EventCreateReq{}, Reply: HandleReply{}},
-	{Op: OpEventDestroy, Name: "EVENT_DESTROY", Req: HandleReq{}, Reply: Empty{}, Batchable: true},
-	{Op: OpEventRecord, Name: "EVENT_RECORD", Req: EventRecordReq{}, Reply: Empty{}, Batchable: true},
-	{Op: OpEventSynchronize, Name: "EVENT_SYNCHRONIZE", Req: HandleReq{}, Reply: Empty{}},
-	{Op: OpEventQuery, Name: "EVENT_QUERY", Req: HandleReq{}, Reply: Empty{}},
-	{Op: OpEventElapsedTime, Name: "EVENT_ELAPSED_TIME", Req: ElapsedTimeReq{}, Reply: ElapsedTimeReply{}},
-
-	{Op: OpHostFuncLaunch, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{}, Reply: Empty{}, Batchable: true},
-	{Op: OpHostFuncDone, Name: "HOST_FUNC_DONE", Req: HostFuncDoneReq{}, Reply: Empty{}},
-
-	{Op: OpNotifyHostFunc, Name: "NOTIFY_HOST_FUNC", Req: HostFuncNotify{}},
-	{Op: OpNotifyError, Name: "NOTIFY_ERROR", Req: ErrorNotify{}},
-	{Op: OpNotifyOutput, Name: "NOTIFY_OUTPUT", Req: OutputNotify{}, ReqTail: TailBytes},
+// GoName is the Go constant's name: Op<Go>, or Op<CamelCase of Name>.
+func (i *OpInfo) GoName() string {
+	if i.Go != "" {
+		return "Op" + i.Go
+	}
+	var b strings.Builder
+	b.WriteString("Op")
+	for _, w := range strings.Split(i.Name, "_") {
+		if w == "" {
+			continue
+		}
+		b.WriteString(w[:1])
+		b.WriteString(strings.ToLower(w[1:]))
+	}
+	return b.String()
 }
 
 var opIndex = func() map[Opcode]*OpInfo {

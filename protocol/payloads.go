@@ -59,7 +59,10 @@ type HelloReq struct {
 	Features      uint64
 	ClientVersion [32]byte // NUL-padded text
 	PID           uint32
-	Pad0          uint32
+	// UID is the opener's effective uid in the guest (the kernel driver's
+	// HELLO; 0 from drivers older than the field, which counts as root).
+	// The backend believes PID and UID only from a privileged port.
+	UID uint32
 }
 
 // HelloReply answers OpHello.
@@ -126,6 +129,15 @@ type SessionStats struct {
 	NanosInCall uint64 // time in all handlers (receipt to reply written)
 	Launches    uint64 // kernel launches (executed, or validated on sim)
 	Emulated    uint64 // launches the sim emulated (never counted as executed)
+	// The per-layer trace (vgpu serve --trace or VGPU_TRACE=1; zero
+	// otherwise): for the requests traced, the nanoseconds summed per
+	// layer, from the first byte of a request to its reply written.
+	Traced        uint64 // requests traced (a batch is one)
+	NanosRead     uint64 // first header byte to the whole frame read
+	NanosQueued   uint64 // frame read to its execution start (waiting behind earlier frames)
+	NanosValidate uint64 // execution start to the handler (table checks, validation)
+	NanosHandler  uint64 // the handler: argument translation and the device call
+	NanosReply    uint64 // handler end to the reply written (or queued behind others)
 }
 
 // DeviceReq names a device ordinal (as the guest numbers them).
@@ -440,6 +452,26 @@ type FuncSetAttributeReq struct {
 	Value int32
 }
 
+// GranularityReq asks cuMemGetAllocationGranularity (OpMemGetGranularity)
+// for an allocation on device Device (CUmemAllocationProp with location
+// type CU_MEM_LOCATION_TYPE_DEVICE and id Device); the other fields are
+// the property's, as cuda.h numbers them.
+type GranularityReq struct {
+	Device      uint32
+	Option      uint32 // CUmemAllocationGranularity_flags: 0 minimum, 1 recommended
+	Type        uint32 // CUmemAllocationType: 1 pinned (2 managed, CUDA 13)
+	HandleTypes uint32 // CUmemAllocationHandleType bits requested
+	Compression uint8  // allocFlags.compressionType
+	RDMA        uint8  // allocFlags.gpuDirectRDMACapable
+	Usage       uint16 // allocFlags.usage
+	Pad0        uint32
+}
+
+// GranularityReply answers OpMemGetGranularity.
+type GranularityReply struct {
+	Granularity uint64
+}
+
 // OccupancyReq asks cuOccupancyMaxActiveBlocksPerMultiprocessor(WithFlags).
 type OccupancyReq struct {
 	Func      uint64
@@ -452,6 +484,32 @@ type OccupancyReq struct {
 type OccupancyReply struct {
 	NumBlocks int32
 	Pad0      uint32
+}
+
+// Cluster is a thread-block cluster's shape and how to place it: the
+// launch attributes CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (X, Y, Z; all 0
+// when the caller gave none, so the kernel's compile-time shape applies)
+// and CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE (Policy,
+// CUclusterSchedulingPolicy; 0 is the default).
+type Cluster struct {
+	X, Y, Z uint32
+	Policy  uint32
+}
+
+// ClusterOccupancyReq asks cuOccupancyMaxActiveClusters for f launched
+// with this geometry (OpOccupancyMaxClusters); the reply is an
+// OccupancyReply whose NumBlocks is the number of clusters.
+type ClusterOccupancyReq struct {
+	Func      uint64
+	GridX     uint32
+	GridY     uint32
+	GridZ     uint32
+	BlockX    uint32
+	BlockY    uint32
+	BlockZ    uint32
+	SharedMem uint32
+	Pad0      uint32
+	Cluster   Cluster
 }
 
 // MaxParamBytes is the largest kernel parameter block (CUDA 12.1+).
@@ -470,6 +528,14 @@ type LaunchReq struct {
 	BlockZ    uint32
 	SharedMem uint32
 	ParamSize uint32
+}
+
+// LaunchExReq launches a kernel in thread-block clusters
+// (OpLaunchKernelEx, cuLaunchKernelEx with cluster attributes); the
+// parameter block follows as for LaunchReq.
+type LaunchExReq struct {
+	Launch  LaunchReq
+	Cluster Cluster
 }
 
 // StreamCreateReq creates a stream (OpStreamCreate).

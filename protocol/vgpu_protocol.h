@@ -102,6 +102,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_GET_ADDRESS_RANGE 0x0209u
 #define VGPU_OP_HOST_SHARE 0x020au
 #define VGPU_OP_HOST_UNSHARE 0x020bu
+#define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
 #define VGPU_OP_MODULE_GET_FUNCTION 0x0303u
@@ -109,7 +110,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_FUNC_GET_ATTRIBUTES 0x0305u
 #define VGPU_OP_FUNC_SET_ATTRIBUTE 0x0306u
 #define VGPU_OP_OCCUPANCY_MAX_BLOCKS 0x0307u
+#define VGPU_OP_OCCUPANCY_MAX_CLUSTERS 0x0380u
 #define VGPU_OP_LAUNCH_KERNEL 0x0401u
+#define VGPU_OP_LAUNCH_KERNEL_EX 0x0480u
 #define VGPU_OP_STREAM_CREATE 0x0501u
 #define VGPU_OP_STREAM_DESTROY 0x0502u
 #define VGPU_OP_STREAM_SYNCHRONIZE 0x0503u
@@ -182,7 +185,7 @@ struct vgpu_hello_req {
 	uint64_t features;
 	uint8_t client_version[32];
 	uint32_t pid;
-	uint32_t pad0;
+	uint32_t uid;
 };
 _Static_assert(sizeof(struct vgpu_hello_req) == 56, "vgpu_hello_req size");
 _Static_assert(offsetof(struct vgpu_hello_req, major) == 0, "vgpu_hello_req.major");
@@ -191,7 +194,7 @@ _Static_assert(offsetof(struct vgpu_hello_req, role) == 4, "vgpu_hello_req.role"
 _Static_assert(offsetof(struct vgpu_hello_req, features) == 8, "vgpu_hello_req.features");
 _Static_assert(offsetof(struct vgpu_hello_req, client_version) == 16, "vgpu_hello_req.client_version");
 _Static_assert(offsetof(struct vgpu_hello_req, pid) == 48, "vgpu_hello_req.pid");
-_Static_assert(offsetof(struct vgpu_hello_req, pad0) == 52, "vgpu_hello_req.pad0");
+_Static_assert(offsetof(struct vgpu_hello_req, uid) == 52, "vgpu_hello_req.uid");
 
 struct vgpu_hello_reply {
 	uint16_t major;
@@ -262,8 +265,14 @@ struct vgpu_session_stats {
 	uint64_t nanos_in_call;
 	uint64_t launches;
 	uint64_t emulated;
+	uint64_t traced;
+	uint64_t nanos_read;
+	uint64_t nanos_queued;
+	uint64_t nanos_validate;
+	uint64_t nanos_handler;
+	uint64_t nanos_reply;
 };
-_Static_assert(sizeof(struct vgpu_session_stats) == 64, "vgpu_session_stats size");
+_Static_assert(sizeof(struct vgpu_session_stats) == 112, "vgpu_session_stats size");
 _Static_assert(offsetof(struct vgpu_session_stats, calls) == 0, "vgpu_session_stats.calls");
 _Static_assert(offsetof(struct vgpu_session_stats, bytes_hto_d) == 8, "vgpu_session_stats.bytes_hto_d");
 _Static_assert(offsetof(struct vgpu_session_stats, bytes_dto_h) == 16, "vgpu_session_stats.bytes_dto_h");
@@ -272,6 +281,12 @@ _Static_assert(offsetof(struct vgpu_session_stats, nanos_dto_h) == 32, "vgpu_ses
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_in_call) == 40, "vgpu_session_stats.nanos_in_call");
 _Static_assert(offsetof(struct vgpu_session_stats, launches) == 48, "vgpu_session_stats.launches");
 _Static_assert(offsetof(struct vgpu_session_stats, emulated) == 56, "vgpu_session_stats.emulated");
+_Static_assert(offsetof(struct vgpu_session_stats, traced) == 64, "vgpu_session_stats.traced");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_read) == 72, "vgpu_session_stats.nanos_read");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_queued) == 80, "vgpu_session_stats.nanos_queued");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_validate) == 88, "vgpu_session_stats.nanos_validate");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_handler) == 96, "vgpu_session_stats.nanos_handler");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_reply) == 104, "vgpu_session_stats.nanos_reply");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -535,6 +550,32 @@ struct vgpu_host_unshare_req {
 _Static_assert(sizeof(struct vgpu_host_unshare_req) == 8, "vgpu_host_unshare_req size");
 _Static_assert(offsetof(struct vgpu_host_unshare_req, base) == 0, "vgpu_host_unshare_req.base");
 
+struct vgpu_granularity_req {
+	uint32_t device;
+	uint32_t option;
+	uint32_t type;
+	uint32_t handle_types;
+	uint8_t compression;
+	uint8_t rdma;
+	uint16_t usage;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_granularity_req) == 24, "vgpu_granularity_req size");
+_Static_assert(offsetof(struct vgpu_granularity_req, device) == 0, "vgpu_granularity_req.device");
+_Static_assert(offsetof(struct vgpu_granularity_req, option) == 4, "vgpu_granularity_req.option");
+_Static_assert(offsetof(struct vgpu_granularity_req, type) == 8, "vgpu_granularity_req.type");
+_Static_assert(offsetof(struct vgpu_granularity_req, handle_types) == 12, "vgpu_granularity_req.handle_types");
+_Static_assert(offsetof(struct vgpu_granularity_req, compression) == 16, "vgpu_granularity_req.compression");
+_Static_assert(offsetof(struct vgpu_granularity_req, rdma) == 17, "vgpu_granularity_req.rdma");
+_Static_assert(offsetof(struct vgpu_granularity_req, usage) == 18, "vgpu_granularity_req.usage");
+_Static_assert(offsetof(struct vgpu_granularity_req, pad0) == 20, "vgpu_granularity_req.pad0");
+
+struct vgpu_granularity_reply {
+	uint64_t granularity;
+};
+_Static_assert(sizeof(struct vgpu_granularity_reply) == 8, "vgpu_granularity_reply size");
+_Static_assert(offsetof(struct vgpu_granularity_reply, granularity) == 0, "vgpu_granularity_reply.granularity");
+
 struct vgpu_module_load_req {
 	uint32_t device;
 	uint32_t kind;
@@ -625,6 +666,42 @@ _Static_assert(sizeof(struct vgpu_occupancy_reply) == 8, "vgpu_occupancy_reply s
 _Static_assert(offsetof(struct vgpu_occupancy_reply, num_blocks) == 0, "vgpu_occupancy_reply.num_blocks");
 _Static_assert(offsetof(struct vgpu_occupancy_reply, pad0) == 4, "vgpu_occupancy_reply.pad0");
 
+struct vgpu_cluster {
+	uint32_t x;
+	uint32_t y;
+	uint32_t z;
+	uint32_t policy;
+};
+_Static_assert(sizeof(struct vgpu_cluster) == 16, "vgpu_cluster size");
+_Static_assert(offsetof(struct vgpu_cluster, x) == 0, "vgpu_cluster.x");
+_Static_assert(offsetof(struct vgpu_cluster, y) == 4, "vgpu_cluster.y");
+_Static_assert(offsetof(struct vgpu_cluster, z) == 8, "vgpu_cluster.z");
+_Static_assert(offsetof(struct vgpu_cluster, policy) == 12, "vgpu_cluster.policy");
+
+struct vgpu_cluster_occupancy_req {
+	uint64_t func;
+	uint32_t grid_x;
+	uint32_t grid_y;
+	uint32_t grid_z;
+	uint32_t block_x;
+	uint32_t block_y;
+	uint32_t block_z;
+	uint32_t shared_mem;
+	uint32_t pad0;
+	struct vgpu_cluster cluster;
+};
+_Static_assert(sizeof(struct vgpu_cluster_occupancy_req) == 56, "vgpu_cluster_occupancy_req size");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, func) == 0, "vgpu_cluster_occupancy_req.func");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, grid_x) == 8, "vgpu_cluster_occupancy_req.grid_x");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, grid_y) == 12, "vgpu_cluster_occupancy_req.grid_y");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, grid_z) == 16, "vgpu_cluster_occupancy_req.grid_z");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, block_x) == 20, "vgpu_cluster_occupancy_req.block_x");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, block_y) == 24, "vgpu_cluster_occupancy_req.block_y");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, block_z) == 28, "vgpu_cluster_occupancy_req.block_z");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, shared_mem) == 32, "vgpu_cluster_occupancy_req.shared_mem");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, pad0) == 36, "vgpu_cluster_occupancy_req.pad0");
+_Static_assert(offsetof(struct vgpu_cluster_occupancy_req, cluster) == 40, "vgpu_cluster_occupancy_req.cluster");
+
 struct vgpu_launch_req {
 	uint64_t func;
 	uint64_t stream;
@@ -648,6 +725,14 @@ _Static_assert(offsetof(struct vgpu_launch_req, block_y) == 32, "vgpu_launch_req
 _Static_assert(offsetof(struct vgpu_launch_req, block_z) == 36, "vgpu_launch_req.block_z");
 _Static_assert(offsetof(struct vgpu_launch_req, shared_mem) == 40, "vgpu_launch_req.shared_mem");
 _Static_assert(offsetof(struct vgpu_launch_req, param_size) == 44, "vgpu_launch_req.param_size");
+
+struct vgpu_launch_ex_req {
+	struct vgpu_launch_req launch;
+	struct vgpu_cluster cluster;
+};
+_Static_assert(sizeof(struct vgpu_launch_ex_req) == 64, "vgpu_launch_ex_req size");
+_Static_assert(offsetof(struct vgpu_launch_ex_req, launch) == 0, "vgpu_launch_ex_req.launch");
+_Static_assert(offsetof(struct vgpu_launch_ex_req, cluster) == 48, "vgpu_launch_ex_req.cluster");
 
 struct vgpu_stream_create_req {
 	uint32_t device;
@@ -798,6 +883,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_GET_ADDRESS_RANGE: return "MEM_GET_ADDRESS_RANGE";
 	case VGPU_OP_HOST_SHARE: return "HOST_SHARE";
 	case VGPU_OP_HOST_UNSHARE: return "HOST_UNSHARE";
+	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
 	case VGPU_OP_MODULE_GET_FUNCTION: return "MODULE_GET_FUNCTION";
@@ -805,7 +891,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_FUNC_GET_ATTRIBUTES: return "FUNC_GET_ATTRIBUTES";
 	case VGPU_OP_FUNC_SET_ATTRIBUTE: return "FUNC_SET_ATTRIBUTE";
 	case VGPU_OP_OCCUPANCY_MAX_BLOCKS: return "OCCUPANCY_MAX_BLOCKS";
+	case VGPU_OP_OCCUPANCY_MAX_CLUSTERS: return "OCCUPANCY_MAX_CLUSTERS";
 	case VGPU_OP_LAUNCH_KERNEL: return "LAUNCH_KERNEL";
+	case VGPU_OP_LAUNCH_KERNEL_EX: return "LAUNCH_KERNEL_EX";
 	case VGPU_OP_STREAM_CREATE: return "STREAM_CREATE";
 	case VGPU_OP_STREAM_DESTROY: return "STREAM_DESTROY";
 	case VGPU_OP_STREAM_SYNCHRONIZE: return "STREAM_SYNCHRONIZE";

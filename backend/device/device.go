@@ -77,6 +77,28 @@ type LaunchConfig struct {
 	Grid, Block [3]uint32
 	SharedMem   uint32
 	Stream      Stream
+	// Cluster is the thread-block cluster shape of a cluster launch
+	// (CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION); all 0 when none was given,
+	// so that the kernel's compile-time shape, if any, applies.
+	Cluster [3]uint32
+	// ClusterPolicy is CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
+	// (CUclusterSchedulingPolicy: 0 default, 1 spread, 2 load balancing).
+	ClusterPolicy uint32
+}
+
+// HasCluster says whether the launch names a cluster shape or policy.
+func (c *LaunchConfig) HasCluster() bool {
+	return c.Cluster != [3]uint32{} || c.ClusterPolicy != 0
+}
+
+// AllocProp is a CUmemAllocationProp for memory on the context's device,
+// as cuMemGetAllocationGranularity takes it (cuda.h numbering).
+type AllocProp struct {
+	Type        uint32 // CUmemAllocationType
+	HandleTypes uint32 // CUmemAllocationHandleType bits
+	Compression uint8
+	RDMA        uint8
+	Usage       uint16
 }
 
 // Driver is one GPU driver (real or simulated) with its devices.
@@ -109,6 +131,9 @@ type Context interface {
 	MemAlloc(size uint64) (Ptr, error)
 	MemFree(p Ptr) error
 	MemGetInfo() (free, total uint64, err error)
+	// MemGetGranularity is cuMemGetAllocationGranularity for an
+	// allocation on this device (option 0 minimum, 1 recommended).
+	MemGetGranularity(p AllocProp, option uint32) (uint64, error)
 
 	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
 	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error
@@ -132,8 +157,14 @@ type Context interface {
 	FuncGetAttribute(f Function, attr int) (int32, error)
 	FuncSetAttribute(f Function, attr int, value int32) error
 	OccupancyMaxBlocks(f Function, blockSize int, dynSmem uint64, flags uint32) (int32, error)
+	// OccupancyMaxClusters is cuOccupancyMaxActiveClusters: how many
+	// clusters of f launched as cfg says (its Cluster shape, or f's
+	// compile-time one) can be resident on the device at once.
+	OccupancyMaxClusters(f Function, cfg LaunchConfig) (int32, error)
 	// Launch launches f; params is the packed parameter block laid out as
-	// FuncParams says (the caller has checked its size).
+	// FuncParams says (the caller has checked its size). A cfg with a
+	// cluster (HasCluster) launches as cuLaunchKernelEx with the cluster
+	// attributes.
 	Launch(f Function, cfg LaunchConfig, params []byte) error
 
 	StreamCreate(flags uint32, priority int32) (Stream, error)
@@ -253,6 +284,7 @@ const (
 	ErrNotPermitted        Result = 800
 	ErrNotSupported        Result = 801
 	ErrInvalidAddressSpace Result = 717
+	ErrInvalidClusterSize  Result = 912
 	ErrUnknown             Result = 999
 )
 
@@ -270,7 +302,8 @@ var resultNames = map[Result]string{
 	ErrLaunchFailed: "CUDA_ERROR_LAUNCH_FAILED", ErrHostMemAlreadyReg: "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
 	ErrHostMemNotReg: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", ErrNotPermitted: "CUDA_ERROR_NOT_PERMITTED",
 	ErrNotSupported: "CUDA_ERROR_NOT_SUPPORTED", ErrInvalidAddressSpace: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
-	ErrDeviceUnavailable: "CUDA_ERROR_DEVICE_UNAVAILABLE", ErrUnknown: "CUDA_ERROR_UNKNOWN",
+	ErrDeviceUnavailable: "CUDA_ERROR_DEVICE_UNAVAILABLE", ErrInvalidClusterSize: "CUDA_ERROR_INVALID_CLUSTER_SIZE",
+	ErrUnknown: "CUDA_ERROR_UNKNOWN",
 }
 
 func (r Result) String() string {

@@ -401,7 +401,7 @@ func OpCases(w *World, lim protocol.Limits, info *protocol.OpInfo) []Case {
 			p := append([]byte(nil), seed...)
 			put(p, f, v)
 			out = append(out, Case{Op: info.Op, Field: f.Name, Value: v, Payload: p, Segs: segs})
-			if info.Batchable && segs == nil {
+			if info.Batchable() && segs == nil {
 				sub := protocol.AppendBatchCall(nil, protocol.NewHeader(info.Op, 1), p)
 				b := append(protocol.Bytes(&protocol.BatchReq{Count: 1}), sub...)
 				out = append(out, Case{Op: info.Op, Field: f.Name, Value: v, Batched: true, Payload: b})

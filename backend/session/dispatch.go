@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"time"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -12,74 +13,16 @@ import (
 // status (its CUresult, see device.ResultOf).
 type handler func(s *Session, c *call) error
 
-// handlers is the dispatch table, one line per opcode. To add a call: add
-// the opcode and payloads in protocol/, write the handler below with one of
-// the shape helpers, and add its line here. TestHandlersCoverOps checks this
-// table against protocol.Ops. An opcode missing here is answered with
+// handlers is the dispatch table: opcode → handler. It is generated
+// (dispatch_gen.go) from the call registry, protocol/registry.go, whose
+// rows name each opcode's handler and validator; to add a call see
+// docs/ADDING_A_CALL.md. An opcode missing here is answered with
 // CUDA_ERROR_NOT_SUPPORTED and logged with its number.
 var handlers map[protocol.Opcode]handler
 
-func init() {
-	handlers = map[protocol.Opcode]handler{
-		protocol.OpHello:     reply(hello),
-		protocol.OpGoodbye:   do(func(*Session, *call, *protocol.Empty) error { return nil }),
-		protocol.OpBatch:     batch,
-		protocol.OpPing:      do(func(*Session, *call, *protocol.Empty) error { return nil }),
-		protocol.OpSegments:  do(strayContinuation),
-		protocol.OpSetOption: do(setOption),
-		protocol.OpGetStats:  reply(getStats),
-
-		protocol.OpDeviceGetCount:     reply(deviceGetCount),
-		protocol.OpDeviceGetInfo:      reply(deviceGetInfo),
-		protocol.OpDriverGetVersion:   reply(driverGetVersion),
-		protocol.OpDeviceSynchronize:  do(deviceSynchronize),
-		protocol.OpDeviceReset:        do(deviceReset),
-		protocol.OpMemGetInfo:         reply(memGetInfo),
-		protocol.OpDeviceSetLimit:     do(deviceSetLimit),
-		protocol.OpDeviceGetLimit:     reply(deviceGetLimit),
-		protocol.OpDriverGetInfo:      reply(driverGetInfo),
-		protocol.OpDeviceGetProcesses: do(deviceGetProcesses),
-		protocol.OpDeviceGetMonitor:   reply(deviceGetMonitor),
-
-		protocol.OpMemAlloc:           reply(memAlloc),
-		protocol.OpMemFree:            do(memFree),
-		protocol.OpMemcpyHtoD:         do(memcpyHtoD),
-		protocol.OpMemcpyDtoH:         do(memcpyDtoH),
-		protocol.OpMemcpyDtoD:         do(memcpyDtoD),
-		protocol.OpMemset:             do(memset),
-		protocol.OpGuestRegister:      reply(guestRegister),
-		protocol.OpGuestUnregister:    do(guestUnregister),
-		protocol.OpMemGetAddressRange: reply(memGetAddressRange),
-		protocol.OpHostShare:          do(hostShare),
-		protocol.OpHostUnshare:        do(hostUnshare),
-
-		protocol.OpModuleLoad:         reply(moduleLoad),
-		protocol.OpModuleUnload:       do(moduleUnload),
-		protocol.OpModuleGetFunction:  do(moduleGetFunction),
-		protocol.OpModuleGetGlobal:    reply(moduleGetGlobal),
-		protocol.OpFuncGetAttributes:  reply(funcGetAttributes),
-		protocol.OpFuncSetAttribute:   do(funcSetAttribute),
-		protocol.OpOccupancyMaxBlocks: reply(occupancyMaxBlocks),
-
-		protocol.OpLaunchKernel: do(launchKernel),
-
-		protocol.OpStreamCreate:      reply(streamCreate),
-		protocol.OpStreamDestroy:     do(streamDestroy),
-		protocol.OpStreamSynchronize: onStream(device.Context.StreamSynchronize, true),
-		protocol.OpStreamQuery:       onStream(device.Context.StreamQuery, false),
-		protocol.OpStreamWaitEvent:   do(streamWaitEvent),
-
-		protocol.OpEventCreate:      reply(eventCreate),
-		protocol.OpEventDestroy:     do(eventDestroy),
-		protocol.OpEventRecord:      do(eventRecord),
-		protocol.OpEventSynchronize: onEvent(device.Context.EventSynchronize),
-		protocol.OpEventQuery:       onEvent(device.Context.EventQuery),
-		protocol.OpEventElapsedTime: reply(eventElapsedTime),
-
-		protocol.OpHostFuncLaunch: do(hostFuncLaunch),
-		protocol.OpHostFuncDone:   do(hostFuncDone),
-	}
-}
+// noop is the handler of calls whose answer is the reply itself (PING,
+// GOODBYE).
+func noop(*Session, *call, *protocol.Empty) error { return nil }
 
 // run validates c.f against the opcode table and the session's rights, then
 // dispatches it.
@@ -104,10 +47,13 @@ func (s *Session) run(c *call) error {
 	if err := s.validate(c); err != nil {
 		return err
 	}
+	if s.cfg.Trace && !c.batch {
+		c.validated = time.Now().UnixNano()
+	}
 	h, ok := handlers[f.Opcode]
 	if !ok {
 		s.stats.unknownOps.Add(1)
-		s.guestWarn("no handler for opcode; add one to session.handlers", "opcode", uint16(f.Opcode), "name", f.Opcode)
+		s.guestWarn("no handler for opcode; give its row in protocol/registry.go a Handler", "opcode", uint16(f.Opcode), "name", f.Opcode)
 		return device.Errorf("dispatch", device.ErrNotSupported, "opcode %#04x (%v) is not served by this backend", uint16(f.Opcode), f.Opcode)
 	}
 	return h(s, c)

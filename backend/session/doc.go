@@ -46,8 +46,10 @@
 //
 // # Adding a call
 //
-// Add the opcode to protocol (opcodes.go, payloads.go), write its handler
-// with the shape helpers in dispatch.go (reply, do, ...), and add one line
-// to the handlers table. A missing entry answers CUDA_ERROR_NOT_SUPPORTED
+// Add a row to the call registry (protocol/registry.go) naming the handler
+// and the validator, write them (the handler with the shape helpers in
+// dispatch.go: reply, do, ...; the validator in validate_table.go) and run
+// go generate ./protocol/..., which writes dispatch_gen.go. The recipe is
+// docs/ADDING_A_CALL.md. A missing entry answers CUDA_ERROR_NOT_SUPPORTED
 // and logs the opcode number.
 package session

@@ -247,3 +247,15 @@ func memset(s *Session, c *call, r *protocol.MemsetReq) error {
 		return ctx.Memset(device.Ptr(r.Dst), r.Value, int(r.ElemSize), r.Count, height, r.Pitch, st, async)
 	})
 }
+
+// memGetGranularity answers cuMemGetAllocationGranularity for memory on a
+// session device (the request's enums are checked by checkGranularity).
+func memGetGranularity(s *Session, c *call, r *protocol.GranularityReq) (protocol.GranularityReply, error) {
+	ctx, err := s.device(r.Device)
+	if err != nil {
+		return protocol.GranularityReply{}, err
+	}
+	p := device.AllocProp{Type: r.Type, HandleTypes: r.HandleTypes, Compression: r.Compression, RDMA: r.RDMA, Usage: r.Usage}
+	g, err := ctx.MemGetGranularity(p, r.Option)
+	return protocol.GranularityReply{Granularity: g}, err
+}

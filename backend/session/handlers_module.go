@@ -220,8 +220,42 @@ func occupancyMaxBlocks(s *Session, c *call, r *protocol.OccupancyReq) (protocol
 	return protocol.OccupancyReply{NumBlocks: n}, err
 }
 
+// occupancyMaxClusters answers cuOccupancyMaxActiveClusters (in the
+// reply's NumBlocks).
+func occupancyMaxClusters(s *Session, c *call, r *protocol.ClusterOccupancyReq) (protocol.OccupancyReply, error) {
+	f, err := s.function("OpOccupancyMaxClusters", r.Func)
+	if err != nil {
+		return protocol.OccupancyReply{}, err
+	}
+	ctx := s.cfg.Devices[f.dev]
+	props, err := ctx.Properties()
+	if err != nil {
+		return protocol.OccupancyReply{}, err
+	}
+	if int64(r.SharedMem) > int64(optinSmem(props)) {
+		return protocol.OccupancyReply{}, nil // no block fits, so no cluster: the driver's answer
+	}
+	cfg := device.LaunchConfig{
+		Grid:          [3]uint32{r.GridX, r.GridY, r.GridZ},
+		Block:         [3]uint32{r.BlockX, r.BlockY, r.BlockZ},
+		SharedMem:     r.SharedMem,
+		Cluster:       [3]uint32{r.Cluster.X, r.Cluster.Y, r.Cluster.Z},
+		ClusterPolicy: r.Cluster.Policy,
+	}
+	n, err := ctx.OccupancyMaxClusters(f.h, cfg)
+	return protocol.OccupancyReply{NumBlocks: n}, err
+}
+
 func launchKernel(s *Session, c *call, r *protocol.LaunchReq) error {
-	const op = "OpLaunchKernel"
+	return launch(s, c, "OpLaunchKernel", r, protocol.Cluster{})
+}
+
+// launchKernelEx is a launch in thread-block clusters.
+func launchKernelEx(s *Session, c *call, r *protocol.LaunchExReq) error {
+	return launch(s, c, "OpLaunchKernelEx", &r.Launch, r.Cluster)
+}
+
+func launch(s *Session, c *call, op string, r *protocol.LaunchReq, cl protocol.Cluster) error {
 	f, err := s.function(op, r.Func)
 	if err != nil {
 		return err
@@ -237,10 +271,12 @@ func launchKernel(s *Session, c *call, r *protocol.LaunchReq) error {
 		return err
 	}
 	cfg := device.LaunchConfig{
-		Grid:      [3]uint32{r.GridX, r.GridY, r.GridZ},
-		Block:     [3]uint32{r.BlockX, r.BlockY, r.BlockZ},
-		SharedMem: r.SharedMem,
-		Stream:    st,
+		Grid:          [3]uint32{r.GridX, r.GridY, r.GridZ},
+		Block:         [3]uint32{r.BlockX, r.BlockY, r.BlockZ},
+		SharedMem:     r.SharedMem,
+		Stream:        st,
+		Cluster:       [3]uint32{cl.X, cl.Y, cl.Z},
+		ClusterPolicy: cl.Policy,
 	}
 	return s.cfg.Devices[f.dev].Launch(f.h, cfg, c.tail[:r.ParamSize])
 }

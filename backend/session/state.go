@@ -28,6 +28,10 @@ type call struct {
 	syncs []syncPoint
 	// sink takes the reply (nil: the stream); set per frame, kept by reset.
 	sink ReplySink
+	// first and read stamp the frame's first byte and its whole arrival
+	// (unix ns; 0: not known, the receipt time is used), validated the
+	// handler's start (tracing only); set per frame.
+	first, read, validated int64
 }
 
 type syncPoint struct {
@@ -47,6 +51,7 @@ func (c *call) reset(f *protocol.Frame) {
 		c.frame = nil
 	}
 	c.status = device.Success
+	c.validated = 0
 	c.batch = false
 	c.table = nil
 	c.pieces = c.pieces[:0]

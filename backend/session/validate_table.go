@@ -17,9 +17,10 @@ import (
 // handlers' (they need the session's state), and arithmetic on sizes is
 // checked again where it is done. A row that checks nothing says why.
 //
-// Every opcode of protocol.Ops has a row (TestValidatorsCoverOps): a new
-// opcode cannot reach a handler without someone deciding what to check.
-// The call registry can point at these rows by opcode.
+// Every row of the call registry (protocol.Ops) names its validator (Check)
+// or says why it needs none (Unchecked): a new opcode cannot reach a
+// handler without someone deciding what to check. The generator refuses a
+// row with neither.
 
 // validator checks one request; c.f is the frame (payload size already
 // checked against the opcode table).
@@ -68,79 +69,16 @@ const (
 	limitCIGShmemFallback = 9
 )
 
+// validators holds every opcode's argument checks, generated
+// (dispatch_gen.go) from the Check or Unchecked of its row in the call
+// registry, protocol/registry.go.
 var validators map[protocol.Opcode]validator
-
-func init() {
-	validators = map[protocol.Opcode]validator{
-		protocol.OpHello:     none("role, version and pid are only logged; features are masked with what the backend offers"),
-		protocol.OpGoodbye:   none("empty"),
-		protocol.OpSegments:  none("empty; its segments are checked when the call they continue runs"),
-		protocol.OpBatch:     args(checkBatch),
-		protocol.OpPing:      none("empty"),
-		protocol.OpSetOption: args(checkSetOption),
-		protocol.OpGetStats:  none("empty"),
-
-		protocol.OpDeviceGetCount:     none("empty"),
-		protocol.OpDeviceGetInfo:      args(checkDeviceReq),
-		protocol.OpDriverGetVersion:   none("empty"),
-		protocol.OpDeviceSynchronize:  args(checkDeviceReq),
-		protocol.OpDeviceReset:        args(checkDeviceReq),
-		protocol.OpMemGetInfo:         args(checkDeviceReq),
-		protocol.OpDeviceSetLimit:     args(checkSetLimit),
-		protocol.OpDeviceGetLimit:     args(checkGetLimit),
-		protocol.OpDriverGetInfo:      none("empty"),
-		protocol.OpDeviceGetProcesses: args(checkDeviceReq),
-		protocol.OpDeviceGetMonitor:   args(checkDeviceReq),
-
-		protocol.OpMemAlloc:           args(checkMemAlloc),
-		protocol.OpMemFree:            none("a pointer: the handler checks it is one of the session's allocations"),
-		protocol.OpMemcpyHtoD:         args(checkHtoD),
-		protocol.OpMemcpyDtoH:         args(checkDtoH),
-		protocol.OpMemcpyDtoD:         args(checkDtoD),
-		protocol.OpMemset:             args(checkMemset),
-		protocol.OpGuestRegister:      args(checkGuestRegister),
-		protocol.OpGuestUnregister:    none("a handle"),
-		protocol.OpMemGetAddressRange: none("a pointer: only the session's own ranges are looked up"),
-		protocol.OpHostShare:          args(checkHostShare),
-		protocol.OpHostUnshare:        none("a base the connection looks up among its shares"),
-
-		protocol.OpModuleLoad:         args(checkModuleLoad),
-		protocol.OpModuleUnload:       none("a handle"),
-		protocol.OpModuleGetFunction:  args(checkName),
-		protocol.OpModuleGetGlobal:    args(checkName),
-		protocol.OpFuncGetAttributes:  none("a handle; the attributes asked are the 16 of CUfunction_attribute"),
-		protocol.OpFuncSetAttribute:   args(checkSetAttribute),
-		protocol.OpOccupancyMaxBlocks: args(checkOccupancy),
-
-		protocol.OpLaunchKernel: args(checkLaunch),
-
-		protocol.OpStreamCreate:      args(checkStreamCreate),
-		protocol.OpStreamDestroy:     none("a handle"),
-		protocol.OpStreamSynchronize: none("a handle"),
-		protocol.OpStreamQuery:       none("a handle"),
-		protocol.OpStreamWaitEvent:   args(checkStreamWaitEvent),
-
-		protocol.OpEventCreate:      args(checkEventCreate),
-		protocol.OpEventDestroy:     none("a handle"),
-		protocol.OpEventRecord:      args(checkEventRecord),
-		protocol.OpEventSynchronize: none("a handle"),
-		protocol.OpEventQuery:       none("a handle"),
-		protocol.OpEventElapsedTime: none("two handles"),
-
-		protocol.OpHostFuncLaunch: none("a stream handle and the guest's own callback id"),
-		protocol.OpHostFuncDone:   none("a callback id the session looks up, and the guest's status (any value)"),
-
-		protocol.OpNotifyHostFunc: none("host to guest only: no handler serves it"),
-		protocol.OpNotifyError:    none("host to guest only: no handler serves it"),
-		protocol.OpNotifyOutput:   none("host to guest only: no handler serves it"),
-	}
-}
 
 // validate runs c's row of the table.
 func (s *Session) validate(c *call) error {
 	v, ok := validators[c.f.Opcode]
 	if !ok {
-		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "opcode %#04x has no argument checks; add a row to session.validators", uint16(c.f.Opcode))
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "opcode %#04x has no argument checks; give its row in protocol/registry.go a Check or an Unchecked", uint16(c.f.Opcode))
 	}
 	if v.check == nil {
 		return nil
@@ -445,6 +383,92 @@ func checkLaunch(s *Session, c *call, r *protocol.LaunchReq) error {
 	}
 	if int64(r.SharedMem) > int64(p.Attrs[devAttrMaxSharedPerBlockOptin]) {
 		return invalid(c, "%d bytes of dynamic shared memory (at most %d)", r.SharedMem, p.Attrs[devAttrMaxSharedPerBlockOptin])
+	}
+	return nil
+}
+
+// maxClusterBlocks is the most blocks a thread-block cluster may have on
+// any GPU (sm_90's non-portable limit); the device checks its own.
+const maxClusterBlocks = 16
+
+// checkCluster checks a cluster shape and policy: each dimension 0 (none
+// given) or all non-zero, at most maxClusterBlocks blocks, a known
+// CUclusterSchedulingPolicy.
+func checkCluster(c *call, cl protocol.Cluster) error {
+	if cl.Policy > 2 {
+		return invalid(c, "cluster scheduling policy %d (0 default, 1 spread, 2 load balancing)", cl.Policy)
+	}
+	dims := [3]uint32{cl.X, cl.Y, cl.Z}
+	if dims == [3]uint32{} {
+		return nil
+	}
+	n := uint64(1)
+	for _, d := range dims {
+		n *= uint64(min(d, maxClusterBlocks+1)) // capped: no product overflows
+	}
+	if n == 0 || n > maxClusterBlocks {
+		return device.Errorf(c.f.Opcode.String(), device.ErrInvalidClusterSize, "cluster %v: want 1..%d blocks, no dimension 0", dims, maxClusterBlocks)
+	}
+	return nil
+}
+
+func checkClusterOccupancy(s *Session, c *call, r *protocol.ClusterOccupancyReq) error {
+	if err := checkCluster(c, r.Cluster); err != nil {
+		return err
+	}
+	p := s.funcProps(r.Func)
+	if p == nil {
+		return nil
+	}
+	block := [3]uint32{r.BlockX, r.BlockY, r.BlockZ}
+	threads := uint64(1)
+	for i, b := range block {
+		if b == 0 || int64(b) > int64(p.Attrs[devAttrMaxBlockDimX+i]) {
+			return invalid(c, "block %v (limits %v)", block, p.Attrs[devAttrMaxBlockDimX:devAttrMaxBlockDimX+3])
+		}
+		threads *= uint64(b)
+	}
+	if threads > uint64(max(p.Attrs[devAttrMaxThreadsPerBlock], 0)) {
+		return invalid(c, "%d threads per block (at most %d)", threads, p.Attrs[devAttrMaxThreadsPerBlock])
+	}
+	return nil
+}
+
+func checkLaunchEx(s *Session, c *call, r *protocol.LaunchExReq) error {
+	if err := checkCluster(c, r.Cluster); err != nil {
+		return err
+	}
+	return checkLaunch(s, c, &r.Launch)
+}
+
+// CUmemAllocationProp enums (cuda.h): allocation types PINNED 1 and
+// MANAGED 2; handle types POSIX_FILE_DESCRIPTOR 1, WIN32 2, WIN32_KMT 4,
+// FABRIC 8; compression NONE 0, GENERIC 1; usage TILE_POOL 1,
+// HW_DECOMPRESS 2.
+const (
+	allocTypeMax      = 2
+	allocHandleTypes  = 0xf
+	allocCompressMax  = 1
+	allocUsageAllowed = 0x3
+)
+
+func checkGranularity(s *Session, c *call, r *protocol.GranularityReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch {
+	case r.Option > 1:
+		return invalid(c, "granularity option %d (0 minimum, 1 recommended)", r.Option)
+	case r.Type == 0 || r.Type > allocTypeMax:
+		return invalid(c, "allocation type %d (1 pinned, 2 managed)", r.Type)
+	case r.HandleTypes&^allocHandleTypes != 0:
+		return invalid(c, "handle types %#x (bits of 0x%x)", r.HandleTypes, allocHandleTypes)
+	case r.Compression > allocCompressMax:
+		return invalid(c, "compression type %d (0 none, 1 generic)", r.Compression)
+	case r.RDMA > 1:
+		return invalid(c, "gpuDirectRDMACapable %d (0 or 1)", r.RDMA)
+	case r.Usage&^allocUsageAllowed != 0:
+		return invalid(c, "usage %#x (bits of 0x%x)", r.Usage, allocUsageAllowed)
 	}
 	return nil
 }

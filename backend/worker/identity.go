@@ -31,7 +31,17 @@ import (
 //     bytes are read.
 //
 // Anything else (no HELLO, another role, an unprivileged port, PID 0) is a
-// process of its own: the connection gets a worker alone, as before. What
+// process of its own: the connection gets a worker alone, as before.
+//
+// Guest users. vgpu.ko's HELLO also carries the opener's uid: a VM's
+// guest user may hold at most MaxPerUser of its VM's MaxPerVM slots, and
+// users other than root together leave the last RootReserve slots free,
+// so one user's processes cannot deny the VM's other users (and root) the
+// GPU. Root (uid 0, also what drivers older than the field send),
+// connections from a privileged port without such a HELLO (the guest
+// kernel's or root's) and host-mode clients (the host's own processes) are
+// bounded by MaxPerVM alone; connections from an unprivileged guest port
+// (anyone who bypasses vgpu.ko) count as one user together. What
 // one process's many connections may hold in its worker is bounded by that
 // worker's per-session and per-VM budgets (backend/budget) and by the
 // manager's session bounds; a guest's own cap on /dev/vgpu files per user is
@@ -52,6 +62,7 @@ const maxHello = 4096
 // firstFrame is what identify learned from a connection.
 type firstFrame struct {
 	who   string // the guest process ("": one of its own)
+	user  string // the guest user it counts against ("": none, MaxPerVM only)
 	read  []byte // the bytes read, which the worker must serve first
 	hello *protocol.Header
 }
@@ -82,6 +93,10 @@ func identify(ctx context.Context, conn transport.Conn, timeout time.Duration) (
 	}
 	return ff, err
 }
+
+// UnprivilegedUser is the guest user that connections from unprivileged
+// guest ports count against, together.
+const UnprivilegedUser = "unprivileged guest ports"
 
 // maxBeforeHello bounds the frames a connection may send before its HELLO.
 const maxBeforeHello = 64
@@ -125,6 +140,12 @@ func readHello(conn transport.Conn) (firstFrame, error) {
 		req, _, err := protocol.Decode[protocol.HelloReq](rest[:h.PayloadLen])
 		if err == nil && req.Role == protocol.RoleDriver && req.PID != 0 && transport.PrivilegedPort(conn.PeerPort()) {
 			ff.who = fmt.Sprintf("guest pid %d", req.PID)
+			if req.UID != 0 {
+				ff.user = fmt.Sprintf("guest uid %d", req.UID)
+			}
+		}
+		if !transport.PrivilegedPort(conn.PeerPort()) {
+			ff.user = UnprivilegedUser
 		}
 		return ff, nil
 	}
@@ -174,6 +195,12 @@ func refuse(conn transport.Conn, ff firstFrame) {
 	h := protocol.Reply(ff.hello, int32(device.ErrDeviceUnavailable))
 	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = conn.Write(protocol.AppendFrame(nil, h, nil, nil))
+}
+
+// errUserSlots refuses a process of a user who holds MaxPerUser slots (or
+// when only the root reserve is left).
+func errUserSlots(vm, user string, max, reserve int, waited time.Duration) error {
+	return fmt.Errorf("%w: %s of VM %s holds %d (or only the %d kept for root are left), and none ended within %v", ErrTooManyProcesses, user, vm, max, reserve, waited)
 }
 
 // errSlotWait wraps ErrTooManyProcesses with the wait.

@@ -61,6 +61,11 @@ type Manager struct {
 	// to end, then is refused (its HELLO is answered with
 	// CUDA_ERROR_DEVICE_UNAVAILABLE). 0: DefaultMaxPerVM.
 	MaxPerVM int
+	// MaxPerUser bounds the slots one guest user of a VM may hold, and
+	// RootReserve is how many of MaxPerVM users other than root leave free
+	// (identity.go says who is a user). 0: DefaultMaxPerUser(MaxPerVM) and
+	// DefaultRootReserve(MaxPerVM).
+	MaxPerUser, RootReserve int
 	// SlotWait is how long a new guest process waits for a slot of its VM
 	// (0: it is refused at once; "vgpu serve" uses DefaultSlotWait).
 	SlotWait time.Duration
@@ -106,6 +111,13 @@ const DefaultMaxPerVM = 32
 // the host at most this many CPUs; its further sessions wait.
 const MaxStartsPerVM = 4
 
+// DefaultMaxPerUser is Manager.MaxPerUser's default: half the VM's slots.
+func DefaultMaxPerUser(maxPerVM int) int { return max(maxPerVM/2, 1) }
+
+// DefaultRootReserve is Manager.RootReserve's default: 1/16 of the VM's
+// slots (2 of 32).
+func DefaultRootReserve(maxPerVM int) int { return maxPerVM / 16 }
+
 // ErrTooManyProcesses refuses a session of a VM that has MaxPerVM workers.
 var ErrTooManyProcesses = errors.New("worker: the VM has as many guest processes on the GPU as it may (--max-processes)")
 
@@ -132,6 +144,7 @@ type proc struct {
 	heard    chan struct{}            // closed when its last message has been read
 	vm       string                   // guarded by Manager.mu; "" until a PerProcess worker gets a session
 	owner    string                   // guarded by Manager.mu: the guest process a PerProcess worker serves ("": one connection's)
+	user     string                   // guarded by Manager.mu: the guest user its slot counts against ("": none)
 	stopping bool                     // guarded by Manager.mu: a PerProcess worker told to stop (its sessions ended)
 	sessions map[uint64]chan struct{} // guarded by Manager.mu; closed by the worker's "session-end"
 	served   int                      // guarded by Manager.mu: sessions handed over
@@ -154,8 +167,10 @@ type vmShared struct {
 	// routes: the worker of each of the VM's guest processes (by
 	// identity.go's name), or the one its first connection is getting.
 	routes  map[string]*route
-	freed   chan struct{} // closed (and replaced) when a worker's slot frees
-	waiting int           // new guest processes waiting for a slot
+	freed   chan struct{}  // closed (and replaced) when a worker's slot frees
+	waiting int            // new guest processes waiting for a slot
+	users   map[string]int // slots held per guest user (identity.go)
+	byUsers int            // slots held by guest users (the sum of users)
 }
 
 // route is a guest process's worker: p is set and ready closed once its
@@ -217,7 +232,7 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 		}
 	}
 	ended := make(chan struct{})
-	p, err := m.workerFor(ctx, conn.VM(), ff.who, id, ended)
+	p, err := m.workerFor(ctx, conn.VM(), ff.who, ff.user, id, ended)
 	if err != nil {
 		if errors.Is(err, ErrTooManyProcesses) {
 			refuse(conn, ff)
@@ -410,11 +425,12 @@ func (m *Manager) dropRouteLocked(p *proc) {
 const ExitTimeout = 10 * time.Second
 
 // workerFor returns the worker for a new session id of vm, whose guest
-// process is who ("": a process of its own), with the session counted as
-// its (ended is closed by the worker's session-end).
-func (m *Manager) workerFor(ctx context.Context, vm, who string, id uint64, ended chan struct{}) (*proc, error) {
+// process is who ("": a process of its own) of guest user user ("": none),
+// with the session counted as its (ended is closed by the worker's
+// session-end).
+func (m *Manager) workerFor(ctx context.Context, vm, who, user string, id uint64, ended chan struct{}) (*proc, error) {
 	if m.Mode == PerProcess {
-		return m.processWorker(ctx, vm, who, id, ended)
+		return m.processWorker(ctx, vm, who, user, id, ended)
 	}
 	m.mu.Lock()
 	m.init()
@@ -445,7 +461,7 @@ func (m *Manager) workerFor(ctx context.Context, vm, who string, id uint64, ende
 // earlier connections use, else a new one in a slot of the VM (waited for
 // up to SlotWait). A worker that is poisoned or stopping takes no new
 // session: the process's next connection gets a fresh one.
-func (m *Manager) processWorker(ctx context.Context, vm, who string, id uint64, ended chan struct{}) (*proc, error) {
+func (m *Manager) processWorker(ctx context.Context, vm, who, user string, id uint64, ended chan struct{}) (*proc, error) {
 	var mine *route // the route this connection is getting a worker for
 	for who != "" && mine == nil {
 		m.mu.Lock()
@@ -481,7 +497,7 @@ func (m *Manager) processWorker(ctx context.Context, vm, who string, id uint64, 
 		}
 		m.mu.Unlock()
 	}
-	p, err := m.newProcessWorker(ctx, vm)
+	p, err := m.newProcessWorker(ctx, vm, user)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mine != nil {
@@ -495,14 +511,14 @@ func (m *Manager) processWorker(ctx context.Context, vm, who string, id uint64, 
 	}
 	select {
 	case <-p.dead: // it died just now: watch did not count it as the VM's
-		m.releaseVMLocked(vm)
+		m.releaseVMLocked(vm, user)
 		if v := m.vms[vm]; mine != nil && v != nil && v.routes[who] == mine {
 			delete(v.routes, who)
 		}
 		return nil, fmt.Errorf("worker %d died before its session started", p.pid())
 	default:
 	}
-	p.vm, p.owner = vm, who
+	p.vm, p.owner, p.user = vm, who, user
 	p.sessions[id] = ended
 	p.served++
 	if mine != nil {
@@ -525,15 +541,15 @@ func (m *Manager) usableLocked(p *proc) bool {
 	}
 }
 
-// newProcessWorker reserves a slot of vm and takes a worker for it.
-func (m *Manager) newProcessWorker(ctx context.Context, vm string) (*proc, error) {
-	if err := m.reserveVM(ctx, vm); err != nil {
-		m.Log.Warn("guest process refused: its VM has the most processes on the GPU it may have", "vm", vm, "max", m.maxPerVM(), "waited", m.SlotWait, "err", err)
+// newProcessWorker reserves a slot of vm for user and takes a worker for it.
+func (m *Manager) newProcessWorker(ctx context.Context, vm, user string) (*proc, error) {
+	if err := m.reserveVM(ctx, vm, user); err != nil {
+		m.Log.Warn("guest process refused: its VM (or its user) has the most processes on the GPU it may have", "vm", vm, "user", user, "max", m.maxPerVM(), "max_per_user", m.maxPerUser(), "waited", m.SlotWait, "err", err)
 		return nil, err
 	}
 	p, err := m.take(ctx, vm)
 	if err != nil {
-		m.unreserveVM(vm)
+		m.unreserveVM(vm, user)
 		return nil, err
 	}
 	return p, nil
@@ -634,19 +650,47 @@ func (m *Manager) maxPerVM() int {
 	return DefaultMaxPerVM
 }
 
-// reserveVM counts a new worker of vm. While vm has MaxPerVM it waits up
-// to SlotWait for one to end, then returns ErrTooManyProcesses.
-func (m *Manager) reserveVM(ctx context.Context, vm string) error {
+func (m *Manager) maxPerUser() int {
+	if m.MaxPerUser > 0 {
+		return m.MaxPerUser
+	}
+	return DefaultMaxPerUser(m.maxPerVM())
+}
+
+func (m *Manager) rootReserve() int {
+	if m.RootReserve > 0 {
+		return m.RootReserve
+	}
+	return DefaultRootReserve(m.maxPerVM())
+}
+
+// roomLocked reports whether v has a slot for a process of user (m.mu held).
+func (m *Manager) roomLocked(v *vmShared, user string) bool {
+	if user == "" {
+		return v.workers < m.maxPerVM()
+	}
+	return v.workers < m.maxPerVM() && v.byUsers < m.maxPerVM()-m.rootReserve() && v.users[user] < m.maxPerUser()
+}
+
+// reserveVM counts a new worker of vm for user. While vm (or user) has
+// all the slots it may have it waits up to SlotWait for one to end, then
+// returns ErrTooManyProcesses.
+func (m *Manager) reserveVM(ctx context.Context, vm, user string) error {
 	var expired <-chan time.Time
 	for {
 		m.mu.Lock()
 		m.init()
 		v := m.vmLocked(vm)
-		if v.workers < m.maxPerVM() {
+		if m.roomLocked(v, user) {
 			v.workers++
+			if user != "" {
+				v.users[user]++
+				v.byUsers++
+			}
 			m.mu.Unlock()
 			return nil
 		}
+		vmFull := v.workers >= m.maxPerVM()
 		freed := v.freed
 		if expired == nil && m.SlotWait > 0 {
 			v.waiting++
@@ -657,9 +701,15 @@ func (m *Manager) reserveVM(ctx context.Context, vm string) error {
 			}()
 		}
 		m.mu.Unlock()
+		refusal := func(waited time.Duration) error {
+			if vmFull {
+				return errSlotWait(vm, m.maxPerVM(), waited)
+			}
+			return errUserSlots(vm, user, m.maxPerUser(), m.rootReserve(), waited)
+		}
 		if expired == nil {
 			if m.SlotWait <= 0 {
-				return errSlotWait(vm, m.maxPerVM(), 0)
+				return refusal(0)
 			}
 			t := time.NewTimer(m.SlotWait)
 			defer t.Stop()
@@ -668,7 +718,7 @@ func (m *Manager) reserveVM(ctx context.Context, vm string) error {
 		select {
 		case <-freed:
 		case <-expired:
-			return errSlotWait(vm, m.maxPerVM(), m.SlotWait)
+			return refusal(m.SlotWait)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -690,7 +740,7 @@ func (m *Manager) vmLocked(vm string) *vmShared {
 		v = &vmShared{acct: &session.Account{Limit: m.MemLimit},
 			budget:  budget.NewLedger(m.budgets.Child("vm "+vm+" (all its worker processes)", m.vmBounds)),
 			modules: newImageCache(m.ModuleCacheBytes), starts: make(chan struct{}, MaxStartsPerVM),
-			routes: map[string]*route{}, freed: make(chan struct{})}
+			routes: map[string]*route{}, freed: make(chan struct{}), users: map[string]int{}}
 		m.vms[vm] = v
 	}
 	return v
@@ -698,15 +748,21 @@ func (m *Manager) vmLocked(vm string) *vmShared {
 
 // unreserveVM undoes reserveVM (m.mu not held) for a session that got no
 // worker.
-func (m *Manager) unreserveVM(vm string) {
+func (m *Manager) unreserveVM(vm, user string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.releaseVMLocked(vm)
+	m.releaseVMLocked(vm, user)
 }
 
-func (m *Manager) releaseVMLocked(vm string) {
+func (m *Manager) releaseVMLocked(vm, user string) {
 	if v, ok := m.vms[vm]; ok {
 		v.workers--
+		if user != "" {
+			v.byUsers--
+			if v.users[user]--; v.users[user] <= 0 {
+				delete(v.users, user)
+			}
+		}
 		if v.workers == 0 {
 			v.idleSince = time.Now()
 		}
@@ -773,7 +829,7 @@ func (m *Manager) watch(p *proc) {
 	if v, ok := m.vms[p.vm]; ok && m.Mode == PerProcess && p.served > 0 {
 		v.acct.Drop(p)
 		v.budget.Drop(p)
-		m.releaseVMLocked(p.vm)
+		m.releaseVMLocked(p.vm, p.user)
 	}
 	m.exits = append(m.exits, Exit{VM: p.vm, PID: p.pid(), Status: status, At: time.Now()})
 	if len(m.exits) > 64 {
@@ -1040,6 +1096,9 @@ type WorkerStatus struct {
 	// Process is the guest process a PerProcess worker serves ("guest pid
 	// N", "host pid N"; empty: one connection's).
 	Process string `json:"process,omitempty"`
+	// User is the guest user its slot counts against (identity.go; empty:
+	// root, the guest kernel or a host-mode client).
+	User string `json:"user,omitempty"`
 }
 
 // Status returns the workers and recent exits.
@@ -1057,7 +1116,7 @@ func (m *Manager) Status() Status {
 		default:
 			state = "starting"
 		}
-		st.Workers = append(st.Workers, WorkerStatus{VM: p.vm, PID: p.pid(), State: state, Sessions: len(p.sessions), Poisoned: p.poisoned, Process: p.owner})
+		st.Workers = append(st.Workers, WorkerStatus{VM: p.vm, PID: p.pid(), State: state, Sessions: len(p.sessions), Poisoned: p.poisoned, Process: p.owner, User: p.user})
 	}
 	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].PID < st.Workers[j].PID })
 	st.Exits = append(st.Exits, m.exits...)

@@ -90,6 +90,8 @@ int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, uns
 		   void **);
 int cuCtxSynchronize(void);
 int cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
+int cuOccupancyMaxActiveClusters(int *, void *, const CUlaunchConfig *);
+int cuMemGetAllocationGranularity(size_t *, const void *, int);
 int cuMemAllocPitch_v2(unsigned long long *, size_t *, size_t, size_t, unsigned);
 int cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
 int cuMemsetD2D8_v2(unsigned long long, size_t, unsigned char, size_t, size_t);
@@ -716,13 +718,54 @@ static void test_driver_api(void)
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	at[1].v[0] = 1; /* cooperative, on */
 	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
+	/* clusters (issue 16: cuBLAS on sm_90): the shape and the scheduling
+	 * policy travel with the launch; the device checks them */
 	at[1].id = 4; /* a cluster of 2 x 1 x 1 */
 	at[1].v[0] = 2;
 	at[1].v[1] = at[1].v[2] = 1;
-	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
-	at[1].v[0] = 1; /* a cluster of one block is no cluster */
+	cfg.gridDimX = 2;
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	OK(cuCtxSynchronize());
+	int clusters = 0;
+	OK(cuOccupancyMaxActiveClusters(&clusters, fn, &cfg));
+	CHECK(clusters > 0);
+	cfg.gridDimX = 3; /* not a multiple of the cluster: refused at the next sync point */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	CHECK(cuCtxSynchronize() == 912); /* CUDA_ERROR_INVALID_CLUSTER_SIZE */
+	cfg.gridDimX = 1;
+	at[1].v[0] = 1; /* a cluster of one block */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	at[0].id = 5; /* cluster scheduling policy: spread */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	OK(cuCtxSynchronize());
+	at[0].id = 0;
+	at[1].id = 0; /* no cluster shape, none compiled in: no cluster occupancy */
+	CHECK(cuOccupancyMaxActiveClusters(&clusters, fn, &cfg) != 0);
+	CHECK(cuOccupancyMaxActiveClusters(NULL, fn, &cfg) == 1);
+	/* the virtual-memory API's granularity, asked of the host for device 0 */
+	struct {
+		uint32_t type, handle_types, loc_type;
+		int32_t loc_id;
+		void *win32;
+		uint8_t flags[8];
+	} prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = 1;    /* CU_MEM_ALLOCATION_TYPE_PINNED */
+	prop.loc_type = 1; /* CU_MEM_LOCATION_TYPE_DEVICE */
+	size_t gran = 0;
+	OK(cuMemGetAllocationGranularity(&gran, &prop, 0));
+	CHECK(gran >= 4096 && gran % 4096 == 0);
+	OK(cuMemGetAllocationGranularity(&gran, &prop, 1));
+	CHECK(gran >= 4096 && gran % 4096 == 0);
+	CHECK(cuMemGetAllocationGranularity(&gran, &prop, 7) == 1);
+	prop.loc_id = 99;
+	CHECK(cuMemGetAllocationGranularity(&gran, &prop, 0) == 101);
+	prop.loc_id = 0;
+	prop.loc_type = 2; /* host memory: not served */
+	CHECK(cuMemGetAllocationGranularity(&gran, &prop, 0) == 801);
+	CHECK(cuMemGetAllocationGranularity(NULL, &prop, 0) == 1);
 	cfg.attrs = NULL;
+	cfg.numAttrs = 2;
 	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 1);
 	cfg.numAttrs = 0;
 	OK(cuCtxSynchronize());

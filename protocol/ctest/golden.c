@@ -1,13 +1,16 @@
 /*
  * golden.c - builds the golden frames of protocol/golden_test.go through the
  * generated C header and compares them byte for byte with
- * protocol/testdata/golden/<name>.bin. Run by `make test`.
+ * protocol/testdata/golden/<name>.bin, then checks the golden frames of every
+ * row of the call registry (testdata/golden/ops/, table in ops_gen.h) against
+ * the opcodes and payload sizes of the C header. Run by `make test`.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../vgpu_protocol.h"
+#include "ops_gen.h"
 
 struct frame {
 	unsigned char buf[4096];
@@ -224,6 +227,70 @@ static const struct {
 	{ "sync_reply_output", sync_reply_output },
 };
 
+/* Reads the header at b[*off] (n bytes in all) and checks its opcode, flags
+ * and payload length; moves *off past the frame. */
+static int check_frame(const char *file, const unsigned char *b, size_t n, size_t *off,
+		       uint16_t op, uint32_t flags, size_t payload)
+{
+	struct vgpu_header h;
+
+	if (n - *off < sizeof(h)) {
+		fprintf(stderr, "FAIL ops/%s: a frame is cut short at byte %zu\n", file, *off);
+		return 1;
+	}
+	memcpy(&h, b + *off, sizeof(h));
+	if (h.magic != VGPU_MAGIC || h.opcode != op || h.flags != flags || h.payload_len != payload ||
+	    h.num_segs != 0 || h.status != 0) {
+		fprintf(stderr, "FAIL ops/%s: header (opcode %#x, flags %#x, payload %u) at byte %zu; want opcode %#x, flags %#x, payload %zu\n",
+			file, h.opcode, h.flags, h.payload_len, *off, op, flags, payload);
+		return 1;
+	}
+	*off += (size_t)vgpu_frame_len(h.payload_len, 0);
+	return 0;
+}
+
+/* The registry's golden frames: the request (or notification), then the reply. */
+static int check_ops(const char *dir, int *passed)
+{
+	int failed = 0;
+
+	for (size_t i = 0; i < sizeof(op_goldens) / sizeof(op_goldens[0]); i++) {
+		const struct op_golden *g = &op_goldens[i];
+		unsigned char b[4096];
+		char path[512];
+		size_t n, off = 0;
+		FILE *fp;
+		int bad;
+
+		snprintf(path, sizeof(path), "%s/ops/%s.bin", dir, g->file);
+		fp = fopen(path, "rb");
+		if (!fp) {
+			fprintf(stderr, "FAIL ops/%s: cannot open %s\n", g->file, path);
+			failed++;
+			continue;
+		}
+		n = fread(b, 1, sizeof(b), fp);
+		fclose(fp);
+		if (g->reply_size < 0) {
+			bad = check_frame(g->file, b, n, &off, g->opcode, VGPU_FLAG_NOTIFY, g->req_size);
+		} else {
+			bad = check_frame(g->file, b, n, &off, g->opcode, 0, g->req_size) ||
+			      check_frame(g->file, b, n, &off, g->opcode, VGPU_FLAG_REPLY, (size_t)g->reply_size);
+		}
+		if (!bad && off != n) {
+			fprintf(stderr, "FAIL ops/%s: %zu bytes after the frames\n", g->file, n - off);
+			bad = 1;
+		}
+		if (bad) {
+			failed++;
+			continue;
+		}
+		printf("ok   ops/%s (%zu bytes)\n", g->file, n);
+		(*passed)++;
+	}
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "protocol/testdata/golden";
@@ -260,6 +327,7 @@ int main(int argc, char **argv)
 		printf("ok   %s (%zu bytes)\n", golden[i].name, n);
 		passed++;
 	}
+	failed += check_ops(dir, &passed);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
 }

@@ -42,9 +42,9 @@ type serveFlags struct {
 	vhostUserSocket, frontSocket                                                      string
 	simDevices                                                                        int
 	guestCID                                                                          uint64
-	logJSON, allowUnprivileged, kernelVsock                                           bool
+	logJSON, allowUnprivileged, kernelVsock, trace                                    bool
 	isolate                                                                           string
-	pool, maxProcesses                                                                int
+	pool, maxProcesses, maxPerUser                                                    int
 	moduleCache                                                                       string
 	unixNoShare                                                                       bool
 	unixShareMax                                                                      int
@@ -93,11 +93,13 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.StringVar(&f.isolate, "isolate", "process", "where GPU work runs: process (one 'vgpu worker' process, with its own CUDA context, per guest process: a sticky CUDA error, crash or kill ends only that program's GPU work), vm (one worker per VM: it ends that VM's work) or none (in this process: it ends every VM's work)")
 	fs.IntVar(&f.pool, "pool", worker.DefaultPool, "--isolate process: workers kept started (CUDA initialised, a context per GPU, about 0.5 GiB of device memory each) so a new guest program does not wait for them")
 	fs.IntVar(&f.maxProcesses, "max-processes", worker.DefaultMaxPerVM, "--isolate process: guest processes of one VM (host mode: of one socket) on the GPU at once; each holds a CUDA context (a process's connections share one)")
+	fs.IntVar(&f.maxPerUser, "max-processes-per-user", 0, "--isolate process: of those, how many one guest user other than root may hold (the uid vgpu.ko sends; users other than root also leave 1/16 of the slots to root); 0: half of --max-processes")
 	fs.DurationVar(&f.slotWait, "slot-wait", worker.DefaultSlotWait, "--isolate process: how long a new guest process waits for one of its VM's --max-processes slots to free before it is refused (0: refused at once)")
 	fs.StringVar(&f.moduleCache, "module-cache", "1G", "module images kept per VM, so its next programs may load them by hash (bytes; K, M, G suffixes)")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "how long a stream waits for the guest to run a host function it reached; then the stream goes on and the guest gets CUDA_ERROR_TIMEOUT (909)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "how long one call may wait for the device (a kernel that does not end); then it is answered CUDA_ERROR_LAUNCH_TIMEOUT (702), the connection closed and, with --isolate process or vm, the worker ended, which ends the kernel (0: no bound)")
+	fs.BoolVar(&f.trace, "trace", os.Getenv("VGPU_TRACE") == "1", "stamp every request at each layer boundary (read, queued, validated, handler, reply; also VGPU_TRACE=1): 'vgpu bench calls' prints the breakdown, GET_STATS carries the sums")
 	if err := fs.Parse(args); err != nil {
 		return f, 2
 	}
@@ -216,7 +218,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 	cfg := server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, ModuleCacheBytes: modCache, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
-		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, CallTimeout: f.callTimeout,
+		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, Trace: f.trace, CallTimeout: f.callTimeout,
 	}
 	mgr, err := isolate(f, drv, &cfg, log)
 	if err != nil {
@@ -331,6 +333,7 @@ func isolate(f serveFlags, drv device.Driver, cfg *server.Config, log hclog.Logg
 	}
 	mgr := worker.NewManager(func(vm string) *exec.Cmd { return exec.Command(exe, workerArgs(f, mode, vm)...) }, log)
 	mgr.Mode, mgr.Pool, mgr.MemLimit, mgr.ModuleCacheBytes, mgr.MaxPerVM = mode, f.pool, cfg.MemLimit, cfg.ModuleCacheBytes, f.maxProcesses
+	mgr.MaxPerUser = f.maxPerUser
 	mgr.SlotWait = f.slotWait
 	mgr.Start()
 	cfg.Dispatch = mgr.ServeConn

@@ -421,8 +421,12 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 		sc.pinner.Pin(&sc.ptrs[0])
 		kp = unsafe.Pointer(&sc.ptrs[0])
 	}
-	err = c.callN("cuLaunchKernel", c.l.hot.launchKernel, uintptr(f), uintptr(cfg.Grid[0]), uintptr(cfg.Grid[1]), uintptr(cfg.Grid[2]),
-		uintptr(cfg.Block[0]), uintptr(cfg.Block[1]), uintptr(cfg.Block[2]), uintptr(cfg.SharedMem), uintptr(cfg.Stream), uintptr(kp), 0)
+	if cfg.HasCluster() {
+		err = c.launchEx(f, &cfg, kp)
+	} else {
+		err = c.callN("cuLaunchKernel", c.l.hot.launchKernel, uintptr(f), uintptr(cfg.Grid[0]), uintptr(cfg.Grid[1]), uintptr(cfg.Grid[2]),
+			uintptr(cfg.Block[0]), uintptr(cfg.Block[1]), uintptr(cfg.Block[2]), uintptr(cfg.SharedMem), uintptr(cfg.Stream), uintptr(kp), 0)
+	}
 	sc.pinner.Unpin()
 	clear(sc.ptrs)
 	if err == nil {

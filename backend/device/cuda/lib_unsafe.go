@@ -75,6 +75,9 @@ type lib struct {
 	cuFuncSetAttribute  func(f uintptr, attr int32, v int32) int32
 	cuOccupancy         func(n *int32, f uintptr, blockSize int32, dynSmem uint64, flags uint32) int32
 	cuLaunchKernel      func(f uintptr, gx, gy, gz, bx, by, bz, smem uint32, s uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+	cuLaunchKernelEx    func(cfg *launchConfig, f uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+	cuOccupancyClusters func(n *int32, f uintptr, cfg *launchConfig) int32
+	cuMemGranularity    func(g *uint64, prop *allocProp, option uint32) int32
 
 	cuStreamCreateWithPriority func(s *uintptr, flags uint32, prio int32) int32
 	cuStreamDestroy            func(s uintptr) int32
@@ -172,7 +175,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuModuleGetFunction, "cuModuleGetFunction"}, {&l.cuModuleGetGlobal, "cuModuleGetGlobal"},
 		{&l.cuFuncGetParamInfo, "cuFuncGetParamInfo"}, {&l.cuFuncGetAttribute, "cuFuncGetAttribute"},
 		{&l.cuFuncSetAttribute, "cuFuncSetAttribute"}, {&l.cuOccupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
-		{&l.cuLaunchKernel, "cuLaunchKernel"},
+		{&l.cuLaunchKernel, "cuLaunchKernel"}, {&l.cuLaunchKernelEx, "cuLaunchKernelEx"},
+		{&l.cuOccupancyClusters, "cuOccupancyMaxActiveClusters"}, {&l.cuMemGranularity, "cuMemGetAllocationGranularity"},
 		{&l.cuStreamCreateWithPriority, "cuStreamCreateWithPriority"}, {&l.cuStreamDestroy, "cuStreamDestroy"},
 		{&l.cuStreamSynchronize, "cuStreamSynchronize"}, {&l.cuStreamQuery, "cuStreamQuery"},
 		{&l.cuStreamWaitEvent, "cuStreamWaitEvent"},

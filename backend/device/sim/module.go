@@ -275,6 +275,17 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 	if cfg.SharedMem > uint32(maxDyn) {
 		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "%d bytes of dynamic shared memory > %d (raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)", cfg.SharedMem, maxDyn)
 	}
+	if cfg.HasCluster() {
+		shape, _, err := clusterShape("cuLaunchKernelEx", fn, &cfg)
+		if err != nil {
+			return err
+		}
+		for i := range shape {
+			if cfg.Grid[i]%shape[i] != 0 {
+				return device.Errorf("cuLaunchKernelEx", device.ErrInvalidClusterSize, "grid %v is not a multiple of cluster %v", cfg.Grid, shape)
+			}
+		}
+	}
 	if want := device.ParamBytes(fn.params); uint32(len(params)) != want {
 		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "parameter block of %d bytes, kernel %s takes %d", len(params), fn.kernel.Name, want)
 	}

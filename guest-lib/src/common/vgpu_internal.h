@@ -221,6 +221,8 @@ VGPU_PRIVATE int vgpu_memcpy_dtod(uint64_t dst, uint64_t src, uint64_t n, uint64
 VGPU_PRIVATE int vgpu_memset(uint64_t dst, uint32_t value, uint32_t elem, uint64_t count,
 			     uint64_t pitch, uint64_t height, uint64_t stream, int async);
 VGPU_PRIVATE int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b);
+/* cuMemGetAllocationGranularity for device memory (MEM_GET_GRANULARITY). */
+VGPU_PRIVATE int vgpu_mem_granularity(const struct vgpu_granularity_req *req, uint64_t *granularity);
 
 /* ---- modules and functions ---- */
 /* A function's magic is VGPU_FUNC_MAGIC. A CUkernel (a library's kernel,
@@ -272,6 +274,14 @@ VGPU_PRIVATE uint64_t vgpu_fatbin_size(const void *image);
 /* Packs args (an array of pointers, one per parameter) and queues a launch. */
 VGPU_PRIVATE int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
 			     const uint32_t block[3], uint32_t smem, void **args, void **extra);
+/* The same in thread-block clusters (cl: shape, all 0 for the kernel's own,
+ * and scheduling policy). */
+VGPU_PRIVATE int vgpu_launch_cluster(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
+				     const uint32_t block[3], uint32_t smem, const struct vgpu_cluster *cl,
+				     void **args, void **extra);
+/* cuOccupancyMaxActiveClusters for f launched with this geometry. */
+VGPU_PRIVATE int vgpu_occupancy_clusters(struct vgpu_func *f, const uint32_t grid[3], const uint32_t block[3],
+					 uint32_t smem, const struct vgpu_cluster *cl, int *clusters);
 
 /* ---- streams, events, host functions ---- */
 VGPU_PRIVATE int vgpu_stream_create(int dev, unsigned flags, int prio, uint64_t *handle);

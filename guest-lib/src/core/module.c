@@ -264,33 +264,17 @@ int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned fl
 #define LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
 #define LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 
-int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3], const uint32_t block[3],
-		uint32_t smem, void **args, void **extra)
+/* Packs a launch's parameters (args: one pointer per parameter, or extra's
+ * buffer) into params, as f's layout says; *psize gets the block's size. */
+static int pack_params(const struct vgpu_func *f, void **args, void **extra, uint8_t *params, uint32_t *psize)
 {
-	int rc = vgpu_func_resolve(&f);
-	if (rc)
-		return rc;
-	struct {
-		struct vgpu_launch_req h;
-		uint8_t params[VGPU_MAX_PARAM_BYTES + 4];
-	} q;
-	memset(&q.h, 0, sizeof q.h);
-	q.h.func = f->handle;
-	q.h.stream = stream;
-	q.h.grid_x = grid[0];
-	q.h.grid_y = grid[1];
-	q.h.grid_z = grid[2];
-	q.h.block_x = block[0];
-	q.h.block_y = block[1];
-	q.h.block_z = block[2];
-	q.h.shared_mem = smem;
-	uint32_t psize = f->param_bytes;
+	*psize = f->param_bytes;
 	if (args) {
-		memset(q.params, 0, psize);
+		memset(params, 0, f->param_bytes);
 		for (uint32_t i = 0; i < f->nparams; i++) {
 			if (!args[i])
 				return VGPU_E_INVALID_VALUE;
-			memcpy(q.params + f->params[i].offset, args[i], f->params[i].size);
+			memcpy(params + f->params[i].offset, args[i], f->params[i].size);
 		}
 	} else if (extra) {
 		void *buf = NULL;
@@ -305,12 +289,78 @@ int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3], co
 		}
 		if ((!buf && bsize) || bsize > VGPU_MAX_PARAM_BYTES)
 			return VGPU_E_INVALID_VALUE;
-		psize = (uint32_t)bsize;
+		*psize = (uint32_t)bsize;
 		if (bsize)
-			memcpy(q.params, buf, bsize);
+			memcpy(params, buf, bsize);
 	} else if (f->nparams) {
 		return VGPU_E_INVALID_VALUE;
 	}
-	q.h.param_size = psize;
-	return vgpu_queue(VGPU_OP_LAUNCH_KERNEL, &q, (uint32_t)(sizeof q.h + psize));
+	return 0;
+}
+
+static void launch_header(struct vgpu_launch_req *h, const struct vgpu_func *f, uint64_t stream,
+			  const uint32_t grid[3], const uint32_t block[3], uint32_t smem)
+{
+	memset(h, 0, sizeof *h);
+	h->func = f->handle;
+	h->stream = stream;
+	h->grid_x = grid[0];
+	h->grid_y = grid[1];
+	h->grid_z = grid[2];
+	h->block_x = block[0];
+	h->block_y = block[1];
+	h->block_z = block[2];
+	h->shared_mem = smem;
+}
+
+int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3], const uint32_t block[3],
+		uint32_t smem, void **args, void **extra)
+{
+	int rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
+	struct {
+		struct vgpu_launch_req h;
+		uint8_t params[VGPU_MAX_PARAM_BYTES + 4];
+	} q;
+	launch_header(&q.h, f, stream, grid, block, smem);
+	rc = pack_params(f, args, extra, q.params, &q.h.param_size);
+	if (rc)
+		return rc;
+	return vgpu_queue(VGPU_OP_LAUNCH_KERNEL, &q, (uint32_t)(sizeof q.h + q.h.param_size));
+}
+
+int vgpu_launch_cluster(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3], const uint32_t block[3],
+			uint32_t smem, const struct vgpu_cluster *cl, void **args, void **extra)
+{
+	int rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
+	struct {
+		struct vgpu_launch_ex_req h;
+		uint8_t params[VGPU_MAX_PARAM_BYTES + 4];
+	} q;
+	launch_header(&q.h.launch, f, stream, grid, block, smem);
+	q.h.cluster = *cl;
+	rc = pack_params(f, args, extra, q.params, &q.h.launch.param_size);
+	if (rc)
+		return rc;
+	return vgpu_queue(VGPU_OP_LAUNCH_KERNEL_EX, &q, (uint32_t)(sizeof q.h + q.h.launch.param_size));
+}
+
+int vgpu_occupancy_clusters(struct vgpu_func *f, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
+			    const struct vgpu_cluster *cl, int *clusters)
+{
+	int rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
+	struct vgpu_cluster_occupancy_req req = {
+		.func = f->handle, .grid_x = grid[0], .grid_y = grid[1], .grid_z = grid[2],
+		.block_x = block[0], .block_y = block[1], .block_z = block[2], .shared_mem = smem, .cluster = *cl,
+	};
+	struct vgpu_occupancy_reply r;
+	rc = vgpu_call(VGPU_OP_OCCUPANCY_MAX_CLUSTERS, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
+	if (!rc)
+		*clusters = r.num_blocks;
+	return rc;
 }

@@ -575,6 +575,15 @@ int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b)
 	return rc;
 }
 
+int vgpu_mem_granularity(const struct vgpu_granularity_req *req, uint64_t *granularity)
+{
+	struct vgpu_granularity_reply r;
+	int rc = vgpu_call(VGPU_OP_MEM_GET_GRANULARITY, req, sizeof *req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
+	if (!rc)
+		*granularity = r.granularity;
+	return rc;
+}
+
 static void vgpu_wait_host_funcs(uint64_t stream);
 
 /* Is [p, p+n) inside one registered region (guest mode, or host mode's

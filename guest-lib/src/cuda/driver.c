@@ -323,6 +323,56 @@ CU_API cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	return rc;
 }
 
+/* CUmemAllocationProp (cuda.h, 32 bytes). */
+struct mem_alloc_prop {
+	uint32_t type, handle_types;
+	uint32_t loc_type; /* CUmemLocationType: 1 device, 2 host, 3 host NUMA, 4 current NUMA */
+	int32_t loc_id;
+	void *win32_meta;
+	uint8_t compression, rdma;
+	uint16_t usage;
+	uint8_t reserved[4];
+};
+_Static_assert(sizeof(struct mem_alloc_prop) == 32, "CUmemAllocationProp");
+
+/*
+ * The granularity of the virtual-memory API's allocations, asked of the
+ * host's driver for device memory (NCCL sizes its buffers by it). Host
+ * locations would be the guest's own memory, which vgpu does not allocate
+ * through this API: CUDA_ERROR_NOT_SUPPORTED, logged once.
+ */
+CU_API cuMemGetAllocationGranularity(size_t *granularity, const struct mem_alloc_prop *p, int option)
+{
+	VGPU_API();
+	static int warned;
+	int n;
+	if (!granularity || !p)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = need_init();
+	if (rc)
+		return rc;
+	if (p->loc_type != 1) {
+		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+			VWARN("cuMemGetAllocationGranularity: location type %u (host memory) is not supported by vgpu; "
+			      "returning an error",
+			      p->loc_type);
+		return p->loc_type >= 2 && p->loc_type <= 4 ? VGPU_E_NOT_SUPPORTED : VGPU_E_INVALID_VALUE;
+	}
+	if ((rc = vgpu_device_count(&n)))
+		return rc;
+	if (p->loc_id < 0 || p->loc_id >= n)
+		return VGPU_E_INVALID_DEVICE;
+	struct vgpu_granularity_req req = {
+		.device = (uint32_t)p->loc_id, .option = (uint32_t)option, .type = p->type,
+		.handle_types = p->handle_types, .compression = p->compression, .rdma = p->rdma, .usage = p->usage,
+	};
+	uint64_t g;
+	if ((rc = vgpu_mem_granularity(&req, &g)))
+		return rc;
+	*granularity = (size_t)g;
+	return 0;
+}
+
 CU_API cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
 	VGPU_API();

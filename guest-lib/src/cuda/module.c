@@ -313,23 +313,23 @@ struct launch_attr {
 };
 
 /*
- * What cuLaunchKernelEx can do with a launch attribute: vgpu launches with
- * none, so a hint (access policy window 1, synchronization policy 3, cluster
- * scheduling 5, programmatic stream serialization 6, priority 8, memory sync
- * domain map and domain 9 and 10, shared memory carveout 14) is dropped and
- * the kernel runs as launched without it (0 is an empty entry); one that
- * changes what the launch means (cooperative 2, a cluster larger than 1 (4),
- * the events of 7 and 12, any other id) is refused with
- * CUDA_ERROR_NOT_SUPPORTED rather than run wrongly. Each is logged once.
+ * What cuLaunchKernelEx can do with a launch attribute. The cluster shape
+ * (4) and scheduling policy (5) go to the host with the launch (cl). The
+ * hints (access policy window 1, synchronization policy 3, programmatic
+ * stream serialization 6, priority 8, memory sync domain 9 and 10, shared
+ * memory carveout 14) vgpu drops; cooperative 0 is the ordinary launch.
+ * Whatever changes a launch's meaning otherwise (cooperative 2, the events
+ * of 7 and 12, any other id) is refused with CUDA_ERROR_NOT_SUPPORTED
+ * rather than run wrongly. Each is logged once.
  */
-static CUresult launch_attr_ok(const struct launch_attr *a)
+static CUresult launch_attr_ok(const struct launch_attr *a, struct vgpu_cluster *cl)
 {
 	static int seen[32];
 	int *once = &seen[a->id < 31 ? a->id : 31];
 	switch (a->id) {
 	case 0: /* CU_LAUNCH_ATTRIBUTE_IGNORE: an empty entry */
 		return 0;
-	case 1: case 3: case 5: case 6: case 8: case 9: case 10: case 14:
+	case 1: case 3: case 6: case 8: case 9: case 10: case 14:
 		if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
 			VINFO("cuLaunchKernelEx: launch attribute %u is a hint vgpu drops", a->id);
 		return 0;
@@ -337,14 +337,34 @@ static CUresult launch_attr_ok(const struct launch_attr *a)
 		if (!a->v.i32)
 			return 0;
 		break;
-	case 4:
-		if ((uint64_t)a->v.u32[0] * a->v.u32[1] * a->v.u32[2] <= 1)
-			return 0;
-		break;
+	case 4: /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+		cl->x = a->v.u32[0];
+		cl->y = a->v.u32[1];
+		cl->z = a->v.u32[2];
+		return 0;
+	case 5: /* CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE */
+		cl->policy = a->v.u32[0];
+		return 0;
 	}
 	if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
 		VWARN("cuLaunchKernelEx launch attribute %u is not supported by vgpu; returning an error", a->id);
 	return VGPU_E_NOT_SUPPORTED;
+}
+
+/* The cluster attributes of a CUlaunchConfig (unknown attributes refused as
+ * launch_attr_ok says); *any says whether there were cluster attributes. */
+static CUresult launch_cluster(const CUlaunchConfig *c, struct vgpu_cluster *cl, int *any)
+{
+	memset(cl, 0, sizeof *cl);
+	if (c->numAttrs && !c->attrs)
+		return VGPU_E_INVALID_VALUE;
+	for (unsigned i = 0; i < c->numAttrs; i++) {
+		CUresult rc = launch_attr_ok(&((const struct launch_attr *)c->attrs)[i], cl);
+		if (rc)
+			return rc;
+	}
+	*any = cl->x || cl->y || cl->z || cl->policy;
+	return 0;
 }
 
 CU_API cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
@@ -353,13 +373,13 @@ CU_API cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, vo
 	if (!c)
 		return VGPU_E_INVALID_VALUE;
 	uint32_t g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
-	if (c->numAttrs && !c->attrs)
-		return VGPU_E_INVALID_VALUE;
-	for (unsigned i = 0; i < c->numAttrs; i++) {
-		CUresult rc = launch_attr_ok(&((const struct launch_attr *)c->attrs)[i]);
-		if (rc)
-			return rc;
-	}
+	struct vgpu_cluster cl;
+	int any;
+	CUresult rc = launch_cluster(c, &cl, &any);
+	if (rc)
+		return rc;
+	if (any)
+		return vgpu_launch_cluster(f, vgpu_stream_handle(c->hStream), g, b, c->sharedMemBytes, &cl, params, extra);
 	return vgpu_launch(f, vgpu_stream_handle(c->hStream), g, b, c->sharedMemBytes, params, extra);
 }
 VGPU_ALIAS(cuLaunchKernelEx_ptsz, cuLaunchKernelEx);
@@ -377,6 +397,22 @@ CU_API cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int blo
 {
 	VGPU_API();
 	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, smem, 0);
+}
+
+/* How many clusters of f launched as c says can be resident at once,
+ * computed by the host's driver (cuBLAS asks this of every device). */
+CU_API cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *c)
+{
+	VGPU_API();
+	if (!n || !c)
+		return VGPU_E_INVALID_VALUE;
+	uint32_t g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+	struct vgpu_cluster cl;
+	int any;
+	CUresult rc = launch_cluster(c, &cl, &any);
+	if (rc)
+		return rc;
+	return vgpu_occupancy_clusters(f, g, b, c->sharedMemBytes, &cl, n);
 }
 
 /*

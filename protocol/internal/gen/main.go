@@ -16,21 +16,29 @@ import (
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
+// main writes every file generated from the call registry (protocol.Ops),
+// or with -check reports the ones that differ from what it would write.
 func main() {
-	out := flag.String("o", "vgpu_protocol.h", "output file")
-	doc := flag.String("doc", "", "also write the message reference (Markdown) here")
+	root := flag.String("root", "..", "the repository's root")
+	check := flag.Bool("check", false, "write nothing; fail listing every generated file that is stale")
 	flag.Parse()
-	b, err := Generate()
+	files, err := Files()
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile(*out, b, 0o644); err != nil {
-		log.Fatal(err)
-	}
-	if *doc != "" {
-		if err := os.WriteFile(*doc, GenerateDoc(), 0o644); err != nil {
+	if *check {
+		stale, err := Stale(*root, files)
+		if err != nil {
 			log.Fatal(err)
 		}
+		if len(stale) > 0 {
+			fmt.Fprintf(os.Stderr, "stale generated files (run `go generate ./protocol/...` and commit them):\n  %s\n", strings.Join(stale, "\n  "))
+			os.Exit(1)
+		}
+		return
+	}
+	if err := Write(*root, files); err != nil {
+		log.Fatal(err)
 	}
 }
 
@@ -50,6 +58,27 @@ func GenerateDoc() []byte {
 	p("a frame must arrive whole within the backend's frame timeout once its first byte has, or the connection\n")
 	p("ends; the backend stops reading a connection whose unread replies exceed its bound (see protocol/doc.go).\n\n")
 	p("Frame header (32 bytes): `magic u32 | major u8 | minor u8 | opcode u16 | flags u32 | num_segs u32 | request_id u64 | payload_len u32 | status i32`.\n\n")
+	p("## Opcodes\n\n")
+	p("Generated from the call registry, [protocol/registry.go](../protocol/registry.go) (how to add a call:\n")
+	p("[ADDING_A_CALL.md](ADDING_A_CALL.md)). *Shape*: `sync`, the guest waits for the reply; `async`, the guest\n")
+	p("queues the call (it may travel in BATCH); `notify`, host to guest. *Device* is the `device.Context` method\n")
+	p("the backend's handler drives; *checked* says whether a validator checks the arguments before the handler.\n\n")
+	p("| opcode | name | shape | device | checked | serves |\n|---|---|---|---|---|---|\n")
+	for _, op := range protocol.Ops {
+		dev := "—"
+		if op.Device != "" {
+			dev = "`" + op.Device + "`"
+		}
+		checked := "—"
+		switch {
+		case op.Check != "":
+			checked = "yes"
+		case op.Unchecked != "":
+			checked = "nothing to check"
+		}
+		p("| 0x%04x | [`%s`](#%s--0x%04x) | %s | %s | %s | %s |\n", uint16(op.Op), op.Name, strings.ToLower(op.Name), uint16(op.Op), op.Shape, dev, checked, symbolList(op.Symbols, 3))
+	}
+	p("\n")
 	area := -1
 	areas := map[int]string{0: "Session", 1: "Device", 2: "Memory", 3: "Modules and functions", 4: "Launch", 5: "Streams", 6: "Events", 7: "Graphs", 8: "Host functions", 9: "Notifications (host to guest, FlagNotify)", 10: "Libraries"}
 	for _, op := range protocol.Ops {
@@ -62,8 +91,22 @@ func GenerateDoc() []byte {
 		if op.Reply != nil {
 			p("- reply: %s%s\n", layout(op.Reply), tailNote(op.ReplyTail))
 		}
+		if len(op.Symbols) > 0 {
+			p("- serves: %s\n", symbolList(op.Symbols, 0))
+		}
+		if op.Device != "" {
+			p("- device: `Context.%s`\n", op.Device)
+		} else {
+			p("- device: none (%s)\n", op.NoDevice)
+		}
+		switch {
+		case op.Check != "":
+			p("- checked by `%s` before the handler\n", op.Check)
+		case op.Unchecked != "":
+			p("- arguments: %s\n", op.Unchecked)
+		}
 		var rules []string
-		if op.Batchable {
+		if op.Batchable() {
 			rules = append(rules, "may travel inside BATCH")
 		}
 		if op.Segments {
@@ -78,6 +121,22 @@ func GenerateDoc() []byte {
 		p("\n")
 	}
 	return w.Bytes()
+}
+
+// symbolList formats symbols as code, the first max of them (0: all).
+func symbolList(syms []string, max int) string {
+	if len(syms) == 0 {
+		return "—"
+	}
+	var parts []string
+	for i, s := range syms {
+		if max > 0 && i == max {
+			parts = append(parts, fmt.Sprintf("and %d more", len(syms)-max))
+			break
+		}
+		parts = append(parts, "`"+s+"`")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func tailNote(t protocol.Tail) string {

@@ -1,0 +1,131 @@
+package cuda
+
+import (
+	"runtime"
+	"unsafe"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+)
+
+// launchAttr is CUlaunchAttribute (cuda.h): an id, padding to 8 bytes and
+// a 64-byte value union.
+type launchAttr struct {
+	id  uint32
+	_   uint32
+	val [16]uint32
+}
+
+// launchConfig is CUlaunchConfig (cuda.h, 56 bytes on LP64).
+type launchConfig struct {
+	grid     [3]uint32
+	block    [3]uint32
+	smem     uint32
+	_        uint32
+	stream   uintptr
+	attrs    *launchAttr
+	numAttrs uint32
+	_        uint32
+}
+
+// CUlaunchAttributeID values (cuda.h).
+const (
+	launchAttrClusterDimension = 4
+	launchAttrClusterPolicy    = 5
+)
+
+// allocProp is CUmemAllocationProp (cuda.h, 32 bytes on LP64).
+type allocProp struct {
+	typ         uint32
+	handleTypes uint32
+	locType     uint32
+	locID       int32
+	win32Meta   uintptr
+	compression uint8
+	rdma        uint8
+	usage       uint16
+	_           [4]uint8
+}
+
+// memLocationDevice is CU_MEM_LOCATION_TYPE_DEVICE.
+const memLocationDevice = 1
+
+// Compile-time checks of the C layouts.
+var (
+	_ [56 - unsafe.Sizeof(launchConfig{})]byte
+	_ [unsafe.Sizeof(launchConfig{}) - 56]byte
+	_ [72 - unsafe.Sizeof(launchAttr{})]byte
+	_ [unsafe.Sizeof(launchAttr{}) - 72]byte
+	_ [32 - unsafe.Sizeof(allocProp{})]byte
+	_ [unsafe.Sizeof(allocProp{}) - 32]byte
+)
+
+// clusterConfig fills lc (and attrs, which must stay pinned while the
+// driver reads them) from cfg: the cluster shape when one is given, the
+// scheduling policy when it is not the default.
+func clusterConfig(cfg *device.LaunchConfig, lc *launchConfig, attrs *[2]launchAttr) {
+	*lc = launchConfig{grid: cfg.Grid, block: cfg.Block, smem: cfg.SharedMem, stream: uintptr(cfg.Stream)}
+	n := 0
+	if cfg.Cluster != [3]uint32{} {
+		attrs[n] = launchAttr{id: launchAttrClusterDimension}
+		copy(attrs[n].val[:3], cfg.Cluster[:])
+		n++
+	}
+	if cfg.ClusterPolicy != 0 {
+		attrs[n] = launchAttr{id: launchAttrClusterPolicy}
+		attrs[n].val[0] = cfg.ClusterPolicy
+		n++
+	}
+	if n > 0 {
+		lc.attrs = &attrs[0]
+		lc.numAttrs = uint32(n)
+	}
+}
+
+func (c *Context) OccupancyMaxClusters(f device.Function, cfg device.LaunchConfig) (int32, error) {
+	const op = "cuOccupancyMaxActiveClusters"
+	if !c.l.has(op) {
+		return 0, missing(op)
+	}
+	var (
+		lc     launchConfig
+		attrs  [2]launchAttr
+		n      int32
+		pinner runtime.Pinner
+	)
+	cfg.Stream = 0 // occupancy does not depend on a stream
+	clusterConfig(&cfg, &lc, &attrs)
+	pinner.Pin(&attrs[0])
+	defer pinner.Unpin()
+	err := c.call(op, func() int32 { return c.l.cuOccupancyClusters(&n, uintptr(f), &lc) })
+	return n, err
+}
+
+// launchEx launches f with cfg's cluster attributes (cuLaunchKernelEx);
+// kp is the kernelParams array Launch built and pinned.
+func (c *Context) launchEx(f device.Function, cfg *device.LaunchConfig, kp unsafe.Pointer) error {
+	const op = "cuLaunchKernelEx"
+	if !c.l.has(op) {
+		return missing(op)
+	}
+	var (
+		lc     launchConfig
+		attrs  [2]launchAttr
+		pinner runtime.Pinner
+	)
+	clusterConfig(cfg, &lc, &attrs)
+	pinner.Pin(&attrs[0])
+	defer pinner.Unpin()
+	return c.call(op, func() int32 { return c.l.cuLaunchKernelEx(&lc, uintptr(f), kp, nil) })
+}
+
+func (c *Context) MemGetGranularity(p device.AllocProp, option uint32) (uint64, error) {
+	const op = "cuMemGetAllocationGranularity"
+	if !c.l.has(op) {
+		return 0, missing(op)
+	}
+	prop := allocProp{typ: p.Type, handleTypes: p.HandleTypes, locType: memLocationDevice, locID: c.dev,
+		compression: p.Compression, rdma: p.RDMA, usage: p.Usage}
+	var g uint64
+	err := c.call(op, func() int32 { return c.l.cuMemGranularity(&g, &prop, option) })
+	return g, err
+}
