@@ -43,6 +43,9 @@ const (
 	// comes as OpNotifyOutput before the reply of each synchronising call
 	// (offered where the process's GPU work runs in its own host process).
 	FeatureDeviceOutput uint64 = 1 << 6
+	// FeatureShmRing: host mode's requests and replies on shared-memory
+	// rings (OpRingSetup; see ring.go).
+	FeatureShmRing uint64 = 1 << 7
 )
 
 // Roles of a HELLO sender.
@@ -431,6 +434,25 @@ type FunctionReply struct {
 	ParamBytes uint32 // size of the whole parameter block
 }
 
+// ModuleFunctionsReq lists a module's kernels (OpModuleListFunctions),
+// from the First-th on in the device's order.
+type ModuleFunctionsReq struct {
+	Module uint64
+	First  uint32
+	Pad0   uint32
+}
+
+// ModuleFunctionsReply answers OpModuleListFunctions: the module has Total
+// kernels; Count names follow from First on, each NUL-terminated, at most
+// MaxFunctionListBytes of them (ask again from First+Count for more).
+type ModuleFunctionsReply struct {
+	Total uint32
+	Count uint32
+}
+
+// MaxFunctionListBytes bounds the names one ModuleFunctionsReply carries.
+const MaxFunctionListBytes = 32 << 10
+
 // GlobalReply answers OpModuleGetGlobal.
 type GlobalReply struct {
 	Ptr  uint64
@@ -636,4 +658,46 @@ type ErrorNotify struct {
 	Error     int32
 	Opcode    uint16
 	Pad0      uint16
+}
+
+// BeginCaptureReq starts capturing a stream (STREAM_BEGIN_CAPTURE).
+type BeginCaptureReq struct {
+	Stream uint64
+	Mode   uint32 // CUstreamCaptureMode: 0 global, 1 thread-local, 2 relaxed
+	Pad0   uint32
+}
+
+// CaptureStatusReply says whether a stream is capturing
+// (STREAM_IS_CAPTURING): a CUstreamCaptureStatus, 0 none, 1 active,
+// 2 invalidated.
+type CaptureStatusReply struct {
+	Status uint32
+	Pad0   uint32
+}
+
+// GraphInstantiateReq instantiates a graph (GRAPH_INSTANTIATE).
+type GraphInstantiateReq struct {
+	Graph uint64
+	Flags uint64 // CUgraphInstantiate_flags
+}
+
+// GraphLaunchReq launches an instantiated graph on a stream (GRAPH_LAUNCH).
+type GraphLaunchReq struct {
+	Exec   uint64
+	Stream uint64
+}
+
+// MemAllocAsyncReq allocates device memory in stream order
+// (MEM_ALLOC_ASYNC: cuMemAllocAsync, from the device's default pool).
+type MemAllocAsyncReq struct {
+	Device uint32
+	Flags  uint32 // none defined
+	Size   uint64
+	Stream uint64
+}
+
+// MemFreeAsyncReq frees an allocation in stream order (MEM_FREE_ASYNC).
+type MemFreeAsyncReq struct {
+	Ptr    uint64
+	Stream uint64
 }

@@ -43,6 +43,9 @@ var Ops = []OpInfo{
 	{Op: 0x0007, Name: "GET_STATS", Req: Empty{}, Reply: SessionStats{}, Shape: ShapeSync,
 		Symbols: []string{"vgpuGetStats"}, NoDevice: "the session's own counters",
 		Handler: "reply(getStats)", Unchecked: "empty"},
+	{Op: 0x0008, Name: "RING_SETUP", Req: RingSetupReq{RingBytes: RingDefaultBytes}, Reply: Empty{}, Shape: ShapeSync, FD: true,
+		Symbols: []string{"cuInit"}, NoDevice: "moves a host-mode session onto shared-memory rings (ring.go; sent after HELLO)",
+		Handler: "do(ringSetup)", Check: "checkRingSetup"},
 
 	// Device (0x01): devices, the driver, limits, NVML's readings.
 	{Op: 0x0101, Name: "DEVICE_GET_COUNT", Req: Empty{}, Reply: DeviceCountReply{Count: 1}, Shape: ShapeSync,
@@ -114,6 +117,12 @@ var Ops = []OpInfo{
 	{Op: 0x020b, Name: "HOST_UNSHARE", Req: HostUnshareReq{Base: 1 << 40}, Reply: Empty{}, Shape: ShapeSync,
 		Symbols: []string{"cuMemFreeHost", "cuMemHostUnregister"}, NoDevice: "unmaps a share (host mode)",
 		Handler: "do(hostUnshare)", Unchecked: "a base the connection looks up among its shares"},
+	{Op: 0x020c, Name: "MEM_ALLOC_ASYNC", Req: MemAllocAsyncReq{Size: 1 << 20, Stream: 1}, Reply: PtrReply{Ptr: 0x7f0000100000}, Shape: ShapeSync,
+		Symbols: []string{"cuMemAllocAsync", "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz"}, Device: "MemAllocAsync",
+		Handler: "reply(memAllocAsync)", Check: "checkMemAllocAsync"},
+	{Op: 0x020d, Name: "MEM_FREE_ASYNC", Req: MemFreeAsyncReq{Ptr: 0x7f0000100000, Stream: 1}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuMemFreeAsync", "cuMemFreeAsync_ptsz"}, Device: "MemFreeAsync",
+		Handler: "do(memFreeAsync)", Unchecked: "a pointer the handler looks up among the session's allocations, and a stream"},
 	// 0x0280..: calls NVIDIA's libraries need (issue 16, helper libs).
 	{Op: 0x0280, Name: "MEM_GET_GRANULARITY", Req: GranularityReq{Type: 1, HandleTypes: 1}, Reply: GranularityReply{Granularity: 2 << 20}, Shape: ShapeSync,
 		Symbols: []string{"cuMemGetAllocationGranularity"}, Device: "MemGetGranularity",
@@ -145,6 +154,9 @@ var Ops = []OpInfo{
 	{Op: 0x0380, Name: "OCCUPANCY_MAX_CLUSTERS", Req: ClusterOccupancyReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 128, BlockY: 1, BlockZ: 1, Cluster: Cluster{X: 2, Y: 1, Z: 1}}, Reply: OccupancyReply{NumBlocks: 56}, Shape: ShapeSync,
 		Symbols: []string{"cuOccupancyMaxActiveClusters"}, Device: "OccupancyMaxClusters",
 		Handler: "reply(occupancyMaxClusters)", Check: "checkClusterOccupancy"},
+	{Op: 0x0381, Name: "MODULE_LIST_FUNCTIONS", Req: ModuleFunctionsReq{Module: 1}, Reply: ModuleFunctionsReply{Total: 1, Count: 1}, ReplyTail: TailBytes, Shape: ShapeSync,
+		Symbols: []string{"cuModuleGetFunctionCount", "cuModuleEnumerateFunctions"}, Device: "ModuleFunctionNames",
+		Handler: "do(moduleListFunctions)", Unchecked: "a module handle the handler looks up, and an index into its list"},
 
 	// Launch (0x04).
 	{Op: 0x0401, Name: "LAUNCH_KERNEL", Req: LaunchReq{GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
@@ -191,6 +203,39 @@ var Ops = []OpInfo{
 	{Op: 0x0606, Name: "EVENT_ELAPSED_TIME", Req: ElapsedTimeReq{Start: 2, End: 3}, Reply: ElapsedTimeReply{}, Shape: ShapeSync,
 		Symbols: []string{"cuEventElapsedTime", "cuEventElapsedTime_v2"}, Device: "EventElapsed",
 		Handler: "reply(eventElapsedTime)", Unchecked: "two handles"},
+
+	// Graphs and stream capture (0x07): the driver's own capture, on the
+	// host. Handles of graphs and executable graphs are the session's.
+	{Op: 0x0701, Name: "STREAM_BEGIN_CAPTURE", Req: BeginCaptureReq{Stream: 1, Mode: 1}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuStreamBeginCapture_v2", "cuStreamBeginCapture", "cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCapture_ptsz"}, Device: "StreamBeginCapture",
+		Handler: "do(streamBeginCapture)", Check: "checkBeginCapture"},
+	{Op: 0x0702, Name: "STREAM_END_CAPTURE", Req: HandleReq{Handle: 1}, Reply: HandleReply{Handle: 3}, Shape: ShapeSync,
+		Symbols: []string{"cuStreamEndCapture", "cuStreamEndCapture_ptsz"}, Device: "StreamEndCapture",
+		Handler: "reply(streamEndCapture)", Unchecked: "a stream handle"},
+	{Op: 0x0703, Name: "STREAM_IS_CAPTURING", Req: HandleReq{Handle: 1}, Reply: CaptureStatusReply{Status: 1}, Shape: ShapeSync,
+		Symbols: []string{"cuStreamIsCapturing", "cuStreamIsCapturing_ptsz", "cuStreamGetCaptureInfo_v2"}, Device: "StreamCaptureStatus",
+		Handler: "reply(streamIsCapturing)", Unchecked: "a stream handle"},
+	{Op: 0x0704, Name: "GRAPH_INSTANTIATE", Req: GraphInstantiateReq{Graph: 3}, Reply: HandleReply{Handle: 4}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphInstantiateWithFlags", "cuGraphInstantiate", "cuGraphInstantiate_v2", "cuGraphInstantiateWithParams"}, Device: "GraphInstantiate",
+		Handler: "reply(graphInstantiate)", Check: "checkGraphInstantiate",
+		Stubs: []CStub{{Symbol: "cuGraphInstantiateWithFlags", Params: []CParam{
+			{C: "CUgraphExec *phGraphExec", Field: "Handle", Kind: OutHandle},
+			{C: "CUgraph hGraph", Field: "Graph", Kind: InHandle},
+			{C: "unsigned long long flags", Field: "Flags", Kind: InValue}}}}},
+	{Op: 0x0705, Name: "GRAPH_LAUNCH", Req: GraphLaunchReq{Exec: 4, Stream: 1}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuGraphLaunch", "cuGraphLaunch_ptsz"}, Device: "GraphLaunch",
+		Handler: "do(graphLaunch)", Unchecked: "two handles",
+		Stubs: []CStub{{Symbol: "cuGraphLaunch", Aliases: []string{"cuGraphLaunch_ptsz"}, Params: []CParam{
+			{C: "CUgraphExec hGraphExec", Field: "Exec", Kind: InHandle},
+			{C: "CUstream hStream", Field: "Stream", Kind: InStream}}}}},
+	{Op: 0x0706, Name: "GRAPH_EXEC_DESTROY", Req: HandleReq{Handle: 4}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuGraphExecDestroy"}, Device: "GraphExecDestroy",
+		Handler: "do(graphExecDestroy)", Unchecked: "a handle",
+		Stubs: []CStub{{Symbol: "cuGraphExecDestroy", Params: []CParam{{C: "CUgraphExec hGraphExec", Field: "Handle", Kind: InHandle}}}}},
+	{Op: 0x0707, Name: "GRAPH_DESTROY", Req: HandleReq{Handle: 3}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuGraphDestroy"}, Device: "GraphDestroy",
+		Handler: "do(graphDestroy)", Unchecked: "a handle",
+		Stubs: []CStub{{Symbol: "cuGraphDestroy", Params: []CParam{{C: "CUgraph hGraph", Field: "Handle", Kind: InHandle}}}}},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

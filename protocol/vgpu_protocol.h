@@ -38,6 +38,7 @@ typedef float vgpu_f32;
 #define VGPU_FEATURE_MODULE_HASH 0x10u
 #define VGPU_FEATURE_HOST_SHARE 0x20u
 #define VGPU_FEATURE_DEVICE_OUTPUT 0x40u
+#define VGPU_FEATURE_SHM_RING 0x80u
 #define VGPU_ROLE_LIBRARY 0x1u
 #define VGPU_ROLE_DRIVER 0x2u
 #define VGPU_COPY_ASYNC 0x1u
@@ -65,12 +66,31 @@ typedef float vgpu_f32;
 #define VGPU_MONITOR_CLOCKS 0x4u
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
+#define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
 #define VGPU_OUTPUT_STDOUT 0x1u
 #define VGPU_OUTPUT_STDERR 0x2u
 #define VGPU_OUTPUT_FINAL 0x1u
 #define VGPU_MAX_OUTPUT_CHUNK 0xfd0u
+#define VGPU_RING_MAGIC 0x47524756u
+#define VGPU_RING_VERSION 0x1u
+#define VGPU_RING_HEADER_SIZE 0x1000u
+#define VGPU_RING_MIN_BYTES 0x10000u
+#define VGPU_RING_MAX_BYTES 0x4000000u
+#define VGPU_RING_FDS 0x5u
+#define VGPU_RING_OFF_MAGIC 0x0u
+#define VGPU_RING_OFF_REQ_TAIL 0x40u
+#define VGPU_RING_OFF_REQ_HEAD 0x80u
+#define VGPU_RING_OFF_COMP_TAIL 0xc0u
+#define VGPU_RING_OFF_COMP_HEAD 0x100u
+#define VGPU_RING_OFF_SRV_SLEEP 0x140u
+#define VGPU_RING_OFF_SRV_WAIT 0x180u
+#define VGPU_RING_OFF_CLI_SLEEP 0x1c0u
+#define VGPU_RING_OFF_CLI_WAIT 0x200u
+#define VGPU_RING_CARRIER_SIZE 0x8u
+#define VGPU_RING_DEFAULT_BYTES 0x100000u
+#define VGPU_RING_DEFAULT_SPIN_NS 0x4e20u
 
 /* Opcodes: area in the high byte. */
 #define VGPU_OP_HELLO 0x0001u
@@ -80,6 +100,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_PING 0x0005u
 #define VGPU_OP_SET_OPTION 0x0006u
 #define VGPU_OP_GET_STATS 0x0007u
+#define VGPU_OP_RING_SETUP 0x0008u
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -102,6 +123,8 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_GET_ADDRESS_RANGE 0x0209u
 #define VGPU_OP_HOST_SHARE 0x020au
 #define VGPU_OP_HOST_UNSHARE 0x020bu
+#define VGPU_OP_MEM_ALLOC_ASYNC 0x020cu
+#define VGPU_OP_MEM_FREE_ASYNC 0x020du
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -111,6 +134,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_FUNC_SET_ATTRIBUTE 0x0306u
 #define VGPU_OP_OCCUPANCY_MAX_BLOCKS 0x0307u
 #define VGPU_OP_OCCUPANCY_MAX_CLUSTERS 0x0380u
+#define VGPU_OP_MODULE_LIST_FUNCTIONS 0x0381u
 #define VGPU_OP_LAUNCH_KERNEL 0x0401u
 #define VGPU_OP_LAUNCH_KERNEL_EX 0x0480u
 #define VGPU_OP_STREAM_CREATE 0x0501u
@@ -124,6 +148,13 @@ typedef float vgpu_f32;
 #define VGPU_OP_EVENT_SYNCHRONIZE 0x0604u
 #define VGPU_OP_EVENT_QUERY 0x0605u
 #define VGPU_OP_EVENT_ELAPSED_TIME 0x0606u
+#define VGPU_OP_STREAM_BEGIN_CAPTURE 0x0701u
+#define VGPU_OP_STREAM_END_CAPTURE 0x0702u
+#define VGPU_OP_STREAM_IS_CAPTURING 0x0703u
+#define VGPU_OP_GRAPH_INSTANTIATE 0x0704u
+#define VGPU_OP_GRAPH_LAUNCH 0x0705u
+#define VGPU_OP_GRAPH_EXEC_DESTROY 0x0706u
+#define VGPU_OP_GRAPH_DESTROY 0x0707u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -287,6 +318,14 @@ _Static_assert(offsetof(struct vgpu_session_stats, nanos_queued) == 80, "vgpu_se
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_validate) == 88, "vgpu_session_stats.nanos_validate");
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_handler) == 96, "vgpu_session_stats.nanos_handler");
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_reply) == 104, "vgpu_session_stats.nanos_reply");
+
+struct vgpu_ring_setup_req {
+	uint64_t ring_bytes;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_ring_setup_req) == 16, "vgpu_ring_setup_req size");
+_Static_assert(offsetof(struct vgpu_ring_setup_req, ring_bytes) == 0, "vgpu_ring_setup_req.ring_bytes");
+_Static_assert(offsetof(struct vgpu_ring_setup_req, flags) == 8, "vgpu_ring_setup_req.flags");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -550,6 +589,26 @@ struct vgpu_host_unshare_req {
 _Static_assert(sizeof(struct vgpu_host_unshare_req) == 8, "vgpu_host_unshare_req size");
 _Static_assert(offsetof(struct vgpu_host_unshare_req, base) == 0, "vgpu_host_unshare_req.base");
 
+struct vgpu_mem_alloc_async_req {
+	uint32_t device;
+	uint32_t flags;
+	uint64_t size;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_mem_alloc_async_req) == 24, "vgpu_mem_alloc_async_req size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, device) == 0, "vgpu_mem_alloc_async_req.device");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, flags) == 4, "vgpu_mem_alloc_async_req.flags");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, size) == 8, "vgpu_mem_alloc_async_req.size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, stream) == 16, "vgpu_mem_alloc_async_req.stream");
+
+struct vgpu_mem_free_async_req {
+	uint64_t ptr;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_mem_free_async_req) == 16, "vgpu_mem_free_async_req size");
+_Static_assert(offsetof(struct vgpu_mem_free_async_req, ptr) == 0, "vgpu_mem_free_async_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_free_async_req, stream) == 8, "vgpu_mem_free_async_req.stream");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -702,6 +761,24 @@ _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, shared_mem) == 32, "v
 _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, pad0) == 36, "vgpu_cluster_occupancy_req.pad0");
 _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, cluster) == 40, "vgpu_cluster_occupancy_req.cluster");
 
+struct vgpu_module_functions_req {
+	uint64_t module;
+	uint32_t first;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_module_functions_req) == 16, "vgpu_module_functions_req size");
+_Static_assert(offsetof(struct vgpu_module_functions_req, module) == 0, "vgpu_module_functions_req.module");
+_Static_assert(offsetof(struct vgpu_module_functions_req, first) == 8, "vgpu_module_functions_req.first");
+_Static_assert(offsetof(struct vgpu_module_functions_req, pad0) == 12, "vgpu_module_functions_req.pad0");
+
+struct vgpu_module_functions_reply {
+	uint32_t total;
+	uint32_t count;
+};
+_Static_assert(sizeof(struct vgpu_module_functions_reply) == 8, "vgpu_module_functions_reply size");
+_Static_assert(offsetof(struct vgpu_module_functions_reply, total) == 0, "vgpu_module_functions_reply.total");
+_Static_assert(offsetof(struct vgpu_module_functions_reply, count) == 4, "vgpu_module_functions_reply.count");
+
 struct vgpu_launch_req {
 	uint64_t func;
 	uint64_t stream;
@@ -800,6 +877,40 @@ _Static_assert(sizeof(struct vgpu_elapsed_time_reply) == 8, "vgpu_elapsed_time_r
 _Static_assert(offsetof(struct vgpu_elapsed_time_reply, milliseconds) == 0, "vgpu_elapsed_time_reply.milliseconds");
 _Static_assert(offsetof(struct vgpu_elapsed_time_reply, pad0) == 4, "vgpu_elapsed_time_reply.pad0");
 
+struct vgpu_begin_capture_req {
+	uint64_t stream;
+	uint32_t mode;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_begin_capture_req) == 16, "vgpu_begin_capture_req size");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, stream) == 0, "vgpu_begin_capture_req.stream");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, mode) == 8, "vgpu_begin_capture_req.mode");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, pad0) == 12, "vgpu_begin_capture_req.pad0");
+
+struct vgpu_capture_status_reply {
+	uint32_t status;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_capture_status_reply) == 8, "vgpu_capture_status_reply size");
+_Static_assert(offsetof(struct vgpu_capture_status_reply, status) == 0, "vgpu_capture_status_reply.status");
+_Static_assert(offsetof(struct vgpu_capture_status_reply, pad0) == 4, "vgpu_capture_status_reply.pad0");
+
+struct vgpu_graph_instantiate_req {
+	uint64_t graph;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_graph_instantiate_req) == 16, "vgpu_graph_instantiate_req size");
+_Static_assert(offsetof(struct vgpu_graph_instantiate_req, graph) == 0, "vgpu_graph_instantiate_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_instantiate_req, flags) == 8, "vgpu_graph_instantiate_req.flags");
+
+struct vgpu_graph_launch_req {
+	uint64_t exec;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_graph_launch_req) == 16, "vgpu_graph_launch_req size");
+_Static_assert(offsetof(struct vgpu_graph_launch_req, exec) == 0, "vgpu_graph_launch_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_launch_req, stream) == 8, "vgpu_graph_launch_req.stream");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -861,6 +972,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_PING: return "PING";
 	case VGPU_OP_SET_OPTION: return "SET_OPTION";
 	case VGPU_OP_GET_STATS: return "GET_STATS";
+	case VGPU_OP_RING_SETUP: return "RING_SETUP";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";
@@ -883,6 +995,8 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_GET_ADDRESS_RANGE: return "MEM_GET_ADDRESS_RANGE";
 	case VGPU_OP_HOST_SHARE: return "HOST_SHARE";
 	case VGPU_OP_HOST_UNSHARE: return "HOST_UNSHARE";
+	case VGPU_OP_MEM_ALLOC_ASYNC: return "MEM_ALLOC_ASYNC";
+	case VGPU_OP_MEM_FREE_ASYNC: return "MEM_FREE_ASYNC";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
@@ -892,6 +1006,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_FUNC_SET_ATTRIBUTE: return "FUNC_SET_ATTRIBUTE";
 	case VGPU_OP_OCCUPANCY_MAX_BLOCKS: return "OCCUPANCY_MAX_BLOCKS";
 	case VGPU_OP_OCCUPANCY_MAX_CLUSTERS: return "OCCUPANCY_MAX_CLUSTERS";
+	case VGPU_OP_MODULE_LIST_FUNCTIONS: return "MODULE_LIST_FUNCTIONS";
 	case VGPU_OP_LAUNCH_KERNEL: return "LAUNCH_KERNEL";
 	case VGPU_OP_LAUNCH_KERNEL_EX: return "LAUNCH_KERNEL_EX";
 	case VGPU_OP_STREAM_CREATE: return "STREAM_CREATE";
@@ -905,6 +1020,13 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_EVENT_SYNCHRONIZE: return "EVENT_SYNCHRONIZE";
 	case VGPU_OP_EVENT_QUERY: return "EVENT_QUERY";
 	case VGPU_OP_EVENT_ELAPSED_TIME: return "EVENT_ELAPSED_TIME";
+	case VGPU_OP_STREAM_BEGIN_CAPTURE: return "STREAM_BEGIN_CAPTURE";
+	case VGPU_OP_STREAM_END_CAPTURE: return "STREAM_END_CAPTURE";
+	case VGPU_OP_STREAM_IS_CAPTURING: return "STREAM_IS_CAPTURING";
+	case VGPU_OP_GRAPH_INSTANTIATE: return "GRAPH_INSTANTIATE";
+	case VGPU_OP_GRAPH_LAUNCH: return "GRAPH_LAUNCH";
+	case VGPU_OP_GRAPH_EXEC_DESTROY: return "GRAPH_EXEC_DESTROY";
+	case VGPU_OP_GRAPH_DESTROY: return "GRAPH_DESTROY";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

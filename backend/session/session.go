@@ -84,6 +84,8 @@ type Session struct {
 	// outputOn: the library asked for device output (FeatureDeviceOutput).
 	outputOn atomic.Bool
 	outMu    sync.Mutex // one flush of device output at a time
+	// ringOn: HELLO negotiated FeatureShmRing.
+	ringOn atomic.Bool
 	// broken is set when the recover boundary caught a panic: the
 	// session's state can no longer be trusted, so every later call fails
 	// with this error (as a sticky CUDA error would) until the guest
@@ -255,10 +257,6 @@ func (s *Session) Serve(ctx context.Context) error {
 	defer stop()
 
 	err := s.guardedReadLoop()
-	// Replies written directly by the executor (the fast path) are bound
-	// by the same deadline as the writer's: a client that reads nothing
-	// more does not hold the executor.
-	_ = s.conn.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
 	close(s.closing)        // host functions waiting for the guest give up
 	s.closeExec()
@@ -390,7 +388,7 @@ func (s *Session) readLoop() error {
 			return fmt.Errorf("session: %w", err)
 		}
 		f := &in.f
-		if len(fds) > 0 && f.Opcode != protocol.OpHostShare {
+		if len(fds) > 0 && f.Opcode != protocol.OpHostShare && f.Opcode != protocol.OpRingSetup {
 			s.strayFDs(&f.Header, fds)
 			fds = nil
 		}

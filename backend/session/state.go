@@ -100,6 +100,8 @@ type streamObj struct {
 	work     uint64
 	seen     uint64
 	ev       device.Event
+	// capturing: the guest began a capture on it (handlers_graph.go).
+	capturing bool
 }
 
 type eventObj struct {
@@ -135,6 +137,11 @@ type state struct {
 	// default stream has not waited for yet.
 	defaults map[int]*streamObj
 	dirty    map[int]map[*streamObj]struct{}
+	// graphs and execs are the guest's graphs and executable graphs;
+	// captures counts its streams that are capturing.
+	graphs   map[uint64]*graphObj
+	execs    map[uint64]*execObj
+	captures int
 }
 
 func (st *state) init() {
@@ -146,6 +153,8 @@ func (st *state) init() {
 	st.regions = map[uint64]*region{}
 	st.defaults = map[int]*streamObj{}
 	st.dirty = map[int]map[*streamObj]struct{}{}
+	st.graphs = map[uint64]*graphObj{}
+	st.execs = map[uint64]*execObj{}
 }
 
 func (st *state) handle() uint64 {
@@ -228,6 +237,7 @@ func (s *Session) releaseAll(dev int) {
 			_ = s.cfg.Devices[dev].StreamSynchronize(d.h)
 		}
 	}
+	s.releaseGraphs(match)
 	for id, o := range st.events {
 		if match(o.dev) {
 			_ = s.cfg.Devices[o.dev].EventDestroy(o.h)

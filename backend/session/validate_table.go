@@ -520,3 +520,34 @@ func checkEventRecord(s *Session, c *call, r *protocol.EventRecordReq) error {
 	}
 	return nil
 }
+
+func checkBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
+	if r.Mode > 2 {
+		return invalid(c, "capture mode %d (0 global, 1 thread-local, 2 relaxed)", r.Mode)
+	}
+	return nil
+}
+
+// CUgraphInstantiate_flags (cuda.h): AUTO_FREE_ON_LAUNCH 1, UPLOAD 2,
+// DEVICE_LAUNCH 4, USE_NODE_PRIORITY 8.
+const graphInstantiateFlags = 0x1 | 0x2 | 0x4 | 0x8
+
+func checkGraphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) error {
+	if r.Flags&^graphInstantiateFlags != 0 {
+		return invalid(c, "instantiate flags %#x (AUTO_FREE_ON_LAUNCH 1, UPLOAD 2, DEVICE_LAUNCH 4, USE_NODE_PRIORITY 8)", r.Flags)
+	}
+	return nil
+}
+
+func checkMemAllocAsync(s *Session, c *call, r *protocol.MemAllocAsyncReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags != 0 {
+		return invalid(c, "allocation flags %#x (none defined)", r.Flags)
+	}
+	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
+		return device.Errorf("OpMemAllocAsync", device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
+	}
+	return nil
+}

@@ -47,6 +47,8 @@ type serveFlags struct {
 	pool, maxProcesses, maxPerUser                                                    int
 	moduleCache                                                                       string
 	unixNoShare                                                                       bool
+	unixNoRing                                                                        bool
+	ringSpin                                                                          time.Duration
 	unixShareMax                                                                      int
 	unixShareBytes                                                                    string
 	hostFuncTimeout, slotWait, callTimeout                                            time.Duration
@@ -77,6 +79,8 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.StringVar(&f.simMem, "sim-mem", "80G", "device memory per simulated device (bytes; K, M, G suffixes)")
 	fs.StringVar(&f.unix, "unix", "", "serve host-mode clients on this unix socket (guest library: VGPU_TRANSPORT=unix:PATH)")
 	fs.BoolVar(&f.unixNoShare, "unix-no-share", false, "host-mode clients may not share pinned memory (memfds): all their data travels inline")
+	fs.BoolVar(&f.unixNoRing, "unix-no-ring", false, "host-mode clients may not move onto shared-memory rings: every frame travels on the socket")
+	fs.DurationVar(&f.ringSpin, "ring-spin", 0, "how long each side of a host-mode shared-memory ring polls before sleeping on its eventfd (0: 20µs with 4 or more CPUs, else none; negative: never)")
 	fs.IntVar(&f.unixShareMax, "unix-share-max", hostmode.DefaultMaxShares, "shared pinned-memory blocks (memfds) per host-mode connection")
 	fs.StringVar(&f.unixShareBytes, "unix-share-bytes", "256G", "shared pinned memory per host-mode connection (bytes; K, M, G suffixes)")
 	fs.StringVar(&f.gpus, "gpus", "", "host GPUs guests see, in guest order, e.g. 1,0 (default: all)")
@@ -268,7 +272,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--unix-share-bytes: %w", err)
 		}
-		ln, err := hostmode.Listen(f.unix, hostmode.Options{NoShare: f.unixNoShare, MaxShares: f.unixShareMax, MaxShareBytes: shareBytes})
+		ln, err := hostmode.Listen(f.unix, hostmode.Options{NoShare: f.unixNoShare, NoRing: f.unixNoRing, RingSpin: f.ringSpin, MaxShares: f.unixShareMax, MaxShareBytes: shareBytes})
 		if err != nil {
 			return err
 		}
