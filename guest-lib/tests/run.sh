@@ -120,6 +120,18 @@ else
 	fail "building failure_test"
 fi
 
+# 4c. a backend that corrupts the shared-memory ring: errors, no crash or hang
+if $CC $CFLAGS -I"$ROOT/protocol" -o "$T/ring_hostile_test" "$HERE/ring_hostile_test.c" -L"$BUILD" -l:libcuda.so.1 \
+	-lpthread -Wl,-rpath,"$BUILD"; then
+	if VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" >"$T/ring-hostile.out" 2>&1; then
+		pass "a backend that corrupts the completion ring: calls fail with 46, no crash or hang"
+	else
+		fail "corrupt completion ring: $(tail -2 "$T/ring-hostile.out" | tr '\n' ' ')"
+	fi
+else
+	fail "building ring_hostile_test"
+fi
+
 # 5. host mode against sim
 SOCK=$T/vgpu.sock
 rm -f "$SOCK"
