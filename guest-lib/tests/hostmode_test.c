@@ -130,6 +130,15 @@ int cuMemFreeAsync(unsigned long long, CUstream);
 int cuDeviceGetDefaultMemPool(void **, int);
 int cuDeviceGetMemPool(void **, int);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
+int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
+int cuMemAddressFree(unsigned long long, size_t);
+int cuMemCreate(unsigned long long *, size_t, const struct mem_alloc_prop *, unsigned long long);
+int cuMemRelease(unsigned long long);
+int cuMemMap(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+int cuMemUnmap(unsigned long long, size_t);
+int cuMemcpy(unsigned long long, unsigned long long, size_t);
+struct vmm_access { int type, id, flags; };
+int cuMemSetAccess(unsigned long long, size_t, const struct vmm_access *, size_t);
 int cuStreamGetCaptureInfo_v2(CUstream, int *, unsigned long long *, void **, const void **, size_t *);
 int cuThreadExchangeStreamCaptureMode(int *);
 int cuStreamGetId(CUstream, unsigned long long *);
@@ -980,6 +989,51 @@ static void test_driver_mempool(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* The virtual-memory API on the host: reserve, create, map, set access,
+ * copy (cuMemcpy sees mapped memory as device memory), unmap, release. */
+static void test_driver_vmm(void)
+{
+	int dev;
+	CUcontext ctx;
+	unsigned long long va, h1, h2, base;
+	size_t gran = 2u << 20, size;
+	static uint8_t in[8192], out[8192];
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	struct mem_alloc_prop prop = {.type = 1, .loc_type = 1, .loc_id = dev};
+	OK(cuMemGetAllocationGranularity(&gran, &prop, 0));
+	CHECK(gran > 0);
+	OK(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0));
+	OK(cuMemCreate(&h1, gran, &prop, 0));
+	OK(cuMemCreate(&h2, gran, &prop, 0));
+	OK(cuMemMap(va, gran, 0, h1, 0));
+	OK(cuMemMap(va + gran, gran, 0, h2, 0));
+	CHECK(cuMemMap(va, gran, 0, h2, 0) == 1); /* already mapped */
+	struct vmm_access acc = {1, dev, 3};
+	OK(cuMemSetAccess(va, 2 * gran, &acc, 1));
+	struct vmm_access ro = {1, dev, 1};
+	CHECK(cuMemSetAccess(va, gran, &ro, 1) == 801);
+	for (size_t i = 0; i < sizeof in; i++)
+		in[i] = (uint8_t)(i * 7);
+	OK(cuMemcpyHtoD_v2(va + gran + 4096, in, sizeof in));
+	OK(cuMemcpy((unsigned long long)(uintptr_t)out, va + gran + 4096, sizeof out)); /* unified: device to host */
+	CHECK(!memcmp(in, out, sizeof in));
+	OK(cuMemGetAddressRange_v2(&base, &size, va + gran + 5));
+	CHECK(base == va + gran && size == gran);
+	OK(cuMemRelease(h2)); /* still mapped: still there */
+	memset(out, 0, sizeof out);
+	OK(cuMemcpyDtoH_v2(out, va + gran + 4096, sizeof out));
+	CHECK(!memcmp(in, out, sizeof in));
+	CHECK(cuMemAddressFree(va, 2 * gran) == 1); /* mappings left */
+	OK(cuMemUnmap(va, 2 * gran));
+	CHECK(cuMemcpyDtoH_v2(out, va + gran, 16) != 0);
+	OK(cuMemRelease(h1));
+	CHECK(cuMemRelease(h1) == 1);
+	OK(cuMemAddressFree(va, 2 * gran));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* Many threads at once: one connection, per-thread device and last error. */
 static void *worker(void *arg)
 {
@@ -1063,6 +1117,7 @@ static const struct {
 	{"driver_api", test_driver_api},
 	{"driver_capture", test_driver_capture},
 	{"driver_mempool", test_driver_mempool},
+	{"driver_vmm", test_driver_vmm},
 	{"threads", test_threads},
 	{"nvml", test_nvml},
 };
