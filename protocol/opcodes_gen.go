@@ -39,6 +39,13 @@ const (
 	OpHostUnshare        Opcode = 0x020b
 	OpMemAllocAsync      Opcode = 0x020c
 	OpMemFreeAsync       Opcode = 0x020d
+	OpMemAddressReserve  Opcode = 0x020e
+	OpMemAddressFree     Opcode = 0x020f
+	OpMemCreate          Opcode = 0x0210
+	OpMemRelease         Opcode = 0x0211
+	OpMemMap             Opcode = 0x0212
+	OpMemUnmap           Opcode = 0x0213
+	OpMemSetAccess       Opcode = 0x0214
 	OpMemGetGranularity  Opcode = 0x0280
 
 	OpModuleLoad           Opcode = 0x0301

@@ -701,3 +701,55 @@ type MemFreeAsyncReq struct {
 	Ptr    uint64
 	Stream uint64
 }
+
+// The virtual-memory API (cuMemAddressReserve, cuMemCreate, cuMemMap,
+// cuMemSetAccess): device memory the guest maps into address ranges it
+// reserved.
+
+// MemReserveReq reserves a device virtual address range
+// (MEM_ADDRESS_RESERVE) through device Device's context.
+type MemReserveReq struct {
+	Device    uint32
+	Pad0      uint32
+	Size      uint64
+	Alignment uint64 // 0: the allocation granularity
+	Flags     uint64 // none defined
+}
+
+// MemRangeReq names [Ptr, Ptr+Size) (MEM_ADDRESS_FREE, MEM_UNMAP).
+type MemRangeReq struct {
+	Ptr  uint64
+	Size uint64
+}
+
+// MemCreateReq creates physical memory on device Device (MEM_CREATE):
+// the fields of a CUmemAllocationProp of location type device.
+type MemCreateReq struct {
+	Device      uint32
+	Type        uint32 // CUmemAllocationType: 1 pinned
+	HandleTypes uint32 // CUmemAllocationHandleType bits: none served
+	Compression uint8
+	RDMA        uint8
+	Usage       uint16
+	Size        uint64
+	Flags       uint64 // none defined
+}
+
+// MemMapReq maps [Offset, Offset+Size) of physical memory Handle at Ptr,
+// inside a reserved range (MEM_MAP).
+type MemMapReq struct {
+	Ptr    uint64
+	Size   uint64
+	Offset uint64
+	Handle uint64
+}
+
+// MemSetAccessReq sets device Device's access to [Ptr, Ptr+Size), which
+// must be mapped (MEM_SET_ACCESS): CUmemAccess_flags, 3 read-write (the
+// one served; 0 none and 1 read-only are not).
+type MemSetAccessReq struct {
+	Ptr    uint64
+	Size   uint64
+	Device uint32
+	Flags  uint32
+}

@@ -88,6 +88,7 @@ typedef float vgpu_f32;
 #define VGPU_RING_OFF_SRV_WAIT 0x180u
 #define VGPU_RING_OFF_CLI_SLEEP 0x1c0u
 #define VGPU_RING_OFF_CLI_WAIT 0x200u
+#define VGPU_RING_OFF_CARRIERS 0x240u
 #define VGPU_RING_CARRIER_SIZE 0x8u
 #define VGPU_RING_DEFAULT_BYTES 0x100000u
 #define VGPU_RING_DEFAULT_SPIN_NS 0x4e20u
@@ -125,6 +126,13 @@ typedef float vgpu_f32;
 #define VGPU_OP_HOST_UNSHARE 0x020bu
 #define VGPU_OP_MEM_ALLOC_ASYNC 0x020cu
 #define VGPU_OP_MEM_FREE_ASYNC 0x020du
+#define VGPU_OP_MEM_ADDRESS_RESERVE 0x020eu
+#define VGPU_OP_MEM_ADDRESS_FREE 0x020fu
+#define VGPU_OP_MEM_CREATE 0x0210u
+#define VGPU_OP_MEM_RELEASE 0x0211u
+#define VGPU_OP_MEM_MAP 0x0212u
+#define VGPU_OP_MEM_UNMAP 0x0213u
+#define VGPU_OP_MEM_SET_ACCESS 0x0214u
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -609,6 +617,78 @@ _Static_assert(sizeof(struct vgpu_mem_free_async_req) == 16, "vgpu_mem_free_asyn
 _Static_assert(offsetof(struct vgpu_mem_free_async_req, ptr) == 0, "vgpu_mem_free_async_req.ptr");
 _Static_assert(offsetof(struct vgpu_mem_free_async_req, stream) == 8, "vgpu_mem_free_async_req.stream");
 
+struct vgpu_mem_reserve_req {
+	uint32_t device;
+	uint32_t pad0;
+	uint64_t size;
+	uint64_t alignment;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_mem_reserve_req) == 32, "vgpu_mem_reserve_req size");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, device) == 0, "vgpu_mem_reserve_req.device");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, pad0) == 4, "vgpu_mem_reserve_req.pad0");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, size) == 8, "vgpu_mem_reserve_req.size");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, alignment) == 16, "vgpu_mem_reserve_req.alignment");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, flags) == 24, "vgpu_mem_reserve_req.flags");
+
+struct vgpu_mem_range_req {
+	uint64_t ptr;
+	uint64_t size;
+};
+_Static_assert(sizeof(struct vgpu_mem_range_req) == 16, "vgpu_mem_range_req size");
+_Static_assert(offsetof(struct vgpu_mem_range_req, ptr) == 0, "vgpu_mem_range_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_range_req, size) == 8, "vgpu_mem_range_req.size");
+
+struct vgpu_mem_create_req {
+	uint32_t device;
+	uint32_t type;
+	uint32_t handle_types;
+	uint8_t compression;
+	uint8_t rdma;
+	uint16_t usage;
+	uint64_t size;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_mem_create_req) == 32, "vgpu_mem_create_req size");
+_Static_assert(offsetof(struct vgpu_mem_create_req, device) == 0, "vgpu_mem_create_req.device");
+_Static_assert(offsetof(struct vgpu_mem_create_req, type) == 4, "vgpu_mem_create_req.type");
+_Static_assert(offsetof(struct vgpu_mem_create_req, handle_types) == 8, "vgpu_mem_create_req.handle_types");
+_Static_assert(offsetof(struct vgpu_mem_create_req, compression) == 12, "vgpu_mem_create_req.compression");
+_Static_assert(offsetof(struct vgpu_mem_create_req, rdma) == 13, "vgpu_mem_create_req.rdma");
+_Static_assert(offsetof(struct vgpu_mem_create_req, usage) == 14, "vgpu_mem_create_req.usage");
+_Static_assert(offsetof(struct vgpu_mem_create_req, size) == 16, "vgpu_mem_create_req.size");
+_Static_assert(offsetof(struct vgpu_mem_create_req, flags) == 24, "vgpu_mem_create_req.flags");
+
+struct vgpu_handle_reply {
+	uint64_t handle;
+};
+_Static_assert(sizeof(struct vgpu_handle_reply) == 8, "vgpu_handle_reply size");
+_Static_assert(offsetof(struct vgpu_handle_reply, handle) == 0, "vgpu_handle_reply.handle");
+
+struct vgpu_mem_map_req {
+	uint64_t ptr;
+	uint64_t size;
+	uint64_t offset;
+	uint64_t handle;
+};
+_Static_assert(sizeof(struct vgpu_mem_map_req) == 32, "vgpu_mem_map_req size");
+_Static_assert(offsetof(struct vgpu_mem_map_req, ptr) == 0, "vgpu_mem_map_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_map_req, size) == 8, "vgpu_mem_map_req.size");
+_Static_assert(offsetof(struct vgpu_mem_map_req, offset) == 16, "vgpu_mem_map_req.offset");
+_Static_assert(offsetof(struct vgpu_mem_map_req, handle) == 24, "vgpu_mem_map_req.handle");
+
+struct vgpu_mem_set_access_req {
+	uint64_t ptr;
+	uint64_t size;
+	uint32_t device;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct vgpu_mem_set_access_req) == 24, "vgpu_mem_set_access_req size");
+_Static_assert(offsetof(struct vgpu_mem_set_access_req, ptr) == 0, "vgpu_mem_set_access_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_set_access_req, size) == 8, "vgpu_mem_set_access_req.size");
+_Static_assert(offsetof(struct vgpu_mem_set_access_req, device) == 16, "vgpu_mem_set_access_req.device");
+_Static_assert(offsetof(struct vgpu_mem_set_access_req, flags) == 20, "vgpu_mem_set_access_req.flags");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -823,12 +903,6 @@ _Static_assert(offsetof(struct vgpu_stream_create_req, flags) == 4, "vgpu_stream
 _Static_assert(offsetof(struct vgpu_stream_create_req, priority) == 8, "vgpu_stream_create_req.priority");
 _Static_assert(offsetof(struct vgpu_stream_create_req, pad0) == 12, "vgpu_stream_create_req.pad0");
 
-struct vgpu_handle_reply {
-	uint64_t handle;
-};
-_Static_assert(sizeof(struct vgpu_handle_reply) == 8, "vgpu_handle_reply size");
-_Static_assert(offsetof(struct vgpu_handle_reply, handle) == 0, "vgpu_handle_reply.handle");
-
 struct vgpu_stream_wait_event_req {
 	uint64_t stream;
 	uint64_t event;
@@ -997,6 +1071,13 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_HOST_UNSHARE: return "HOST_UNSHARE";
 	case VGPU_OP_MEM_ALLOC_ASYNC: return "MEM_ALLOC_ASYNC";
 	case VGPU_OP_MEM_FREE_ASYNC: return "MEM_FREE_ASYNC";
+	case VGPU_OP_MEM_ADDRESS_RESERVE: return "MEM_ADDRESS_RESERVE";
+	case VGPU_OP_MEM_ADDRESS_FREE: return "MEM_ADDRESS_FREE";
+	case VGPU_OP_MEM_CREATE: return "MEM_CREATE";
+	case VGPU_OP_MEM_RELEASE: return "MEM_RELEASE";
+	case VGPU_OP_MEM_MAP: return "MEM_MAP";
+	case VGPU_OP_MEM_UNMAP: return "MEM_UNMAP";
+	case VGPU_OP_MEM_SET_ACCESS: return "MEM_SET_ACCESS";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";

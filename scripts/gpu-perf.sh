@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# gpu-perf.sh [CARRY] - issue 18's per-call figures on a GPU machine, in about
-# two minutes (well under 8):
+# gpu-perf.sh [CARRY] - issue 18's per-call and copy figures on a GPU machine
+# (under 8 minutes):
 #   1. the device/cuda GPU tests (the hot driver calls go through
 #      purego.SyscallN) and BenchmarkPuregoCall, from CARRY's cuda-gpu.test
 #   2. `vgpu bench calls` natively, then in host mode against
-#      `vgpu serve --device cuda --trace` with --isolate none and --isolate vm,
-#      each with the backend's per-layer breakdown; twice, natively first
-#      each round, so every ratio has its baseline in the same run
+#      `vgpu serve --device cuda --trace` with --isolate none and --isolate vm
+#      (the library on its default transport, shared-memory rings), each
+#      with the backend's per-layer breakdown; twice, natively first each
+#      round, so every ratio has its baseline in the same run
 #   3. host mode once more without --trace (what the stamps cost)
 #   4. shared-memory rings and staging copies (issue 18.3/18.4), twice, native
 #      first each round: `vgpu bench calls` on rings (the default) and with
@@ -70,15 +71,15 @@ step "summary"
 	for run in 1 2; do
 		echo "### run $run"
 		grep -E '^native ' "$out/calls-native-$run.txt"
-		for iso in none vm; do
-			echo "--isolate $iso:"
-			grep -E '^vgpu ' "$out/calls-host-$iso-trace-$run.txt"
+		for v in none vm; do
+			echo "--isolate $v:"
+			grep -E '^vgpu ' "$out/calls-host-$v-trace-$run.txt"
 		done
 		# host/native per call, same run
-		for iso in none vm; do
-			awk -v iso="$iso" 'FNR==NR && $1=="native" {n[$2]=$4; next}
-				$1=="vgpu" && NF==5 && ($2 in n) {printf "ratio --isolate %s %-14s %6.2fx native\n", iso, $2, $4/n[$2]}' \
-				"$out/calls-native-$run.txt" "$out/calls-host-$iso-trace-$run.txt"
+		for v in none vm; do
+			awk -v v="$v" 'FNR==NR && $1=="native" {n[$2]=$4; next}
+				$1=="vgpu" && NF==5 && ($2 in n) {printf "ratio --isolate %-12s %-14s %6.2fx native\n", v, $2, $4/n[$2]}' \
+				"$out/calls-native-$run.txt" "$out/calls-host-$v-trace-$run.txt"
 		done
 	done
 	echo "### without --trace"

@@ -34,6 +34,9 @@ type (
 	Module uintptr
 	// Function is a kernel of a loaded module.
 	Function uintptr
+	// MemHandle is physical memory of the virtual-memory API
+	// (CUmemGenericAllocationHandle).
+	MemHandle uint64
 	// Graph is a graph (CUgraph), made by stream capture.
 	Graph uintptr
 	// GraphExec is an instantiated graph (CUgraphExec).
@@ -155,6 +158,20 @@ type Context interface {
 	// such memory (or MemAlloc's) once s reaches the free.
 	MemAllocAsync(size uint64, s Stream) (Ptr, error)
 	MemFreeAsync(p Ptr, s Stream) error
+
+	// The virtual-memory API. MemAddressReserve reserves an address range
+	// (align 0: the granularity); MemCreate makes physical memory on this
+	// device (pinned, no export handles); MemMap maps part of it into a
+	// reserved range and MemSetAccess makes a mapped range readable and
+	// writable by this device. Physical memory released while mapped goes
+	// when its last mapping does.
+	MemAddressReserve(size, align uint64) (Ptr, error)
+	MemAddressFree(p Ptr, size uint64) error
+	MemCreate(size uint64, prop AllocProp) (MemHandle, error)
+	MemRelease(h MemHandle) error
+	MemMap(p Ptr, size, offset uint64, h MemHandle) error
+	MemUnmap(p Ptr, size uint64) error
+	MemSetAccess(p Ptr, size uint64) error
 	// MemGetGranularity is cuMemGetAllocationGranularity for an
 	// allocation on this device (option 0 minimum, 1 recommended).
 	MemGetGranularity(p AllocProp, option uint32) (uint64, error)

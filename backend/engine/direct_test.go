@@ -17,7 +17,6 @@ import (
 // device does the same). In a guest with more than a chunk of RAM, a
 // pageable buffer whose pages straddle the boundary met this.
 func TestDirectRunAcrossChunks(t *testing.T) {
-	const page = 4096
 	drv, err := sim.New(sim.Config{Devices: 1, MemBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +26,13 @@ func TestDirectRunAcrossChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	directRunAcrossChunks(t, c)
+}
+
+// directRunAcrossChunks is TestDirectRunAcrossChunks on device c (the sim
+// here, the GPU in TestGPUDirectRunAcrossChunks).
+func directRunAcrossChunks(t *testing.T, c device.Context) {
+	const page = 4096
 	// A region of a chunk and two pages; only the pages the copy touches
 	// get memory.
 	size := ChunkSize + 2*page
@@ -61,6 +67,7 @@ func TestDirectRunAcrossChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.MemFree(dev)
 	if k, err := e.Copy(c, HtoD, dev, total, pieces(host), device.DefaultStream); err != nil || k != Direct {
 		t.Fatalf("HtoD across the chunk end: engine %v, %v", k, err)
 	}

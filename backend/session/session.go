@@ -257,10 +257,6 @@ func (s *Session) Serve(ctx context.Context) error {
 	defer stop()
 
 	err := s.guardedReadLoop()
-	// Replies written directly by the executor (the fast path) are bound
-	// by the same deadline as the writer's: a client that reads nothing
-	// more does not hold the executor.
-	_ = s.conn.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
 	close(s.closing)        // host functions waiting for the guest give up
 	s.closeExec()

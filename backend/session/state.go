@@ -80,6 +80,7 @@ const (
 	kindAlloc  memKind = iota // OpMemAlloc
 	kindMapped                // registered guest memory with a device address
 	kindGlobal                // a module's global variable
+	kindVMM                   // accessible mappings of the virtual-memory API (handlers_vmm.go)
 )
 
 // memRange is device memory the session may touch.
@@ -142,6 +143,12 @@ type state struct {
 	graphs   map[uint64]*graphObj
 	execs    map[uint64]*execObj
 	captures int
+	// The virtual-memory API (handlers_vmm.go): reservations by base,
+	// physical memory by handle, mappings by base.
+	reserves      map[uint64]*reserveObj
+	reservedBytes uint64
+	phys          map[uint64]*physObj
+	maps          map[uint64]*mappingObj
 }
 
 func (st *state) init() {
@@ -155,6 +162,9 @@ func (st *state) init() {
 	st.dirty = map[int]map[*streamObj]struct{}{}
 	st.graphs = map[uint64]*graphObj{}
 	st.execs = map[uint64]*execObj{}
+	st.reserves = map[uint64]*reserveObj{}
+	st.phys = map[uint64]*physObj{}
+	st.maps = map[uint64]*mappingObj{}
 }
 
 func (st *state) handle() uint64 {
@@ -272,6 +282,7 @@ func (s *Session) releaseAll(dev int) {
 			s.unloadModule(id, m)
 		}
 	}
+	s.releaseVMM(match)
 	kept := st.ranges[:0]
 	for _, r := range st.ranges {
 		if r.kind == kindAlloc && match(r.dev) {

@@ -130,6 +130,15 @@ int cuMemFreeAsync(unsigned long long, CUstream);
 int cuDeviceGetDefaultMemPool(void **, int);
 int cuDeviceGetMemPool(void **, int);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
+int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
+int cuMemAddressFree(unsigned long long, size_t);
+int cuMemCreate(unsigned long long *, size_t, const struct mem_alloc_prop *, unsigned long long);
+int cuMemRelease(unsigned long long);
+int cuMemMap(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+int cuMemUnmap(unsigned long long, size_t);
+int cuMemcpy(unsigned long long, unsigned long long, size_t);
+struct vmm_access { int type, id, flags; };
+int cuMemSetAccess(unsigned long long, size_t, const struct vmm_access *, size_t);
 int cuStreamGetCaptureInfo_v2(CUstream, int *, unsigned long long *, void **, const void **, size_t *);
 int cuThreadExchangeStreamCaptureMode(int *);
 int cuStreamGetId(CUstream, unsigned long long *);
@@ -669,6 +678,57 @@ static void iter_record(void *opaque, void *fn, uint64_t owner)
 	s->owner = owner;
 }
 
+/* TOOLS_CONTEXT slots 51 and 39 as cuBLAS and cuSOLVER call them, and the
+ * 1734DC26 table cuBLASLt asks for on its bf16 path (export_tables.c; what
+ * the H100's driver answers: bench/results/2026-11-27-h100-tablespy). */
+static void test_export_tables(void)
+{
+	static const uint8_t tools_context_id[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+						     0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+	static const uint8_t t1734_id[16] = {0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45,
+					     0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca};
+	const void *const *tc = NULL, *const *t17 = NULL;
+	OK(cuGetExportTable((const void **)&tc, tools_context_id));
+	CHECK(tc && (uintptr_t)tc[0] == 93 * sizeof(void *));
+	OK(cuGetExportTable((const void **)&t17, t1734_id));
+	CHECK(t17 && (uintptr_t)t17[0] == 17 * sizeof(void *));
+	if (!tc || !t17)
+		return;
+	int (*obj_of)(CUcontext, uint64_t, void **) = (int (*)(CUcontext, uint64_t, void **))tc[51];
+	int (*query)(CUcontext, void *, uint32_t *) = (int (*)(CUcontext, void *, uint32_t *))tc[39];
+	int dev;
+	CUcontext ctx, other;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	void *obj = NULL, *again = NULL, *cur = NULL;
+	OK(obj_of(ctx, 0, &obj));
+	CHECK(obj && ((uint64_t *)obj)[0] == 1 && ((uint64_t *)obj)[2] == (uint64_t)(uintptr_t)ctx);
+	OK(obj_of(ctx, 0, &again));
+	CHECK(again == obj); /* one per context */
+	OK(obj_of(NULL, 0, &cur)); /* NULL: the current context */
+	CHECK(cur == obj);
+	uint64_t out = 0;
+	OK(query(ctx, obj, (uint32_t *)&out));
+	CHECK(out == 7);
+	CHECK(obj_of(ctx, 0, NULL) == 1);
+	CHECK(query(ctx, NULL, (uint32_t *)&out) == 1);
+	CHECK(obj_of(ctx, 5, &again) == 801); /* a second argument never seen */
+	CHECK(obj_of((CUcontext)&out, 0, &again) == 201); /* not a context */
+	OK(cuCtxCreate_v2(&other, 0, dev));
+	void *obj2 = NULL;
+	OK(obj_of(other, 0, &obj2));
+	CHECK(obj2 && obj2 != obj && ((uint64_t *)obj2)[2] == (uint64_t)(uintptr_t)other);
+	OK(cuCtxDestroy_v2(other)); /* frees its object (context-local storage) */
+	OK(cuCtxDestroy_v2(ctx));
+	/* 1734DC26: served, every slot of unknown meaning answers NOT_SUPPORTED */
+	void *a = NULL, *b = NULL;
+	int (*slot4)(void **, void **, const void *) = (int (*)(void **, void **, const void *))t17[4];
+	CHECK(slot4(&a, &b, t17) == 801 && !a && !b);
+	for (int i = 1; i < 17; i++)
+		CHECK(t17[i] != NULL);
+}
+
 static void test_driver_api(void)
 {
 	int dev;
@@ -739,22 +799,6 @@ static void test_driver_api(void)
 		(uint64_t(*)(void *, void *, void (*)(void *, void *, uint64_t), void *))tm[7];
 	CHECK(each_fn(NULL, mod, iter_record, &seen) == 1);
 	CHECK(seen.n == 1 && seen.fn == fn && seen.owner == (uint64_t)(uintptr_t)mod);
-	/* TOOLS_CONTEXT 51: one zeroed object per context (current: 0); 39 on it: 0 */
-	static const uint8_t tools_context_id[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
-						     0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
-	const void *const *tc = NULL;
-	OK(cuGetExportTable((const void **)&tc, tools_context_id));
-	int (*ctx_object)(uint64_t, void *, void **) = (int (*)(uint64_t, void *, void **))tc[51];
-	int (*object_query)(uint64_t, const void *, uint64_t *) = (int (*)(uint64_t, const void *, uint64_t *))tc[39];
-	void *obj = NULL, *obj2 = NULL;
-	uint64_t q = 7;
-	OK(ctx_object(0, NULL, &obj));
-	OK(ctx_object(0, NULL, &obj2));
-	CHECK(obj && obj == obj2 && ((const uint64_t *)obj)[0] == 0 && ((const uint64_t *)obj)[511] == 0);
-	OK(object_query(0, obj, &q));
-	CHECK(q == 0);
-	CHECK(ctx_object(0, (void *)(uintptr_t)-1, &obj2) == 400);
-	CHECK(ctx_object(0, NULL, NULL) == 1);
 	OK(cuFuncGetParamInfo(fn, 1, &off, &sz));
 	CHECK(off == 8 && sz == 4);
 	float f = 2.0f;
@@ -996,6 +1040,51 @@ static void test_driver_mempool(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* The virtual-memory API on the host: reserve, create, map, set access,
+ * copy (cuMemcpy sees mapped memory as device memory), unmap, release. */
+static void test_driver_vmm(void)
+{
+	int dev;
+	CUcontext ctx;
+	unsigned long long va, h1, h2, base;
+	size_t gran = 2u << 20, size;
+	static uint8_t in[8192], out[8192];
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	struct mem_alloc_prop prop = {.type = 1, .loc_type = 1, .loc_id = dev};
+	OK(cuMemGetAllocationGranularity(&gran, &prop, 0));
+	CHECK(gran > 0);
+	OK(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0));
+	OK(cuMemCreate(&h1, gran, &prop, 0));
+	OK(cuMemCreate(&h2, gran, &prop, 0));
+	OK(cuMemMap(va, gran, 0, h1, 0));
+	OK(cuMemMap(va + gran, gran, 0, h2, 0));
+	CHECK(cuMemMap(va, gran, 0, h2, 0) == 1); /* already mapped */
+	struct vmm_access acc = {1, dev, 3};
+	OK(cuMemSetAccess(va, 2 * gran, &acc, 1));
+	struct vmm_access ro = {1, dev, 1};
+	CHECK(cuMemSetAccess(va, gran, &ro, 1) == 801);
+	for (size_t i = 0; i < sizeof in; i++)
+		in[i] = (uint8_t)(i * 7);
+	OK(cuMemcpyHtoD_v2(va + gran + 4096, in, sizeof in));
+	OK(cuMemcpy((unsigned long long)(uintptr_t)out, va + gran + 4096, sizeof out)); /* unified: device to host */
+	CHECK(!memcmp(in, out, sizeof in));
+	OK(cuMemGetAddressRange_v2(&base, &size, va + gran + 5));
+	CHECK(base == va + gran && size == gran);
+	OK(cuMemRelease(h2)); /* still mapped: still there */
+	memset(out, 0, sizeof out);
+	OK(cuMemcpyDtoH_v2(out, va + gran + 4096, sizeof out));
+	CHECK(!memcmp(in, out, sizeof in));
+	CHECK(cuMemAddressFree(va, 2 * gran) == 1); /* mappings left */
+	OK(cuMemUnmap(va, 2 * gran));
+	CHECK(cuMemcpyDtoH_v2(out, va + gran, 16) != 0);
+	OK(cuMemRelease(h1));
+	CHECK(cuMemRelease(h1) == 1);
+	OK(cuMemAddressFree(va, 2 * gran));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* Many threads at once: one connection, per-thread device and last error. */
 static void *worker(void *arg)
 {
@@ -1077,8 +1166,10 @@ static const struct {
 	{"errors_and_stubs", test_errors_and_stubs},
 	{"proc_address", test_proc_address},
 	{"driver_api", test_driver_api},
+	{"export_tables", test_export_tables},
 	{"driver_capture", test_driver_capture},
 	{"driver_mempool", test_driver_mempool},
+	{"driver_vmm", test_driver_vmm},
 	{"threads", test_threads},
 	{"nvml", test_nvml},
 };

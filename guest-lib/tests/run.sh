@@ -120,6 +120,18 @@ else
 	fail "building failure_test"
 fi
 
+# 4c. a backend that corrupts the shared-memory ring: errors, no crash or hang
+if $CC $CFLAGS -I"$ROOT/protocol" -o "$T/ring_hostile_test" "$HERE/ring_hostile_test.c" -L"$BUILD" -l:libcuda.so.1 \
+	-lpthread -Wl,-rpath,"$BUILD"; then
+	if VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" >"$T/ring-hostile.out" 2>&1; then
+		pass "a backend that corrupts the completion ring: calls fail with 46, no crash or hang"
+	else
+		fail "corrupt completion ring: $(tail -2 "$T/ring-hostile.out" | tr '\n' ' ')"
+	fi
+else
+	fail "building ring_hostile_test"
+fi
+
 # 5. host mode against sim
 SOCK=$T/vgpu.sock
 rm -f "$SOCK"
@@ -305,7 +317,7 @@ if start_server; then
 			"$NVCC" -fatbin -gencode arch=compute_86,code=sm_86 -o "$T/library_sm86.fatbin" \
 				"$HERE/library_kernels.cu" 2>>"$T/nvcc.log" &&
 			$CC $CFLAGS -DKERNELS_FATBIN="\"$T/library_kernels.fatbin\"" -DSM86_FATBIN="\"$T/library_sm86.fatbin\"" \
-				-o "$T/library_test" "$HERE/library_test.c" -L"$BUILD" -l:libcuda.so.1 -ldl -Wl,-rpath,"$BUILD"; then
+				-o "$T/library_test" "$HERE/library_test.c" -L"$BUILD" -l:libcuda.so.1 -ldl -lpthread -Wl,-rpath,"$BUILD"; then
 			for mode in LAZY EAGER; do
 				if CUDA_MODULE_LOADING=$mode VGPU_STATS=1 VGPU_LOG_FILE=$T/library_$mode.log LD_LIBRARY_PATH=$BUILD \
 					timeout 60 "$T/library_test" --no-exec "$T/library_kernels.fatbin" >"$T/library_$mode.out" 2>&1; then

@@ -34,6 +34,7 @@ type Context struct {
 	params  map[device.Function][]device.Param
 	used    atomic.Uint64
 	allocs  map[device.Ptr]uint64
+	phys    map[device.MemHandle]uint64 // MemCreate's, by size (vmm_unsafe.go)
 	launchN atomic.Uint64
 }
 
@@ -41,7 +42,8 @@ func newContext(d *Driver, ord int, dev int32, ctx uintptr) *Context {
 	return &Context{d: d, l: d.l, ord: ord, dev: dev, ctx: ctx,
 		images: map[device.Module][]byte{}, parsed: map[device.Module]*image.Module{},
 		fnName: map[device.Function]string{}, fnMod: map[device.Function]device.Module{},
-		params: map[device.Function][]device.Param{}, allocs: map[device.Ptr]uint64{}}
+		params: map[device.Function][]device.Param{}, allocs: map[device.Ptr]uint64{},
+		phys: map[device.MemHandle]uint64{}}
 }
 
 // enter locks the goroutine to its OS thread and makes the context current

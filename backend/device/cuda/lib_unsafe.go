@@ -44,6 +44,13 @@ type lib struct {
 	cuMemAlloc                func(p *uint64, n uint64) int32
 	cuMemAllocAsync           func(p *uint64, n uint64, s uintptr) int32
 	cuMemFreeAsync            func(p uint64, s uintptr) int32
+	cuMemAddressReserve       func(p *uint64, size, align, addr, flags uint64) int32
+	cuMemAddressFree          func(p, size uint64) int32
+	cuMemCreate               func(h *uint64, size uint64, prop *allocProp, flags uint64) int32
+	cuMemRelease              func(h uint64) int32
+	cuMemMap                  func(p, size, offset, h, flags uint64) int32
+	cuMemUnmap                func(p, size uint64) int32
+	cuMemSetAccess            func(p, size uint64, desc *accessDesc, count uint64) int32
 	cuMemFree                 func(p uint64) int32
 	cuMemGetInfo              func(free, total *uint64) int32
 	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) int32
@@ -177,6 +184,9 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuCtxSynchronize, "cuCtxSynchronize"}, {&l.cuCtxSetLimit, "cuCtxSetLimit"}, {&l.cuCtxGetLimit, "cuCtxGetLimit"},
 		{&l.cuMemAlloc, "cuMemAlloc"}, {&l.cuMemFree, "cuMemFree"}, {&l.cuMemGetInfo, "cuMemGetInfo"},
 		{&l.cuMemAllocAsync, "cuMemAllocAsync"}, {&l.cuMemFreeAsync, "cuMemFreeAsync"},
+		{&l.cuMemAddressReserve, "cuMemAddressReserve"}, {&l.cuMemAddressFree, "cuMemAddressFree"},
+		{&l.cuMemCreate, "cuMemCreate"}, {&l.cuMemRelease, "cuMemRelease"}, {&l.cuMemMap, "cuMemMap"},
+		{&l.cuMemUnmap, "cuMemUnmap"}, {&l.cuMemSetAccess, "cuMemSetAccess"},
 		{&l.cuMemcpyHtoD, "cuMemcpyHtoD"}, {&l.cuMemcpyDtoH, "cuMemcpyDtoH"}, {&l.cuMemcpyDtoD, "cuMemcpyDtoD"},
 		{&l.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync"}, {&l.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync"}, {&l.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
 		{&l.cuMemsetD8, "cuMemsetD8"}, {&l.cuMemsetD16, "cuMemsetD16"}, {&l.cuMemsetD32, "cuMemsetD32"},

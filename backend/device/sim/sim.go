@@ -128,6 +128,7 @@ type alloc struct {
 	mem    []byte // device memory, or the registered host memory itself
 	host   bool   // registered host memory
 	mapped bool   // mem is an anonymous mapping (large allocations), not Go heap
+	phys   *physMem // a mapping of physical memory (vmm.go): mem is part of it
 }
 
 func (a *alloc) end() uint64 { return uint64(a.base) + uint64(len(a.mem)) }
@@ -150,6 +151,9 @@ type Context struct {
 	events   map[device.Event]*event
 	modules  map[device.Module]*module
 	funcs    map[device.Function]*function
+	phys     map[device.MemHandle]*physMem
+	reserved []reservation
+	vmmNext  uint64
 	graphs   map[device.Graph]*graph
 	execs    map[device.GraphExec]*graph
 	limits   map[int]uint64
@@ -168,6 +172,7 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		modules: map[device.Module]*module{},
 		funcs:   map[device.Function]*function{},
 		graphs:  map[device.Graph]*graph{},
+		phys:    map[device.MemHandle]*physMem{},
 		execs:   map[device.GraphExec]*graph{},
 		limits:  defaultLimits(),
 		handles: 0x1000,
@@ -337,7 +342,7 @@ func (c *Context) MemFree(p device.Ptr) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, a := c.findLocked(p)
-	if a == nil || a.base != p || a.host {
+	if a == nil || a.base != p || a.host || a.phys != nil {
 		return device.Errorf("cuMemFree", device.ErrInvalidValue, "%#x is not the start of an allocation", uint64(p))
 	}
 	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
@@ -539,10 +544,15 @@ func (c *Context) Reset() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, a := range c.allocs {
-		if !a.host {
+		if !a.host && a.phys == nil {
 			c.releaseLocked(a)
 		}
 	}
+	for _, pm := range c.phys {
+		c.releaseLocked(&alloc{mem: pm.mem, mapped: pm.mapped})
+	}
+	clear(c.phys)
+	c.reserved = nil
 	c.allocs = nil
 	c.used = 0
 	for h, s := range c.streams {

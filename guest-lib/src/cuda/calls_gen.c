@@ -9,6 +9,23 @@
 
 #define CU_API VGPU_EXPORT CUresult
 
+CU_API cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	VGPU_API();
+	struct vgpu_mem_range_req req = {0};
+	req.ptr = ptr;
+	req.size = size;
+	return vgpu_call(VGPU_OP_MEM_ADDRESS_FREE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuMemRelease(unsigned long long handle)
+{
+	VGPU_API();
+	struct vgpu_handle_req req = {0};
+	req.handle = handle;
+	return vgpu_call(VGPU_OP_MEM_RELEASE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
 CU_API cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
 	VGPU_API();

@@ -103,6 +103,18 @@ typedef struct {
 #define VGPU_ALIAS(name, target) \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
 
+/* CUmemAllocationProp (cuda.h, 32 bytes): cuMemGetAllocationGranularity, cuMemCreate. */
+struct mem_alloc_prop {
+	uint32_t type, handle_types;
+	uint32_t loc_type; /* CUmemLocationType: 1 device, 2 host, 3 host NUMA, 4 current NUMA */
+	int32_t loc_id;
+	void *win32_meta;
+	uint8_t compression, rdma;
+	uint16_t usage;
+	uint8_t reserved[4];
+};
+_Static_assert(sizeof(struct mem_alloc_prop) == 32, "CUmemAllocationProp");
+
 /* Graphs (calls_gen.c, graph.c): captures in progress, the host's status. */
 VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
 int vgpu_cu_captures_active(void);
@@ -142,6 +154,7 @@ VGPU_PRIVATE void vgpu_integrity_hash(uint32_t driver_version, uint32_t version,
 				      int ndev, const struct vgpu_integrity_dev *devs, uint8_t out[16]);
 VGPU_EXPORT CUresult cuModuleLoadData(CUmodule *pm, const void *img);
 VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d);
+VGPU_EXPORT CUresult cuCtxGetCurrent(CUcontext *pc);
 
 /* Private: the current context's device of the calling thread (driver API
  * state), used by the runtime to keep both APIs in step. */

@@ -323,18 +323,6 @@ CU_API cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	return rc;
 }
 
-/* CUmemAllocationProp (cuda.h, 32 bytes). */
-struct mem_alloc_prop {
-	uint32_t type, handle_types;
-	uint32_t loc_type; /* CUmemLocationType: 1 device, 2 host, 3 host NUMA, 4 current NUMA */
-	int32_t loc_id;
-	void *win32_meta;
-	uint8_t compression, rdma;
-	uint16_t usage;
-	uint8_t reserved[4];
-};
-_Static_assert(sizeof(struct mem_alloc_prop) == 32, "CUmemAllocationProp");
-
 /*
  * The granularity of the virtual-memory API's allocations, asked of the
  * host's driver for device memory (NCCL sizes its buffers by it). Host

@@ -14,7 +14,7 @@ import re
 import sys
 
 EXAMPLES = int(os.environ.get("EXAMPLES", "4"))
-TOKEN = re.compile(r"(\*?\w+)=(\S*)")
+TOKEN = re.compile(r"(\*{0,2}\w+)=(\S*)")
 
 
 def parse(line):

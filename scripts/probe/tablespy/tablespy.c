@@ -30,8 +30,10 @@
  *   tablespy pid=P init real=PATH ...
  *   tablespy pid=P table uuid=HEX name=NAME rc=N ptr=0x.. words=N size=N wrapped=0|1 caller=LIB
  *   tablespy pid=P tid=T call uuid=HEX name=NAME slot=S n=K fn=LIB+0xOFF args=a0,..,a5 ret=0x..
- *        [ *aI=HEX32 [>HEX32] ]   (pointer arguments: the 32 bytes before the call, and after
- *                                  it where they changed; fewer where not all were readable)
+ *        [ *aI=HEX32 [>HEX32 [**aI=HEX32]] ]
+ *        (pointer arguments: the 32 bytes before the call, and after it where they changed;
+ *        where the changed first word is a pointer, the 32 bytes it points to; fewer bytes
+ *        where not all were readable)
  *   tablespy pid=P count uuid=HEX name=NAME slot=S calls=N      (at exit or on a fatal signal)
  *   tablespy pid=P signal=N addr=0x.. pc=LIB+0xOFF inflight=...   (SIGSEGV, SIGBUS, SIGILL, SIGFPE)
  * The first TABLESPY_LIMIT (default 20) calls of each slot are logged; later
@@ -334,7 +336,7 @@ __attribute__((visibility("hidden"))) void *tablespy_leave(uint64_t rax)
 	struct frame *f = &stack[--depth];
 	if (f->logit) {
 		struct slot *s = &slots[f->idx];
-		char ptrs[6 * (4 + 2 * PEEK * 2 + 8)] = "", *q = ptrs;
+		char ptrs[6 * (3 * (2 * PEEK + 8))] = "", *q = ptrs;
 		for (int i = 0; i < 6; i++) {
 			if (!f->nb[i])
 				continue;
@@ -346,6 +348,15 @@ __attribute__((visibility("hidden"))) void *tablespy_leave(uint64_t rax)
 			if (na != f->nb[i] || memcmp(after, f->before[i], na)) {
 				hexify(ha, after, na);
 				q += sprintf(q, ">%s", ha);
+				/* an output that is now a pointer: what it points to */
+				uint64_t p;
+				unsigned char deref[PEEK];
+				size_t nd;
+				memcpy(&p, after, sizeof p);
+				if (na >= 8 && is_pointer(p) && (nd = peek((void *)p, deref, PEEK))) {
+					hexify(ha, deref, nd);
+					q += sprintf(q, " **a%d=%s", i, ha);
+				}
 			}
 		}
 		logf_("tid=%ld call uuid=%s name=%s slot=%d n=%lu fn=%s args=0x%lx,0x%lx,0x%lx,0x%lx,0x%lx,0x%lx "

@@ -17,7 +17,8 @@ VGPU=${VGPU_BIN:-$ROOT/bin/vgpu}
 REAL=$ROOT/guest-lib/build/libcuda.so.1
 NVCC=${NVCC:-$(command -v nvcc || true)}
 mkdir -p "$T"
-make -s -C "$HERE" >"$T/make.log" 2>&1 || { cat "$T/make.log"; echo "FAIL: build"; exit 1; }
+SPY=$T/spy
+make -s -C "$HERE" BUILD="$SPY" >"$T/make.log" 2>&1 || { cat "$T/make.log"; echo "FAIL: build"; exit 1; }
 fails=0
 check() { # what, grep pattern
 	if grep -q -E "$2" "$T/spy.log"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
@@ -29,15 +30,17 @@ $CC -std=c11 -O1 -fPIC -shared -o "$T/fakereal.so" "$HERE/testdata/fakereal.c" &
 	$CC -std=c11 -D_GNU_SOURCE -O1 -Wall -Wextra -Werror -o "$T/spyuser" "$HERE/testdata/spyuser.c" -ldl ||
 	{ echo "FAIL: building testdata"; exit 1; }
 rm -f "$T/spy.log"
-if TABLESPY_REAL=$T/fakereal.so TABLESPY_LOG=$T/spy.log LD_LIBRARY_PATH=$HERE/build timeout 20 "$T/spyuser" \
+if TABLESPY_REAL=$T/fakereal.so TABLESPY_LOG=$T/spy.log LD_LIBRARY_PATH=$SPY timeout 20 "$T/spyuser" \
 	>"$T/spyuser.out" 2>&1; then
 	echo "ok   the stand-in's slots called through the trampolines give the right answers"
 else
 	echo "FAIL spyuser: $(grep FAIL "$T/spyuser.out" | head -3 | tr '\n' ' ')"
 	fails=$((fails + 1))
 fi
-check "a sized table: 2 functions wrapped, a NULL and a data word copied" \
-	'table uuid=00010000000000000000000000000000 name=unknown rc=0 .*word0=0x28 words=5 wrapped=1 .* sized=1 functions=2 null=1 data=1'
+check "a sized table: 3 functions wrapped, a NULL and a data word copied" \
+	'table uuid=00010000000000000000000000000000 name=unknown rc=0 .*word0=0x30 words=6 wrapped=1 .* sized=1 functions=3 null=1 data=1'
+check "an output pointer: the bytes it points to after the call" \
+	"call uuid=00010000000000000000000000000000 .*slot=5 n=1 .*ret=0x0 \\*a0=0{16}[0-9a-f]*>[0-9a-f]+ \\*\\*a0=$(printf '22%.0s' $(seq 32))"
 check "a table without a size word: up to its NULL" \
 	'table uuid=02030000000000000000000000000000 .*rc=0 .*words=3 wrapped=1 .* sized=0 functions=2 null=1'
 check "an unknown UUID: the real answer, no table" 'table uuid=09000000000000000000000000000000 name=unknown rc=1 ptr=\(nil\)'
@@ -67,7 +70,7 @@ while [ ! -S "$SOCK" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 [ -S "$SOCK" ] || { cat "$T/server.log"; echo "FAIL: vgpu serve did not start"; exit 1; }
 
 rm -f "$T/spy.log"
-if VGPU_TRANSPORT=unix:$SOCK TABLESPY_REAL=$REAL TABLESPY_LOG=$T/spy.log LD_LIBRARY_PATH=$HERE/build \
+if VGPU_TRANSPORT=unix:$SOCK TABLESPY_REAL=$REAL TABLESPY_LOG=$T/spy.log LD_LIBRARY_PATH=$SPY \
 	timeout 60 "$T/prog" --no-graphs >"$T/prog.out" 2>&1; then
 	echo "ok   NVIDIA's static runtime 11.8 runs unchanged through the spy"
 else

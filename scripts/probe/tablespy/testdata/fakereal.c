@@ -1,9 +1,10 @@
 /*
  * fakereal.c - a stand-in "real driver" for tablespy's ABI test (test.sh): it serves
  * cuGetExportTable for two made-up UUIDs and cuGetProcAddress(_v2) for that one name.
- *   00..01 (sized, 5 words): 1 sum of 8 integer and 2 double arguments (stack
+ *   00..01 (sized, 6 words): 1 sum of 8 integer and 2 double arguments (stack
  *          arguments and vector registers must survive the trampoline); 2 writes
- *          0x11 x 32 through its pointer; 3 NULL; 4 a data word (not code)
+ *          0x11 x 32 through its pointer; 3 NULL; 4 a data word (not code); 5 writes
+ *          a pointer to 32 bytes of 0x22 through its pointer
  *   02..03 (no size word): 2 functions, then NULL
  * Everything else asked: CUDA_ERROR_INVALID_VALUE.
  */
@@ -22,12 +23,21 @@ static CUresult fill(unsigned char *p)
 	return 7;
 }
 
+static const unsigned char object[32] = {0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22,
+					  0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22,
+					  0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22};
+static CUresult give(const void **out)
+{
+	*out = object;
+	return 0;
+}
+
 static double half(double x) { return x / 2; }
 static int seven(void) { return 7; }
 
 static const int some_data = 42;
-static const void *const sized[5] = {(const void *)(5 * sizeof(void *)), (const void *)sum,
-				     (const void *)fill, NULL, (const void *)&some_data};
+static const void *const sized[6] = {(const void *)(6 * sizeof(void *)), (const void *)sum,
+				     (const void *)fill, NULL, (const void *)&some_data, (const void *)give};
 static const void *const unsized[3] = {(const void *)half, (const void *)seven, NULL};
 
 __attribute__((visibility("default"))) CUresult cuGetExportTable(const void **t, const unsigned char *uuid)

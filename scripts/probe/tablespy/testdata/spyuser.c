@@ -37,7 +37,7 @@ int main(void)
 	CHECK(get((const void **)&t, u0) == 0 && t);
 	const void **t2 = NULL;
 	CHECK(get((const void **)&t2, u0) == 0 && t2 == t); /* one copy per table */
-	CHECK((size_t)t[0] == 5 * sizeof(void *));
+	CHECK((size_t)t[0] == 6 * sizeof(void *));
 	long (*sum)(long, long, long, long, long, long, long, long, double, double) =
 		(long (*)(long, long, long, long, long, long, long, long, double, double))t[1];
 	for (int i = 0; i < 25; i++) /* past the default limit of 20 logged calls */
@@ -46,6 +46,8 @@ int main(void)
 	CHECK(((int (*)(unsigned char *))t[2])(buf) == 7 && buf[0] == 0x11 && buf[31] == 0x11);
 	CHECK(t[3] == NULL);
 	CHECK(*(const int *)t[4] == 42); /* data copied, not wrapped */
+	const unsigned char *obj = NULL;
+	CHECK(((int (*)(const unsigned char **))t[5])(&obj) == 0 && obj && obj[0] == 0x22);
 	const void **u = NULL;
 	CHECK(get((const void **)&u, u1) == 0 && u);
 	CHECK(((double (*)(double))u[0])(3.0) == 1.5);
