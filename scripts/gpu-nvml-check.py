@@ -95,6 +95,10 @@ def nvml_static():
         mode = ctypes.c_int(-1)
         d["compute_mode_rc"] = nvml.nvmlDeviceGetComputeMode(h, ctypes.byref(mode))
         d["compute_mode"] = mode.value
+        # P2P status of the device with itself, per capability index (read,
+        # write, NVLink, atomics, PCI): [rc, status]; NCCL asks it
+        st = ctypes.c_int(-1)
+        d["p2p_self"] = [[nvml.nvmlDeviceGetP2PStatus(h, h, k, ctypes.byref(st)), st.value] for k in range(5)]
         devs.append(d)
     out["devices"] = devs
     return out

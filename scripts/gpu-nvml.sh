@@ -83,6 +83,7 @@ rows = [
     ("uuid", ("nvml", "devices", 0, "uuid")),
     ("bus id", ("nvml", "devices", 0, "bus_id")),
     ("driver version", ("nvml", "driver")),
+    ("P2P status with itself [rc,status]x5", ("nvml", "devices", 0, "p2p_self")),
     ("CUDA driver", ("nvml", "cuda_driver")),
     ("torch.cuda.device_count via NVML", ("torch_count",)),
     ("torch mem_get_info MiB (free,total)", ("torch", "mem_get_info_mib")),

@@ -131,3 +131,27 @@ func TestMemGetGranularity(t *testing.T) {
 		wantStatus(t, c.name, st, c.want)
 	}
 }
+
+// The attributes of families vgpu does not serve read 0 (the sim device,
+// like the H100, reports 1 for them): NCCL then allocates with cuMemAlloc
+// instead of failing at cuMemCreate.
+func TestUnservedAttributesReadZero(t *testing.T) {
+	e := start(t, opts{})
+	ctx, _ := e.drv.Context(0)
+	p, err := ctx.Properties()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Attrs[102] != 1 || p.Attrs[115] != 1 {
+		t.Fatalf("the sim device reports VMM %d, pools %d: want the H100's 1", p.Attrs[102], p.Attrs[115])
+	}
+	info, _ := must[protocol.DeviceReq, protocol.DeviceInfo](e, protocol.OpDeviceGetInfo, protocol.DeviceReq{}, nil)
+	for _, a := range []int{102, 103, 104, 105, 110, 115, 119} {
+		if info.Attrs[a] != 0 {
+			t.Errorf("attribute %d = %d, want 0 (not served)", a, info.Attrs[a])
+		}
+	}
+	if info.Attrs[16] != p.Attrs[16] || info.Attrs[75] != 9 {
+		t.Errorf("other attributes changed: SMs %d (device %d), major %d", info.Attrs[16], p.Attrs[16], info.Attrs[75])
+	}
+}

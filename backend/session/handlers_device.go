@@ -60,10 +60,30 @@ func deviceGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.DeviceI
 		info.TotalMem = q.Limit
 	}
 	copy(info.Attrs[:], p.Attrs[:])
+	for _, a := range unservedAttrs {
+		info.Attrs[a] = 0
+	}
 	info.ComputeMode = uint32(p.Attrs[20])
 	info.DriverVersion = s.cfg.DriverVersion
 	info.RuntimeVersion = s.cfg.DriverVersion
 	return info, nil
+}
+
+// unservedAttrs are the device attributes (CUdevice_attribute) that
+// advertise a driver feature vgpu does not serve: the guest is told 0, the
+// answer of a device without it, so that libraries take their other path
+// instead of failing on the first call of the family (NCCL allocates with
+// cuMemAlloc instead of cuMemCreate when 102 is 0; runtimes leave
+// cudaMallocAsync alone when 115 is 0). When a family is served, its
+// attributes leave this list.
+var unservedAttrs = []int{
+	102, // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: cuMemCreate, cuMemMap, cuMemSetAccess, ...
+	103, // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED (virtual-memory handles)
+	104, // HANDLE_TYPE_WIN32_HANDLE_SUPPORTED
+	105, // HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED
+	110, // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+	115, // MEMORY_POOLS_SUPPORTED: cuMemPool*, cuMemAllocAsync
+	119, // MEMPOOL_SUPPORTED_HANDLE_TYPES
 }
 
 func driverGetVersion(s *Session, c *call, _ *protocol.Empty) (protocol.VersionReply, error) {

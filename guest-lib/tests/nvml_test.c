@@ -52,6 +52,7 @@ int nvmlDeviceGetPciInfo_v3(dev_t_, struct nvml_pci_info *);
 int nvmlDeviceGetMemoryInfo(dev_t_, struct nvml_memory *);
 int nvmlDeviceGetMemoryInfo_v2(dev_t_, struct nvml_memory_v2 *);
 int nvmlDeviceGetComputeMode(dev_t_, int *);
+int nvmlDeviceGetP2PStatus(dev_t_, dev_t_, int, int *);
 int nvmlDeviceGetCudaComputeCapability(dev_t_, int *, int *);
 int nvmlDeviceGetArchitecture(dev_t_, unsigned *);
 int nvmlDeviceGetMemoryBusWidth(dev_t_, unsigned *);
@@ -193,6 +194,20 @@ static void test_identity(void)
 	}
 	IS(nvmlDeviceGetHandleByPciBusId_v2("0000:99:00.0", &d), NVML_ERROR_NOT_FOUND);
 	IS(nvmlDeviceGetHandleByPciBusId_v2("not a bus id", &d), NVML_ERROR_INVALID_ARGUMENT);
+	/* P2P (NCCL asks every pair, each device with itself too): a device
+	 * reaches its own memory, not over NVLink; no peer access between two */
+	int st = -1, idx;
+	for (idx = 0; idx < 5; idx++) {
+		OK(nvmlDeviceGetP2PStatus(dev0, dev0, idx, &st));
+		CHECK(st == (idx == 2 ? 5 : 0));
+	}
+	if (n > 1) {
+		OK(nvmlDeviceGetHandleByIndex(1, &d));
+		OK(nvmlDeviceGetP2PStatus(dev0, d, 0, &st));
+		CHECK(st == 5);
+	}
+	IS(nvmlDeviceGetP2PStatus(dev0, dev0, 5, &st), NVML_ERROR_INVALID_ARGUMENT);
+	IS(nvmlDeviceGetP2PStatus(dev0, dev0, 0, NULL), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 /* Answers that follow from the device info or are fixed for a vGPU. */

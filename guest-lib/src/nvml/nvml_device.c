@@ -299,3 +299,38 @@ NVML_API nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned *is_mig)
 	VGPU_API();
 	return fixed(d, is_mig, 0);
 }
+
+/* nvmlGpuP2PCapsIndex_t and nvmlGpuP2PStatus_t (nvml.h). */
+enum {
+	P2P_CAPS_READ = 0,
+	P2P_CAPS_WRITE = 1,
+	P2P_CAPS_NVLINK = 2,
+	P2P_CAPS_ATOMICS = 3,
+	P2P_CAPS_PCI = 4, /* NVML_P2P_CAPS_INDEX_PROP before CUDA 12 */
+	P2P_CAPS_UNKNOWN = 5,
+	P2P_STATUS_OK = 0,
+	P2P_STATUS_NOT_SUPPORTED = 5,
+};
+
+/*
+ * Peer-to-peer capability between two devices. A device reads, writes and
+ * does atomics on its own memory over its own bus (NCCL asks this of every
+ * pair, the device with itself included, and stops unless it succeeds);
+ * it has no NVLink to itself. Between two devices of a VM vgpu serves no
+ * peer access (cuDeviceCanAccessPeer answers 0), so every capability is
+ * NOT_SUPPORTED there.
+ */
+NVML_API nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int index, int *status)
+{
+	VGPU_API();
+	const struct vgpu_device_info *di;
+	if (!status || index < P2P_CAPS_READ || index >= P2P_CAPS_UNKNOWN)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	nvmlReturn_t r = nvml_dev_info(a, &di);
+	if (!r)
+		r = nvml_dev_info(b, &di);
+	if (r)
+		return r;
+	*status = a == b && index != P2P_CAPS_NVLINK ? P2P_STATUS_OK : P2P_STATUS_NOT_SUPPORTED;
+	return NVML_SUCCESS;
+}
