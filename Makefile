@@ -13,7 +13,7 @@ KDIR       ?= /lib/modules/$(KVER)/build
 FUZZTIME   ?= 20s
 
 .PHONY: all vgpu guest-lib guest-driver generate setup test test-go test-c test-fuzz \
-	test-guest-lib test-driver test-e2e test-deploy test-reliability fuzz demo clean deb
+	test-guest-lib test-tablespy test-driver test-e2e test-deploy test-reliability fuzz demo clean deb
 
 all: vgpu guest-lib guest-driver
 
@@ -54,6 +54,12 @@ test-fuzz:
 
 test-guest-lib:
 	@if [ -f guest-lib/Makefile ]; then $(MAKE) -C guest-lib test; else echo "guest-lib: no tests yet"; fi
+	$(MAKE) test-tablespy
+
+# The export-table spy (scripts/probe/tablespy): its trampolines, and NVIDIA's runtime through
+# it on guest-lib's libcuda.so.1 and the sim device (about 20 s).
+test-tablespy:
+	$(MAKE) -C scripts/probe/tablespy test
 
 # vgpu.ko must build with W=1 and no warnings; its behaviour is tested in the
 # TCG guest by backend/pattern (go test, in test-go).

@@ -72,6 +72,22 @@
 // CUDA_ERROR_TIMEOUT (909) naming the launch; a later HOST_FUNC_DONE for it
 // gets CUDA_ERROR_INVALID_HANDLE.
 //
+// # Tracing
+//
+// A backend started with --trace (or VGPU_TRACE=1) stamps every request at
+// its layer boundaries: first header byte read, whole frame read, execution
+// start (after earlier frames), validation done, handler (translation and
+// the device call) done, reply written or queued. GET_STATS carries the
+// sums per layer for the session (traced, nanos_read, nanos_queued,
+// nanos_validate, nanos_handler, nanos_reply; all zero without tracing);
+// `vgpu bench calls` prints them per call beside the time the program saw,
+// whose remainder is the library's and the transport's. Nothing of the
+// trace travels in requests. The GET_STATS reply grew from 64 to 112 bytes
+// with these fields: a library built before them copies the first 64 in
+// host mode, and in a guest may get CUDA_ERROR_INVALID_VALUE from
+// vgpuGetStats (its reply buffer is sized for 64): use the library of the
+// backend's release.
+//
 // # Trust
 //
 // Decoding trusts nothing: every length, count and offset is bounds-checked,

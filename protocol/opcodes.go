@@ -51,8 +51,9 @@ type OpInfo struct {
 	Shape     Shape
 	// Segments: may carry guest-physical segments.
 	Segments bool
-	// FD: carries one file descriptor beside the frame (host mode's unix
-	// socket, SCM_RIGHTS in the sendmsg of the frame's first byte).
+	// FD: carries file descriptors beside the frame (host mode's unix
+	// socket, SCM_RIGHTS in the sendmsg of the frame's first byte): one
+	// (HOST_SHARE) or RingFDs (RING_SETUP).
 	FD bool
 
 	// Symbols are the guest library entry points (CUDA driver API, NVML,
@@ -74,7 +75,51 @@ type OpInfo struct {
 	// except on notifications (host to guest: nothing to check).
 	Check     string
 	Unchecked string
+	// Stubs are guest library entry points generated from the row
+	// (guest-lib/src/cuda/calls_gen.c): driver functions whose arguments
+	// map one to one onto the request's fields and whose results come
+	// from the reply's. Their rows in guest-lib/tables say `registry`.
+	Stubs []CStub
 }
+
+// CStub is a generated guest entry point: `CUresult Symbol(Params...)`.
+// It checks its pointers, fills the request from its In parameters, sends
+// it (ShapeSync: waits for the reply; ShapeAsync: queues it) and writes
+// the reply's fields through its Out parameters.
+type CStub struct {
+	Symbol  string
+	Aliases []string // more exported names of the same function (_ptsz)
+	Params  []CParam
+}
+
+// CParam is one parameter of a generated entry point.
+type CParam struct {
+	C     string // its C declaration: "CUgraph hGraph"
+	Field string // the request field it fills, or the reply field it receives
+	Kind  ParamKind
+}
+
+// ParamKind says how a generated entry point passes a parameter.
+type ParamKind uint8
+
+// Parameter kinds.
+const (
+	// InValue: an integer, copied into the request field.
+	InValue ParamKind = iota + 1
+	// InHandle: an opaque handle the backend gave out (a graph, an
+	// executable graph), the session's handle itself; NULL is
+	// CUDA_ERROR_INVALID_HANDLE.
+	InHandle
+	// InStream: a CUstream; the legacy and per-thread streams and NULL are
+	// the guest's default stream (0).
+	InStream
+	// OutHandle: a pointer that receives a handle from the reply; NULL is
+	// CUDA_ERROR_INVALID_VALUE.
+	OutHandle
+	// OutValue: a pointer that receives an integer from the reply; NULL is
+	// CUDA_ERROR_INVALID_VALUE.
+	OutValue
+)
 
 // Shape says how a call travels.
 type Shape uint8

@@ -12,6 +12,7 @@ const (
 	OpPing      Opcode = 0x0005
 	OpSetOption Opcode = 0x0006
 	OpGetStats  Opcode = 0x0007
+	OpRingSetup Opcode = 0x0008
 
 	OpDeviceGetCount     Opcode = 0x0101
 	OpDeviceGetInfo      Opcode = 0x0102
@@ -36,6 +37,15 @@ const (
 	OpMemGetAddressRange Opcode = 0x0209
 	OpHostShare          Opcode = 0x020a
 	OpHostUnshare        Opcode = 0x020b
+	OpMemAllocAsync      Opcode = 0x020c
+	OpMemFreeAsync       Opcode = 0x020d
+	OpMemAddressReserve  Opcode = 0x020e
+	OpMemAddressFree     Opcode = 0x020f
+	OpMemCreate          Opcode = 0x0210
+	OpMemRelease         Opcode = 0x0211
+	OpMemMap             Opcode = 0x0212
+	OpMemUnmap           Opcode = 0x0213
+	OpMemSetAccess       Opcode = 0x0214
 	OpMemGetGranularity  Opcode = 0x0280
 
 	OpModuleLoad           Opcode = 0x0301
@@ -46,6 +56,7 @@ const (
 	OpFuncSetAttribute     Opcode = 0x0306
 	OpOccupancyMaxBlocks   Opcode = 0x0307
 	OpOccupancyMaxClusters Opcode = 0x0380
+	OpModuleListFunctions  Opcode = 0x0381
 
 	OpLaunchKernel   Opcode = 0x0401
 	OpLaunchKernelEx Opcode = 0x0480
@@ -62,6 +73,14 @@ const (
 	OpEventSynchronize Opcode = 0x0604
 	OpEventQuery       Opcode = 0x0605
 	OpEventElapsedTime Opcode = 0x0606
+
+	OpStreamBeginCapture Opcode = 0x0701
+	OpStreamEndCapture   Opcode = 0x0702
+	OpStreamIsCapturing  Opcode = 0x0703
+	OpGraphInstantiate   Opcode = 0x0704
+	OpGraphLaunch        Opcode = 0x0705
+	OpGraphExecDestroy   Opcode = 0x0706
+	OpGraphDestroy       Opcode = 0x0707
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

@@ -43,6 +43,9 @@ const (
 	// comes as OpNotifyOutput before the reply of each synchronising call
 	// (offered where the process's GPU work runs in its own host process).
 	FeatureDeviceOutput uint64 = 1 << 6
+	// FeatureShmRing: host mode's requests and replies on shared-memory
+	// rings (OpRingSetup; see ring.go).
+	FeatureShmRing uint64 = 1 << 7
 )
 
 // Roles of a HELLO sender.
@@ -129,6 +132,15 @@ type SessionStats struct {
 	NanosInCall uint64 // time in all handlers (receipt to reply written)
 	Launches    uint64 // kernel launches (executed, or validated on sim)
 	Emulated    uint64 // launches the sim emulated (never counted as executed)
+	// The per-layer trace (vgpu serve --trace or VGPU_TRACE=1; zero
+	// otherwise): for the requests traced, the nanoseconds summed per
+	// layer, from the first byte of a request to its reply written.
+	Traced        uint64 // requests traced (a batch is one)
+	NanosRead     uint64 // first header byte to the whole frame read
+	NanosQueued   uint64 // frame read to its execution start (waiting behind earlier frames)
+	NanosValidate uint64 // execution start to the handler (table checks, validation)
+	NanosHandler  uint64 // the handler: argument translation and the device call
+	NanosReply    uint64 // handler end to the reply written (or queued behind others)
 }
 
 // DeviceReq names a device ordinal (as the guest numbers them).
@@ -422,6 +434,25 @@ type FunctionReply struct {
 	ParamBytes uint32 // size of the whole parameter block
 }
 
+// ModuleFunctionsReq lists a module's kernels (OpModuleListFunctions),
+// from the First-th on in the device's order.
+type ModuleFunctionsReq struct {
+	Module uint64
+	First  uint32
+	Pad0   uint32
+}
+
+// ModuleFunctionsReply answers OpModuleListFunctions: the module has Total
+// kernels; Count names follow from First on, each NUL-terminated, at most
+// MaxFunctionListBytes of them (ask again from First+Count for more).
+type ModuleFunctionsReply struct {
+	Total uint32
+	Count uint32
+}
+
+// MaxFunctionListBytes bounds the names one ModuleFunctionsReply carries.
+const MaxFunctionListBytes = 32 << 10
+
 // GlobalReply answers OpModuleGetGlobal.
 type GlobalReply struct {
 	Ptr  uint64
@@ -627,4 +658,98 @@ type ErrorNotify struct {
 	Error     int32
 	Opcode    uint16
 	Pad0      uint16
+}
+
+// BeginCaptureReq starts capturing a stream (STREAM_BEGIN_CAPTURE).
+type BeginCaptureReq struct {
+	Stream uint64
+	Mode   uint32 // CUstreamCaptureMode: 0 global, 1 thread-local, 2 relaxed
+	Pad0   uint32
+}
+
+// CaptureStatusReply says whether a stream is capturing
+// (STREAM_IS_CAPTURING): a CUstreamCaptureStatus, 0 none, 1 active,
+// 2 invalidated.
+type CaptureStatusReply struct {
+	Status uint32
+	Pad0   uint32
+}
+
+// GraphInstantiateReq instantiates a graph (GRAPH_INSTANTIATE).
+type GraphInstantiateReq struct {
+	Graph uint64
+	Flags uint64 // CUgraphInstantiate_flags
+}
+
+// GraphLaunchReq launches an instantiated graph on a stream (GRAPH_LAUNCH).
+type GraphLaunchReq struct {
+	Exec   uint64
+	Stream uint64
+}
+
+// MemAllocAsyncReq allocates device memory in stream order
+// (MEM_ALLOC_ASYNC: cuMemAllocAsync, from the device's default pool).
+type MemAllocAsyncReq struct {
+	Device uint32
+	Flags  uint32 // none defined
+	Size   uint64
+	Stream uint64
+}
+
+// MemFreeAsyncReq frees an allocation in stream order (MEM_FREE_ASYNC).
+type MemFreeAsyncReq struct {
+	Ptr    uint64
+	Stream uint64
+}
+
+// The virtual-memory API (cuMemAddressReserve, cuMemCreate, cuMemMap,
+// cuMemSetAccess): device memory the guest maps into address ranges it
+// reserved.
+
+// MemReserveReq reserves a device virtual address range
+// (MEM_ADDRESS_RESERVE) through device Device's context.
+type MemReserveReq struct {
+	Device    uint32
+	Pad0      uint32
+	Size      uint64
+	Alignment uint64 // 0: the allocation granularity
+	Flags     uint64 // none defined
+}
+
+// MemRangeReq names [Ptr, Ptr+Size) (MEM_ADDRESS_FREE, MEM_UNMAP).
+type MemRangeReq struct {
+	Ptr  uint64
+	Size uint64
+}
+
+// MemCreateReq creates physical memory on device Device (MEM_CREATE):
+// the fields of a CUmemAllocationProp of location type device.
+type MemCreateReq struct {
+	Device      uint32
+	Type        uint32 // CUmemAllocationType: 1 pinned
+	HandleTypes uint32 // CUmemAllocationHandleType bits: none served
+	Compression uint8
+	RDMA        uint8
+	Usage       uint16
+	Size        uint64
+	Flags       uint64 // none defined
+}
+
+// MemMapReq maps [Offset, Offset+Size) of physical memory Handle at Ptr,
+// inside a reserved range (MEM_MAP).
+type MemMapReq struct {
+	Ptr    uint64
+	Size   uint64
+	Offset uint64
+	Handle uint64
+}
+
+// MemSetAccessReq sets device Device's access to [Ptr, Ptr+Size), which
+// must be mapped (MEM_SET_ACCESS): CUmemAccess_flags, 3 read-write (the
+// one served; 0 none and 1 read-only are not).
+type MemSetAccessReq struct {
+	Ptr    uint64
+	Size   uint64
+	Device uint32
+	Flags  uint32
 }

@@ -38,6 +38,7 @@ typedef float vgpu_f32;
 #define VGPU_FEATURE_MODULE_HASH 0x10u
 #define VGPU_FEATURE_HOST_SHARE 0x20u
 #define VGPU_FEATURE_DEVICE_OUTPUT 0x40u
+#define VGPU_FEATURE_SHM_RING 0x80u
 #define VGPU_ROLE_LIBRARY 0x1u
 #define VGPU_ROLE_DRIVER 0x2u
 #define VGPU_COPY_ASYNC 0x1u
@@ -65,12 +66,31 @@ typedef float vgpu_f32;
 #define VGPU_MONITOR_CLOCKS 0x4u
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
+#define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
 #define VGPU_OUTPUT_STDOUT 0x1u
 #define VGPU_OUTPUT_STDERR 0x2u
 #define VGPU_OUTPUT_FINAL 0x1u
 #define VGPU_MAX_OUTPUT_CHUNK 0xfd0u
+#define VGPU_RING_MAGIC 0x47524756u
+#define VGPU_RING_VERSION 0x1u
+#define VGPU_RING_HEADER_SIZE 0x1000u
+#define VGPU_RING_MIN_BYTES 0x10000u
+#define VGPU_RING_MAX_BYTES 0x4000000u
+#define VGPU_RING_FDS 0x5u
+#define VGPU_RING_OFF_MAGIC 0x0u
+#define VGPU_RING_OFF_REQ_TAIL 0x40u
+#define VGPU_RING_OFF_REQ_HEAD 0x80u
+#define VGPU_RING_OFF_COMP_TAIL 0xc0u
+#define VGPU_RING_OFF_COMP_HEAD 0x100u
+#define VGPU_RING_OFF_SRV_SLEEP 0x140u
+#define VGPU_RING_OFF_SRV_WAIT 0x180u
+#define VGPU_RING_OFF_CLI_SLEEP 0x1c0u
+#define VGPU_RING_OFF_CLI_WAIT 0x200u
+#define VGPU_RING_CARRIER_SIZE 0x8u
+#define VGPU_RING_DEFAULT_BYTES 0x100000u
+#define VGPU_RING_DEFAULT_SPIN_NS 0x4e20u
 
 /* Opcodes: area in the high byte. */
 #define VGPU_OP_HELLO 0x0001u
@@ -80,6 +100,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_PING 0x0005u
 #define VGPU_OP_SET_OPTION 0x0006u
 #define VGPU_OP_GET_STATS 0x0007u
+#define VGPU_OP_RING_SETUP 0x0008u
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -102,6 +123,15 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_GET_ADDRESS_RANGE 0x0209u
 #define VGPU_OP_HOST_SHARE 0x020au
 #define VGPU_OP_HOST_UNSHARE 0x020bu
+#define VGPU_OP_MEM_ALLOC_ASYNC 0x020cu
+#define VGPU_OP_MEM_FREE_ASYNC 0x020du
+#define VGPU_OP_MEM_ADDRESS_RESERVE 0x020eu
+#define VGPU_OP_MEM_ADDRESS_FREE 0x020fu
+#define VGPU_OP_MEM_CREATE 0x0210u
+#define VGPU_OP_MEM_RELEASE 0x0211u
+#define VGPU_OP_MEM_MAP 0x0212u
+#define VGPU_OP_MEM_UNMAP 0x0213u
+#define VGPU_OP_MEM_SET_ACCESS 0x0214u
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -111,6 +141,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_FUNC_SET_ATTRIBUTE 0x0306u
 #define VGPU_OP_OCCUPANCY_MAX_BLOCKS 0x0307u
 #define VGPU_OP_OCCUPANCY_MAX_CLUSTERS 0x0380u
+#define VGPU_OP_MODULE_LIST_FUNCTIONS 0x0381u
 #define VGPU_OP_LAUNCH_KERNEL 0x0401u
 #define VGPU_OP_LAUNCH_KERNEL_EX 0x0480u
 #define VGPU_OP_STREAM_CREATE 0x0501u
@@ -124,6 +155,13 @@ typedef float vgpu_f32;
 #define VGPU_OP_EVENT_SYNCHRONIZE 0x0604u
 #define VGPU_OP_EVENT_QUERY 0x0605u
 #define VGPU_OP_EVENT_ELAPSED_TIME 0x0606u
+#define VGPU_OP_STREAM_BEGIN_CAPTURE 0x0701u
+#define VGPU_OP_STREAM_END_CAPTURE 0x0702u
+#define VGPU_OP_STREAM_IS_CAPTURING 0x0703u
+#define VGPU_OP_GRAPH_INSTANTIATE 0x0704u
+#define VGPU_OP_GRAPH_LAUNCH 0x0705u
+#define VGPU_OP_GRAPH_EXEC_DESTROY 0x0706u
+#define VGPU_OP_GRAPH_DESTROY 0x0707u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -265,8 +303,14 @@ struct vgpu_session_stats {
 	uint64_t nanos_in_call;
 	uint64_t launches;
 	uint64_t emulated;
+	uint64_t traced;
+	uint64_t nanos_read;
+	uint64_t nanos_queued;
+	uint64_t nanos_validate;
+	uint64_t nanos_handler;
+	uint64_t nanos_reply;
 };
-_Static_assert(sizeof(struct vgpu_session_stats) == 64, "vgpu_session_stats size");
+_Static_assert(sizeof(struct vgpu_session_stats) == 112, "vgpu_session_stats size");
 _Static_assert(offsetof(struct vgpu_session_stats, calls) == 0, "vgpu_session_stats.calls");
 _Static_assert(offsetof(struct vgpu_session_stats, bytes_hto_d) == 8, "vgpu_session_stats.bytes_hto_d");
 _Static_assert(offsetof(struct vgpu_session_stats, bytes_dto_h) == 16, "vgpu_session_stats.bytes_dto_h");
@@ -275,6 +319,20 @@ _Static_assert(offsetof(struct vgpu_session_stats, nanos_dto_h) == 32, "vgpu_ses
 _Static_assert(offsetof(struct vgpu_session_stats, nanos_in_call) == 40, "vgpu_session_stats.nanos_in_call");
 _Static_assert(offsetof(struct vgpu_session_stats, launches) == 48, "vgpu_session_stats.launches");
 _Static_assert(offsetof(struct vgpu_session_stats, emulated) == 56, "vgpu_session_stats.emulated");
+_Static_assert(offsetof(struct vgpu_session_stats, traced) == 64, "vgpu_session_stats.traced");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_read) == 72, "vgpu_session_stats.nanos_read");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_queued) == 80, "vgpu_session_stats.nanos_queued");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_validate) == 88, "vgpu_session_stats.nanos_validate");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_handler) == 96, "vgpu_session_stats.nanos_handler");
+_Static_assert(offsetof(struct vgpu_session_stats, nanos_reply) == 104, "vgpu_session_stats.nanos_reply");
+
+struct vgpu_ring_setup_req {
+	uint64_t ring_bytes;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_ring_setup_req) == 16, "vgpu_ring_setup_req size");
+_Static_assert(offsetof(struct vgpu_ring_setup_req, ring_bytes) == 0, "vgpu_ring_setup_req.ring_bytes");
+_Static_assert(offsetof(struct vgpu_ring_setup_req, flags) == 8, "vgpu_ring_setup_req.flags");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -538,6 +596,98 @@ struct vgpu_host_unshare_req {
 _Static_assert(sizeof(struct vgpu_host_unshare_req) == 8, "vgpu_host_unshare_req size");
 _Static_assert(offsetof(struct vgpu_host_unshare_req, base) == 0, "vgpu_host_unshare_req.base");
 
+struct vgpu_mem_alloc_async_req {
+	uint32_t device;
+	uint32_t flags;
+	uint64_t size;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_mem_alloc_async_req) == 24, "vgpu_mem_alloc_async_req size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, device) == 0, "vgpu_mem_alloc_async_req.device");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, flags) == 4, "vgpu_mem_alloc_async_req.flags");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, size) == 8, "vgpu_mem_alloc_async_req.size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_async_req, stream) == 16, "vgpu_mem_alloc_async_req.stream");
+
+struct vgpu_mem_free_async_req {
+	uint64_t ptr;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_mem_free_async_req) == 16, "vgpu_mem_free_async_req size");
+_Static_assert(offsetof(struct vgpu_mem_free_async_req, ptr) == 0, "vgpu_mem_free_async_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_free_async_req, stream) == 8, "vgpu_mem_free_async_req.stream");
+
+struct vgpu_mem_reserve_req {
+	uint32_t device;
+	uint32_t pad0;
+	uint64_t size;
+	uint64_t alignment;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_mem_reserve_req) == 32, "vgpu_mem_reserve_req size");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, device) == 0, "vgpu_mem_reserve_req.device");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, pad0) == 4, "vgpu_mem_reserve_req.pad0");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, size) == 8, "vgpu_mem_reserve_req.size");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, alignment) == 16, "vgpu_mem_reserve_req.alignment");
+_Static_assert(offsetof(struct vgpu_mem_reserve_req, flags) == 24, "vgpu_mem_reserve_req.flags");
+
+struct vgpu_mem_range_req {
+	uint64_t ptr;
+	uint64_t size;
+};
+_Static_assert(sizeof(struct vgpu_mem_range_req) == 16, "vgpu_mem_range_req size");
+_Static_assert(offsetof(struct vgpu_mem_range_req, ptr) == 0, "vgpu_mem_range_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_range_req, size) == 8, "vgpu_mem_range_req.size");
+
+struct vgpu_mem_create_req {
+	uint32_t device;
+	uint32_t type;
+	uint32_t handle_types;
+	uint8_t compression;
+	uint8_t rdma;
+	uint16_t usage;
+	uint64_t size;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_mem_create_req) == 32, "vgpu_mem_create_req size");
+_Static_assert(offsetof(struct vgpu_mem_create_req, device) == 0, "vgpu_mem_create_req.device");
+_Static_assert(offsetof(struct vgpu_mem_create_req, type) == 4, "vgpu_mem_create_req.type");
+_Static_assert(offsetof(struct vgpu_mem_create_req, handle_types) == 8, "vgpu_mem_create_req.handle_types");
+_Static_assert(offsetof(struct vgpu_mem_create_req, compression) == 12, "vgpu_mem_create_req.compression");
+_Static_assert(offsetof(struct vgpu_mem_create_req, rdma) == 13, "vgpu_mem_create_req.rdma");
+_Static_assert(offsetof(struct vgpu_mem_create_req, usage) == 14, "vgpu_mem_create_req.usage");
+_Static_assert(offsetof(struct vgpu_mem_create_req, size) == 16, "vgpu_mem_create_req.size");
+_Static_assert(offsetof(struct vgpu_mem_create_req, flags) == 24, "vgpu_mem_create_req.flags");
+
+struct vgpu_handle_reply {
+	uint64_t handle;
+};
+_Static_assert(sizeof(struct vgpu_handle_reply) == 8, "vgpu_handle_reply size");
+_Static_assert(offsetof(struct vgpu_handle_reply, handle) == 0, "vgpu_handle_reply.handle");
+
+struct vgpu_mem_map_req {
+	uint64_t ptr;
+	uint64_t size;
+	uint64_t offset;
+	uint64_t handle;
+};
+_Static_assert(sizeof(struct vgpu_mem_map_req) == 32, "vgpu_mem_map_req size");
+_Static_assert(offsetof(struct vgpu_mem_map_req, ptr) == 0, "vgpu_mem_map_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_map_req, size) == 8, "vgpu_mem_map_req.size");
+_Static_assert(offsetof(struct vgpu_mem_map_req, offset) == 16, "vgpu_mem_map_req.offset");
+_Static_assert(offsetof(struct vgpu_mem_map_req, handle) == 24, "vgpu_mem_map_req.handle");
+
+struct vgpu_mem_set_access_req {
+	uint64_t ptr;
+	uint64_t size;
+	uint32_t device;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct vgpu_mem_set_access_req) == 24, "vgpu_mem_set_access_req size");
+_Static_assert(offsetof(struct vgpu_mem_set_access_req, ptr) == 0, "vgpu_mem_set_access_req.ptr");
+_Static_assert(offsetof(struct vgpu_mem_set_access_req, size) == 8, "vgpu_mem_set_access_req.size");
+_Static_assert(offsetof(struct vgpu_mem_set_access_req, device) == 16, "vgpu_mem_set_access_req.device");
+_Static_assert(offsetof(struct vgpu_mem_set_access_req, flags) == 20, "vgpu_mem_set_access_req.flags");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -690,6 +840,24 @@ _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, shared_mem) == 32, "v
 _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, pad0) == 36, "vgpu_cluster_occupancy_req.pad0");
 _Static_assert(offsetof(struct vgpu_cluster_occupancy_req, cluster) == 40, "vgpu_cluster_occupancy_req.cluster");
 
+struct vgpu_module_functions_req {
+	uint64_t module;
+	uint32_t first;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_module_functions_req) == 16, "vgpu_module_functions_req size");
+_Static_assert(offsetof(struct vgpu_module_functions_req, module) == 0, "vgpu_module_functions_req.module");
+_Static_assert(offsetof(struct vgpu_module_functions_req, first) == 8, "vgpu_module_functions_req.first");
+_Static_assert(offsetof(struct vgpu_module_functions_req, pad0) == 12, "vgpu_module_functions_req.pad0");
+
+struct vgpu_module_functions_reply {
+	uint32_t total;
+	uint32_t count;
+};
+_Static_assert(sizeof(struct vgpu_module_functions_reply) == 8, "vgpu_module_functions_reply size");
+_Static_assert(offsetof(struct vgpu_module_functions_reply, total) == 0, "vgpu_module_functions_reply.total");
+_Static_assert(offsetof(struct vgpu_module_functions_reply, count) == 4, "vgpu_module_functions_reply.count");
+
 struct vgpu_launch_req {
 	uint64_t func;
 	uint64_t stream;
@@ -733,12 +901,6 @@ _Static_assert(offsetof(struct vgpu_stream_create_req, device) == 0, "vgpu_strea
 _Static_assert(offsetof(struct vgpu_stream_create_req, flags) == 4, "vgpu_stream_create_req.flags");
 _Static_assert(offsetof(struct vgpu_stream_create_req, priority) == 8, "vgpu_stream_create_req.priority");
 _Static_assert(offsetof(struct vgpu_stream_create_req, pad0) == 12, "vgpu_stream_create_req.pad0");
-
-struct vgpu_handle_reply {
-	uint64_t handle;
-};
-_Static_assert(sizeof(struct vgpu_handle_reply) == 8, "vgpu_handle_reply size");
-_Static_assert(offsetof(struct vgpu_handle_reply, handle) == 0, "vgpu_handle_reply.handle");
 
 struct vgpu_stream_wait_event_req {
 	uint64_t stream;
@@ -787,6 +949,40 @@ struct vgpu_elapsed_time_reply {
 _Static_assert(sizeof(struct vgpu_elapsed_time_reply) == 8, "vgpu_elapsed_time_reply size");
 _Static_assert(offsetof(struct vgpu_elapsed_time_reply, milliseconds) == 0, "vgpu_elapsed_time_reply.milliseconds");
 _Static_assert(offsetof(struct vgpu_elapsed_time_reply, pad0) == 4, "vgpu_elapsed_time_reply.pad0");
+
+struct vgpu_begin_capture_req {
+	uint64_t stream;
+	uint32_t mode;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_begin_capture_req) == 16, "vgpu_begin_capture_req size");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, stream) == 0, "vgpu_begin_capture_req.stream");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, mode) == 8, "vgpu_begin_capture_req.mode");
+_Static_assert(offsetof(struct vgpu_begin_capture_req, pad0) == 12, "vgpu_begin_capture_req.pad0");
+
+struct vgpu_capture_status_reply {
+	uint32_t status;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_capture_status_reply) == 8, "vgpu_capture_status_reply size");
+_Static_assert(offsetof(struct vgpu_capture_status_reply, status) == 0, "vgpu_capture_status_reply.status");
+_Static_assert(offsetof(struct vgpu_capture_status_reply, pad0) == 4, "vgpu_capture_status_reply.pad0");
+
+struct vgpu_graph_instantiate_req {
+	uint64_t graph;
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_graph_instantiate_req) == 16, "vgpu_graph_instantiate_req size");
+_Static_assert(offsetof(struct vgpu_graph_instantiate_req, graph) == 0, "vgpu_graph_instantiate_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_instantiate_req, flags) == 8, "vgpu_graph_instantiate_req.flags");
+
+struct vgpu_graph_launch_req {
+	uint64_t exec;
+	uint64_t stream;
+};
+_Static_assert(sizeof(struct vgpu_graph_launch_req) == 16, "vgpu_graph_launch_req size");
+_Static_assert(offsetof(struct vgpu_graph_launch_req, exec) == 0, "vgpu_graph_launch_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_launch_req, stream) == 8, "vgpu_graph_launch_req.stream");
 
 struct vgpu_host_func_req {
 	uint64_t stream;
@@ -849,6 +1045,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_PING: return "PING";
 	case VGPU_OP_SET_OPTION: return "SET_OPTION";
 	case VGPU_OP_GET_STATS: return "GET_STATS";
+	case VGPU_OP_RING_SETUP: return "RING_SETUP";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";
@@ -871,6 +1068,15 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_GET_ADDRESS_RANGE: return "MEM_GET_ADDRESS_RANGE";
 	case VGPU_OP_HOST_SHARE: return "HOST_SHARE";
 	case VGPU_OP_HOST_UNSHARE: return "HOST_UNSHARE";
+	case VGPU_OP_MEM_ALLOC_ASYNC: return "MEM_ALLOC_ASYNC";
+	case VGPU_OP_MEM_FREE_ASYNC: return "MEM_FREE_ASYNC";
+	case VGPU_OP_MEM_ADDRESS_RESERVE: return "MEM_ADDRESS_RESERVE";
+	case VGPU_OP_MEM_ADDRESS_FREE: return "MEM_ADDRESS_FREE";
+	case VGPU_OP_MEM_CREATE: return "MEM_CREATE";
+	case VGPU_OP_MEM_RELEASE: return "MEM_RELEASE";
+	case VGPU_OP_MEM_MAP: return "MEM_MAP";
+	case VGPU_OP_MEM_UNMAP: return "MEM_UNMAP";
+	case VGPU_OP_MEM_SET_ACCESS: return "MEM_SET_ACCESS";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
@@ -880,6 +1086,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_FUNC_SET_ATTRIBUTE: return "FUNC_SET_ATTRIBUTE";
 	case VGPU_OP_OCCUPANCY_MAX_BLOCKS: return "OCCUPANCY_MAX_BLOCKS";
 	case VGPU_OP_OCCUPANCY_MAX_CLUSTERS: return "OCCUPANCY_MAX_CLUSTERS";
+	case VGPU_OP_MODULE_LIST_FUNCTIONS: return "MODULE_LIST_FUNCTIONS";
 	case VGPU_OP_LAUNCH_KERNEL: return "LAUNCH_KERNEL";
 	case VGPU_OP_LAUNCH_KERNEL_EX: return "LAUNCH_KERNEL_EX";
 	case VGPU_OP_STREAM_CREATE: return "STREAM_CREATE";
@@ -893,6 +1100,13 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_EVENT_SYNCHRONIZE: return "EVENT_SYNCHRONIZE";
 	case VGPU_OP_EVENT_QUERY: return "EVENT_QUERY";
 	case VGPU_OP_EVENT_ELAPSED_TIME: return "EVENT_ELAPSED_TIME";
+	case VGPU_OP_STREAM_BEGIN_CAPTURE: return "STREAM_BEGIN_CAPTURE";
+	case VGPU_OP_STREAM_END_CAPTURE: return "STREAM_END_CAPTURE";
+	case VGPU_OP_STREAM_IS_CAPTURING: return "STREAM_IS_CAPTURING";
+	case VGPU_OP_GRAPH_INSTANTIATE: return "GRAPH_INSTANTIATE";
+	case VGPU_OP_GRAPH_LAUNCH: return "GRAPH_LAUNCH";
+	case VGPU_OP_GRAPH_EXEC_DESTROY: return "GRAPH_EXEC_DESTROY";
+	case VGPU_OP_GRAPH_DESTROY: return "GRAPH_DESTROY";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

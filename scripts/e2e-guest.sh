@@ -8,10 +8,23 @@ set -uo pipefail
 ct=$1 lib=$2 cts=${3:-} drv=${4:-}
 [[ -c /dev/vgpu ]] || { echo "e2e-guest: no /dev/vgpu (vgpu.ko not loaded?)"; exit 1; }
 status=0
+# pageable_copies copies half the guest's RAM in the first run (TCG takes tens of
+# seconds to fill and check the pages: a longer limit there); the others copy less.
+limit=180
 for variant in "$ct" "$ct/sm_90"; do
 	echo "-- guest: $(basename "$variant")"
-	"$(dirname "$0")/cuda-tests/run.sh" "$variant" --lib "$lib" | tail -6 || status=1
+	"$(dirname "$0")/cuda-tests/run.sh" "$variant" --lib "$lib" --timeout $limit | tail -6 || status=1
+	export PAGEABLE_COPIES_MAX_MIB=128
+	limit=60
 done
+# Copies stay under vgpu.ko's max_pin_mb however it is set: the library reads it
+# and chunks below it (a refused chunk used to end the process's session).
+pin=/sys/module/vgpu/parameters/max_pin_mb
+old_pin=$(cat $pin)
+echo 8 >$pin
+echo "-- guest: pageable_copies with max_pin_mb=8"
+PAGEABLE_COPIES_MAX_MIB=32 "$(dirname "$0")/cuda-tests/run.sh" "$ct" --lib "$lib" pageable_copies | tail -1 || status=1
+echo "$old_pin" >$pin
 # run_all ARGS...: run.sh's summary line, its whole table when something failed
 run_all() {
 	local out

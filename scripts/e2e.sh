@@ -43,6 +43,8 @@ rm -rf "$drv" && mkdir -p "$drv" && cp -a "$lib"/libcuda.so.1 "$lib"/libnvidia-m
 
 status=0
 echo "== e2e: host mode against the sim device"
+# pageable_copies: the large copy of every guest-mode run is the point; here 256 MiB do.
+export PAGEABLE_COPIES_MAX_MIB=256
 sock=$root/build/e2e-sim.sock
 rm -f "$sock"
 bin/vgpu serve --device sim --unix "$sock" --log-level warn >"$logs/serve-hostmode.log" 2>&1 &
@@ -67,6 +69,7 @@ kill $srv; wait $srv 2>/dev/null || true
 trap - EXIT
 
 echo "== e2e: inside the TCG guest (vgpu.ko, virtio-vsock, vhost-user, sim device)"
+unset PAGEABLE_COPIES_MAX_MIB
 VGPU_DEVICE=sim bin/vgpu vm run --module "$ko" --mem 2G --cpus 2 --timings --timeout 900s \
 	-- "$root/scripts/e2e-guest.sh" "$ct" "$lib" "$cts" "$drv" 2>&1 | grep -v '^!!' | tee "$logs/guest.log" | tail -40
 [[ ${PIPESTATUS[0]} == 0 ]] || status=1

@@ -41,7 +41,7 @@ t=guest-lib/tests
 nvcc -fatbin -arch sm_90 -o "$b/k.fatbin" $t/library_kernels.cu &&
 	nvcc -fatbin -gencode arch=compute_86,code=sm_86 -o "$b/k86.fatbin" $t/library_kernels.cu &&
 	cc -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -DKERNELS_FATBIN="\"$b/k.fatbin\"" \
-		-DSM86_FATBIN="\"$b/k86.fatbin\"" -o "$b/library_test" $t/library_test.c -L"$drv" -l:libcuda.so.1 -ldl ||
+		-DSM86_FATBIN="\"$b/k86.fatbin\"" -o "$b/library_test" $t/library_test.c -L"$drv" -l:libcuda.so.1 -ldl -lpthread ||
 	echo "  build failed"
 
 # library MODE WHERE LIBDIR: library_test with CUDA_MODULE_LOADING=MODE on LIBDIR's libcuda.so.1

@@ -21,6 +21,43 @@ type CallResult struct {
 	Count     int
 	PerCallUS float64 // microseconds per call as the program sees it
 	BackendUS float64 // the backend's own time per call (vgpu only; 0 if unknown)
+	// Layers is where each call's time went, when the backend traces
+	// (vgpu serve --trace); nil otherwise.
+	Layers *Layers
+}
+
+// Layers is one measurement's time per program call in each layer the
+// backend stamps (microseconds, averaged over the calls: a launch batched
+// with 999 others carries a thousandth of its frame). Rest is what the
+// backend did not see: the library (encoding, batching, waiting), the
+// transport both ways (socket or vsock, the guest kernel) and, in a guest,
+// the guest's own emulation.
+type Layers struct {
+	FramesPerCall                                    float64
+	ReadUS, QueuedUS, ValidateUS, HandlerUS, ReplyUS float64
+	RestUS                                           float64
+}
+
+// layers computes a measurement's breakdown from the stats before and
+// after it; nil when nothing was traced.
+func layers(before, after BackendStats, calls int, perCallUS float64) *Layers {
+	n := after.Traced - before.Traced
+	if n == 0 || calls == 0 {
+		return nil
+	}
+	per := func(a, b uint64) float64 { return float64(b-a) / 1e3 / float64(calls) }
+	l := &Layers{FramesPerCall: float64(n) / float64(calls),
+		ReadUS: per(before.NanosRead, after.NanosRead), QueuedUS: per(before.NanosQueued, after.NanosQueued),
+		ValidateUS: per(before.NanosValidate, after.NanosValidate), HandlerUS: per(before.NanosHandler, after.NanosHandler),
+		ReplyUS: per(before.NanosReply, after.NanosReply)}
+	l.RestUS = perCallUS - l.BackendUS()
+	return l
+}
+
+// BackendUS is the layers' sum: the backend's time per call, from a
+// frame's first byte to its reply written.
+func (l *Layers) BackendUS() float64 {
+	return l.ReadUS + l.QueuedUS + l.ValidateUS + l.HandlerUS + l.ReplyUS
 }
 
 // Calls measures the async null-kernel launch rate, launch+synchronize
@@ -87,6 +124,7 @@ func (d *Driver) Calls(minTime time.Duration) ([]CallResult, error) {
 		r.PerCallUS = el.Seconds() * 1e6 / float64(r.Count)
 		if after, ok := d.Stats(); ok && haveStats && after.Calls > before.Calls {
 			r.BackendUS = float64(after.NanosInCall-before.NanosInCall) / 1e3 / float64(after.Calls-before.Calls)
+			r.Layers = layers(before, after, r.Count, r.PerCallUS)
 		}
 		out = append(out, r)
 	}

@@ -167,9 +167,12 @@ func (d *Driver) SetCopyEngine(engine uint64) error {
 	return nil
 }
 
-// BackendStats mirrors protocol.SessionStats.
+// BackendStats mirrors protocol.SessionStats (a library older than the
+// trace fields leaves them zero).
 type BackendStats struct {
 	Calls, BytesHtoD, BytesDtoH, NanosHtoD, NanosDtoH, NanosInCall, Launches, Emulated uint64
+	// The backend's per-layer trace (vgpu serve --trace).
+	Traced, NanosRead, NanosQueued, NanosValidate, NanosHandler, NanosReply uint64
 }
 
 // Stats returns the backend's counters for this process's session, or false

@@ -34,6 +34,25 @@ type (
 	Module uintptr
 	// Function is a kernel of a loaded module.
 	Function uintptr
+	// MemHandle is physical memory of the virtual-memory API
+	// (CUmemGenericAllocationHandle).
+	MemHandle uint64
+	// Graph is a graph (CUgraph), made by stream capture.
+	Graph uintptr
+	// GraphExec is an instantiated graph (CUgraphExec).
+	GraphExec uintptr
+)
+
+// Stream capture modes (CUstreamCaptureMode) and statuses
+// (CUstreamCaptureStatus), cuda.h.
+const (
+	CaptureModeGlobal      = 0
+	CaptureModeThreadLocal = 1
+	CaptureModeRelaxed     = 2
+
+	CaptureStatusNone        = 0
+	CaptureStatusActive      = 1
+	CaptureStatusInvalidated = 2
 )
 
 // DefaultStream is the context's legacy NULL stream.
@@ -123,7 +142,10 @@ type Driver interface {
 // Host buffers: a synchronous copy may use b only during the call. An
 // asynchronous HtoD copy may reuse src when the call returns; an asynchronous
 // DtoH copy writes dst until the stream reaches the copy's end, so dst must
-// stay valid (and should be registered memory) until then.
+// stay valid (and should be registered memory) until then. A copy's host
+// buffer lies either inside one HostRegister'ed range or outside all of them:
+// CUDA answers a buffer that spans a registration's end (into unregistered
+// memory or another registration) with ErrInvalidValue.
 type Context interface {
 	Ordinal() int
 	Properties() (*Properties, error)
@@ -131,6 +153,25 @@ type Context interface {
 	MemAlloc(size uint64) (Ptr, error)
 	MemFree(p Ptr) error
 	MemGetInfo() (free, total uint64, err error)
+	// MemAllocAsync allocates from the device's default memory pool in
+	// s's order (usable by work queued on s after it); MemFreeAsync frees
+	// such memory (or MemAlloc's) once s reaches the free.
+	MemAllocAsync(size uint64, s Stream) (Ptr, error)
+	MemFreeAsync(p Ptr, s Stream) error
+
+	// The virtual-memory API. MemAddressReserve reserves an address range
+	// (align 0: the granularity); MemCreate makes physical memory on this
+	// device (pinned, no export handles); MemMap maps part of it into a
+	// reserved range and MemSetAccess makes a mapped range readable and
+	// writable by this device. Physical memory released while mapped goes
+	// when its last mapping does.
+	MemAddressReserve(size, align uint64) (Ptr, error)
+	MemAddressFree(p Ptr, size uint64) error
+	MemCreate(size uint64, prop AllocProp) (MemHandle, error)
+	MemRelease(h MemHandle) error
+	MemMap(p Ptr, size, offset uint64, h MemHandle) error
+	MemUnmap(p Ptr, size uint64) error
+	MemSetAccess(p Ptr, size uint64) error
 	// MemGetGranularity is cuMemGetAllocationGranularity for an
 	// allocation on this device (option 0 minimum, 1 recommended).
 	MemGetGranularity(p AllocProp, option uint32) (uint64, error)
@@ -152,6 +193,9 @@ type Context interface {
 	ModuleUnload(m Module) error
 	ModuleGetFunction(m Module, name string) (Function, error)
 	ModuleGetGlobal(m Module, name string) (Ptr, uint64, error)
+	// ModuleFunctionNames lists the kernels of m, in the driver's order
+	// (cuModuleEnumerateFunctions and cuFuncGetName).
+	ModuleFunctionNames(m Module) ([]string, error)
 	// FuncParams returns the kernel's parameter layout.
 	FuncParams(f Function) ([]Param, error)
 	FuncGetAttribute(f Function, attr int) (int32, error)
@@ -180,6 +224,20 @@ type Context interface {
 	EventSynchronize(e Event) error
 	EventQuery(e Event) error
 	EventElapsed(start, end Event) (float32, error)
+
+	// StreamBeginCapture starts capturing s: the work queued on it from
+	// now on is recorded into a graph instead of executed (mode is a
+	// CaptureMode*). StreamEndCapture ends it and returns the graph;
+	// StreamCaptureStatus says whether s is capturing (CaptureStatus*).
+	StreamBeginCapture(s Stream, mode int) error
+	StreamEndCapture(s Stream) (Graph, error)
+	StreamCaptureStatus(s Stream) (int, error)
+	// GraphInstantiate makes an executable graph of g (flags:
+	// CUgraphInstantiate_flags); GraphLaunch queues it on s.
+	GraphInstantiate(g Graph, flags uint64) (GraphExec, error)
+	GraphLaunch(e GraphExec, s Stream) error
+	GraphExecDestroy(e GraphExec) error
+	GraphDestroy(g Graph) error
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream
@@ -272,6 +330,7 @@ const (
 	ErrInvalidSource       Result = 300
 	ErrFileNotFound        Result = 301
 	ErrInvalidHandle       Result = 400
+	ErrIllegalState        Result = 401
 	ErrNotFound            Result = 500
 	ErrNotReady            Result = 600
 	ErrIllegalAddress      Result = 700
@@ -283,6 +342,10 @@ const (
 	ErrHostMemNotReg       Result = 713
 	ErrNotPermitted        Result = 800
 	ErrNotSupported        Result = 801
+	ErrCaptureUnsupported  Result = 900 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+	ErrCaptureInvalidated  Result = 901 // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+	ErrCaptureUnmatched    Result = 903 // CUDA_ERROR_STREAM_CAPTURE_UNMATCHED
+	ErrCaptureImplicit     Result = 906 // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
 	ErrInvalidAddressSpace Result = 717
 	ErrInvalidClusterSize  Result = 912
 	ErrUnknown             Result = 999
@@ -303,7 +366,9 @@ var resultNames = map[Result]string{
 	ErrHostMemNotReg: "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", ErrNotPermitted: "CUDA_ERROR_NOT_PERMITTED",
 	ErrNotSupported: "CUDA_ERROR_NOT_SUPPORTED", ErrInvalidAddressSpace: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
 	ErrDeviceUnavailable: "CUDA_ERROR_DEVICE_UNAVAILABLE", ErrInvalidClusterSize: "CUDA_ERROR_INVALID_CLUSTER_SIZE",
-	ErrUnknown: "CUDA_ERROR_UNKNOWN",
+	ErrUnknown:      "CUDA_ERROR_UNKNOWN",
+	ErrIllegalState: "CUDA_ERROR_ILLEGAL_STATE", ErrCaptureUnsupported: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", ErrCaptureInvalidated: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+	ErrCaptureUnmatched: "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", ErrCaptureImplicit: "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
 }
 
 func (r Result) String() string {

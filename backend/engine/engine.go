@@ -252,28 +252,39 @@ func (e *Engine) lookupDev(cc *chunkCache, c device.Context, p *Piece) (device.P
 }
 
 // direct issues one asynchronous copy per run of adjacent pieces; guest RAM
-// is registered first, so each run is a DMA from pinned memory.
+// is registered first, so each run is a DMA from pinned memory. A run is cut
+// at each registration chunk's end: CUDA refuses a host range that leaves
+// the registration it starts in (CUDA_ERROR_INVALID_VALUE), and guest pages
+// that are physically contiguous across a chunk boundary are common in a
+// guest with more than a chunk of RAM.
 func (e *Engine) direct(c device.Context, dir Dir, dev device.Ptr, src Source, s device.Stream) error {
 	var cc chunkCache
 	var off device.Ptr
 	return eachRun(src, func(run *Piece) error {
-		if e.reg != nil && run.Region != nil {
-			// Register every chunk the run touches.
-			for o := run.Off; o < run.Off+uint64(len(run.Host)); o = (o/ChunkSize + 1) * ChunkSize {
-				q := Piece{Region: run.Region, Off: o, Host: run.Region.Host[o : o+1]}
+		h := run.Host
+		for len(h) > 0 {
+			n := uint64(len(h))
+			if e.reg != nil && run.Region != nil {
+				o := run.Off + uint64(len(run.Host)-len(h))
+				n = min(n, (o/ChunkSize+1)*ChunkSize-o)
+				q := Piece{Region: run.Region, Off: o, Host: h[:1]}
 				if _, err := e.devOf(&cc, c, &q); err != nil {
 					return err
 				}
 			}
+			var err error
+			if dir == HtoD {
+				err = c.MemcpyHtoD(dev+off, h[:n], s, true)
+			} else {
+				err = c.MemcpyDtoH(h[:n], dev+off, s, true)
+			}
+			if err != nil {
+				return err
+			}
+			off += device.Ptr(n)
+			h = h[n:]
 		}
-		var err error
-		if dir == HtoD {
-			err = c.MemcpyHtoD(dev+off, run.Host, s, true)
-		} else {
-			err = c.MemcpyDtoH(run.Host, dev+off, s, true)
-		}
-		off += device.Ptr(len(run.Host))
-		return err
+		return nil
 	})
 }
 

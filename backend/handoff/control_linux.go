@@ -61,6 +61,10 @@ type Message struct {
 	// frames (OpHostShare), which the worker maps itself, within these caps.
 	ShareMax      int    `json:"share_max,omitempty"`
 	ShareMaxBytes uint64 `json:"share_max_bytes,omitempty"`
+	// And its shared-memory rings (OpRingSetup): refused, or how long
+	// their sides spin before sleeping (0: the default).
+	NoRing     bool  `json:"no_ring,omitempty"`
+	RingSpinNs int64 `json:"ring_spin_ns,omitempty"`
 	// Prefix is what the manager already read of a session's stream (the
 	// guest's HELLO, read to learn which guest process it belongs to): the
 	// worker serves these bytes before the stream's own.

@@ -1,13 +1,21 @@
 package hostmode
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/backend/shmring"
 	"github.com/vgpu-project/vgpu/backend/transport"
+	"github.com/vgpu-project/vgpu/protocol"
 )
 
 // maxPendingFDs bounds the fds a connection holds before a frame claims
@@ -25,6 +33,26 @@ type Conn struct {
 	fds     []int // received, not yet taken
 	closed  bool
 	dropped int // fds closed because too many were pending
+
+	// Rings (OpRingSetup): once ring is set, reads and writes use it and
+	// the socket carries only fd carriers (under fdMu: carriers, partial).
+	opt       Options
+	ring      atomic.Pointer[shmring.Endpoint]
+	ringMu    sync.Mutex // one setup
+	wdeadline atomic.Int64
+	carriers  []carrier
+	partial   carrier // being received
+	// tw writes without waiting on the socket (transport.TryWriter, the
+	// session's fast path); nil if the socket cannot.
+	tw *transport.SocketTryWriter
+}
+
+// carrier is an fd carrier on the socket in ring mode: the fds beside it
+// belong to the frame at request-ring position pos.
+type carrier struct {
+	buf []byte // the 8-byte position as received so far
+	pos uint64
+	fds []int
 }
 
 // NewConn wraps an accepted (or handed-over) unix stream connection. With
@@ -35,13 +63,25 @@ func NewConn(c *net.UnixConn, vm string, opt Options) transport.Conn {
 	if opt.NoShare {
 		return &plainConn{UnixConn: c, vm: vm}
 	}
-	return &Conn{UnixConn: c, vm: vm, shares: newShareSet(opt), oob: make([]byte, unix.CmsgSpace(4*maxPendingFDs))}
+	hc := &Conn{UnixConn: c, vm: vm, shares: newShareSet(opt), oob: make([]byte, unix.CmsgSpace(4*maxPendingFDs)), opt: opt}
+	hc.tw, _ = transport.NewSocketTryWriter(c)
+	return hc
 }
 
 // Read reads bytes and collects the fds that come with them (recvmsg;
-// close-on-exec).
+// close-on-exec); on rings, it reads the request ring.
 func (c *Conn) Read(b []byte) (int, error) {
+	if r := c.ring.Load(); r != nil {
+		return r.Read(b)
+	}
 	n, oobn, flags, _, err := c.UnixConn.ReadMsgUnix(b, c.oob)
+	if n <= 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		if r := c.ring.Load(); r != nil {
+			// StartRing interrupted this read: the stream moved.
+			_ = c.UnixConn.SetReadDeadline(time.Time{})
+			return r.Read(b)
+		}
+	}
 	if n < 0 {
 		// recvmsg failed (ECONNRESET: the client closed with data
 		// unread): ReadMsgUnix passes the syscall's -1 on, which an
@@ -87,13 +127,212 @@ func (c *Conn) collect(oob []byte) {
 	}
 }
 
-// TakeFDs returns the fds received since the last call; the caller owns them.
+// TakeFDs returns the fds received since the last call; the caller owns
+// them. On rings: those of the carriers that name a request-ring position
+// already read.
 func (c *Conn) TakeFDs() []int {
+	if r := c.ring.Load(); r != nil {
+		c.drainCarriers()
+		at := r.ReadPos()
+		c.fdMu.Lock()
+		defer c.fdMu.Unlock()
+		var fds []int
+		keep := c.carriers[:0]
+		for _, k := range c.carriers {
+			if k.pos < at {
+				fds = append(fds, k.fds...)
+			} else {
+				keep = append(keep, k)
+			}
+		}
+		c.carriers = keep
+		return fds
+	}
 	c.fdMu.Lock()
 	defer c.fdMu.Unlock()
 	fds := c.fds
 	c.fds = nil
 	return fds
+}
+
+// Write writes to the socket, or on rings to the completion ring.
+func (c *Conn) Write(b []byte) (int, error) {
+	if r := c.ring.Load(); r != nil {
+		return r.Write(b)
+	}
+	return c.UnixConn.Write(b)
+}
+
+// TryWrite writes what of b fits now without waiting: on the completion
+// ring once on rings, else on the socket (transport.TryWriter).
+func (c *Conn) TryWrite(b []byte) (int, error) {
+	if r := c.ring.Load(); r != nil {
+		return r.TryWrite(b)
+	}
+	if c.tw == nil {
+		return 0, nil // the writer goroutine writes it
+	}
+	return c.tw.TryWrite(b)
+}
+
+// SetWriteDeadline bounds writes on the socket and on the completion ring.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.wdeadline.Store(0)
+	} else {
+		c.wdeadline.Store(t.UnixNano())
+	}
+	if r := c.ring.Load(); r != nil {
+		r.SetWriteDeadline(t)
+	}
+	return c.UnixConn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets both deadlines (the read side on the socket only).
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.UnixConn.SetReadDeadline(t)
+}
+
+// RingOK: rings are offered unless Options.NoRing.
+func (c *Conn) RingOK() bool { return !c.opt.NoRing }
+
+// StartRing moves the connection onto shared-memory rings; see
+// transport.RingConn.
+func (c *Conn) StartRing(ringBytes uint64, fds []int) error {
+	c.ringMu.Lock()
+	defer c.ringMu.Unlock()
+	closeAll := func() {
+		for _, fd := range fds {
+			_ = unix.Close(fd)
+		}
+	}
+	if c.opt.NoRing {
+		closeAll()
+		return errors.New("hostmode: rings are turned off on this socket")
+	}
+	if c.ring.Load() != nil {
+		closeAll()
+		return errors.New("hostmode: the connection is on rings already")
+	}
+	sock := -1
+	rc, err := c.UnixConn.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) { sock, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+		if err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		closeAll()
+		return fmt.Errorf("hostmode: dup of the socket: %w", err)
+	}
+	r, err := shmring.NewServer(fds, ringBytes, shmring.Options{Spin: c.opt.RingSpin, Sock: sock, OnSock: c.drainCarriers})
+	if err != nil {
+		return err
+	}
+	if d := c.wdeadline.Load(); d != 0 {
+		r.SetWriteDeadline(time.Unix(0, d))
+	}
+	c.fdMu.Lock()
+	closed := c.closed
+	if !closed {
+		c.ring.Store(r)
+		// fds that came on the socket before are the setup's or strays.
+		for _, fd := range c.fds {
+			_ = unix.Close(fd)
+		}
+		c.fds = nil
+	}
+	c.fdMu.Unlock()
+	if closed {
+		_ = r.Close()
+		return net.ErrClosed
+	}
+	// The reader is (or will be) blocked reading the socket: interrupt it;
+	// Read goes on with the ring.
+	_ = c.UnixConn.SetReadDeadline(time.Unix(1, 0))
+	return nil
+}
+
+// drainCarriers reads the fd carriers waiting on the socket (ring mode,
+// without blocking) and reports whether the socket ended.
+func (c *Conn) drainCarriers() (ended bool) {
+	r := c.ring.Load()
+	if r == nil {
+		return false
+	}
+	rc, err := c.UnixConn.SyscallConn()
+	if err != nil {
+		return true
+	}
+	c.fdMu.Lock()
+	defer c.fdMu.Unlock()
+	cerr := rc.Control(func(fd uintptr) {
+		for {
+			var b [protocol.RingCarrierSize]byte
+			want := protocol.RingCarrierSize - len(c.partial.buf)
+			n, oobn, flags, _, err := unix.Recvmsg(int(fd), b[:want], c.oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+			if err == unix.EINTR {
+				continue
+			}
+			if err == unix.EAGAIN {
+				return
+			}
+			if err != nil || n == 0 {
+				ended = true
+				return
+			}
+			if oobn > 0 {
+				c.carrierFDs(c.oob[:oobn])
+			}
+			if flags&unix.MSG_CTRUNC != 0 {
+				c.dropped++
+			}
+			c.partial.buf = append(c.partial.buf, b[:n]...)
+			if len(c.partial.buf) == protocol.RingCarrierSize {
+				c.partial.pos = binary.LittleEndian.Uint64(c.partial.buf)
+				if len(c.partial.fds) > 0 { // one without fds carries nothing
+					c.carriers = append(c.carriers, c.partial)
+				}
+				c.partial = carrier{}
+			}
+		}
+	})
+	if cerr != nil {
+		return true
+	}
+	return ended
+}
+
+// carrierFDs attaches received fds to the carrier being read (under fdMu),
+// within the bound on pending fds.
+func (c *Conn) carrierFDs(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	pending := len(c.partial.fds)
+	for _, k := range c.carriers {
+		pending += len(k.fds)
+	}
+	for i := range msgs {
+		fds, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if c.closed || pending >= maxPendingFDs {
+				_ = unix.Close(fd)
+				c.dropped++
+				continue
+			}
+			c.partial.fds = append(c.partial.fds, fd)
+			pending++
+		}
+	}
 }
 
 // DroppedFDs counts fds closed unclaimed because too many arrived at once.
@@ -110,10 +349,17 @@ func (c *Conn) Close() error {
 	c.fdMu.Lock()
 	fds := c.fds
 	c.fds = nil
+	for _, k := range append(c.carriers, c.partial) {
+		fds = append(fds, k.fds...)
+	}
+	c.carriers, c.partial = nil, carrier{}
 	c.closed = true
 	c.fdMu.Unlock()
 	for _, fd := range fds {
 		_ = unix.Close(fd)
+	}
+	if r := c.ring.Load(); r != nil {
+		_ = r.Close()
 	}
 	c.shares.close()
 	return err
@@ -155,7 +401,11 @@ func (c *Conn) ShareOptions() Options { return c.shares.opt }
 // use included) and their bytes.
 func (c *Conn) ShareStats() (n int, bytes uint64) { return c.shares.stats() }
 
-var _ transport.MemorySharer = (*Conn)(nil)
+var (
+	_ transport.MemorySharer = (*Conn)(nil)
+	_ transport.RingConn     = (*Conn)(nil)
+	_ transport.TryWriter    = (*Conn)(nil)
+)
 
 // plainConn is a connection that carries data inline only (Options.NoShare):
 // a plain read drops any fd the client sends (the kernel closes it).

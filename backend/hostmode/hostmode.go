@@ -13,6 +13,12 @@
 // regions and device-mapped (zero-copy) registration work as they do for
 // a VM's RAM. PeerCID and PeerPort are 0.
 //
+// A connection may move onto shared-memory rings (OpRingSetup,
+// protocol/ring.go): StartRing maps them (backend/shmring), interrupts the
+// reader's socket read, and from then on Read and Write use the rings and
+// the socket carries only fd carriers (TakeFDs hands out those whose ring
+// position has been read) and the connection's end.
+//
 // Trust: anyone who can connect to the socket can use the GPU; the socket
 // is created with mode 0660 by default (see Options). Nothing the client
 // sends is trusted: a shared fd must be a memfd sealed against shrinking
@@ -29,6 +35,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/vgpu-project/vgpu/backend/transport"
 )
@@ -50,6 +57,12 @@ type Options struct {
 	MaxShareBytes uint64
 	// NoShare refuses OpHostShare: every connection carries data inline.
 	NoShare bool
+	// NoRing refuses OpRingSetup: every connection stays on the socket.
+	NoRing bool
+	// RingSpin is how long a ring's reader or writer polls before it
+	// sleeps on its eventfd (0: protocol.RingDefaultSpinNs; negative: no
+	// spinning).
+	RingSpin time.Duration
 }
 
 func (o Options) withDefaults() Options {

@@ -53,6 +53,8 @@ type Config struct {
 	Limits protocol.Limits
 	// AllowUnprivilegedSegments: tests only (see session.Config).
 	AllowUnprivilegedSegments bool
+	// Trace: sessions stamp every request per layer (session.Config.Trace).
+	Trace bool
 	// ExclusiveContext: this process serves one session (a worker).
 	ExclusiveContext bool
 	Version          string
@@ -307,6 +309,7 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		HostFuncTimeout:           s.cfg.HostFuncTimeout,
 		CallTimeout:               s.cfg.CallTimeout,
 		OnCallTimeout:             s.cfg.OnCallTimeout,
+		Trace:                     s.cfg.Trace,
 	})
 	err := sess.Serve(ctx)
 	if err != nil {

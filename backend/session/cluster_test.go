@@ -1,6 +1,8 @@
 package session_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/vgpu-project/vgpu/backend/device"
@@ -154,4 +156,58 @@ func TestUnservedAttributesReadZero(t *testing.T) {
 	if info.Attrs[16] != p.Attrs[16] || info.Attrs[75] != 9 {
 		t.Errorf("other attributes changed: SMs %d (device %d), major %d", info.Attrs[16], p.Attrs[16], info.Attrs[75])
 	}
+}
+
+// MODULE_LIST_FUNCTIONS names a module's kernels, in pages of at most
+// MaxFunctionListBytes, for cuModuleEnumerateFunctions and the tools
+// table's function iterator.
+func TestModuleListFunctions(t *testing.T) {
+	e := start(t, opts{})
+	load := func(ptx string) uint64 {
+		t.Helper()
+		req := protocol.ModuleLoadReq{Kind: protocol.ImagePTX, Image: protocol.BufRef{Kind: protocol.BufInline, Len: uint64(len(ptx))}}
+		mod, _ := must[protocol.ModuleLoadReq, protocol.ModuleLoadReply](e, protocol.OpModuleLoad, req, []byte(ptx))
+		return mod.Module
+	}
+	list := func(mod uint64) []string {
+		t.Helper()
+		var names []string
+		for first := uint32(0); ; {
+			rep, tail := must[protocol.ModuleFunctionsReq, protocol.ModuleFunctionsReply](e, protocol.OpModuleListFunctions, protocol.ModuleFunctionsReq{Module: mod, First: first}, nil)
+			if len(tail) > protocol.MaxFunctionListBytes {
+				t.Fatalf("a page of %d bytes", len(tail))
+			}
+			got := strings.Split(strings.TrimSuffix(string(tail), "\x00"), "\x00")
+			if rep.Count == 0 {
+				got = nil
+			}
+			if uint32(len(got)) != rep.Count {
+				t.Fatalf("page from %d: %d names for a count of %d", first, len(got), rep.Count)
+			}
+			names = append(names, got...)
+			first += rep.Count
+			if first >= rep.Total {
+				return names
+			}
+			if rep.Count == 0 {
+				t.Fatalf("an empty page at %d of %d", first, rep.Total)
+			}
+		}
+	}
+	if got := list(load(testPTX)); strings.Join(got, ",") != "noargs,saxpy,withstruct" {
+		t.Fatalf("kernels %q", got)
+	}
+	// 120 kernels of 400-byte names: two pages.
+	var b strings.Builder
+	b.WriteString(".version 8.0\n.target sm_90\n.address_size 64\n")
+	for i := 0; i < 120; i++ {
+		fmt.Fprintf(&b, ".visible .entry k%03d%s()\n{\nret;\n}\n", i, strings.Repeat("x", 396))
+	}
+	if got := list(load(b.String())); len(got) != 120 || got[119] != "k119"+strings.Repeat("x", 396) {
+		t.Fatalf("%d kernels listed", len(got))
+	}
+	st, _, _ := do[protocol.ModuleFunctionsReq, protocol.ModuleFunctionsReply](e, protocol.OpModuleListFunctions, protocol.ModuleFunctionsReq{Module: 0xbad}, nil)
+	wantStatus(t, "a module not the session's", st, device.ErrInvalidHandle)
+	st, _, _ = do[protocol.ModuleFunctionsReq, protocol.ModuleFunctionsReply](e, protocol.OpModuleListFunctions, protocol.ModuleFunctionsReq{Module: load(testPTX), First: 4}, nil)
+	wantStatus(t, "from past the end", st, device.ErrInvalidValue)
 }

@@ -25,6 +25,10 @@ type Config struct {
 	// MaxCallSegments caps the segments of one call across continuation
 	// frames (zero: 1<<20, 4 GiB of 4 KiB pages).
 	MaxCallSegments int
+	// Trace stamps every request at each layer boundary (read, queued,
+	// validated, handler, reply): the sums go into OpGetStats' trace
+	// fields and the last TraceKeep records are kept (TraceRecords).
+	Trace bool
 	// AllowUnprivilegedSegments accepts segments from unprivileged source
 	// ports. Tests only: any guest process can use such a port.
 	AllowUnprivilegedSegments bool

@@ -117,7 +117,7 @@ func (s *Session) defaultStream(dev int, enqueue bool) (device.Stream, error) {
 // joinDefault applies the legacy rule before work is queued on o: a
 // blocking stream waits for its default stream's work so far.
 func (s *Session) joinDefault(o *streamObj) error {
-	if !s.sharedContext() || !o.blocking {
+	if !s.sharedContext() || !o.blocking || o.capturing {
 		return nil
 	}
 	if d := s.st.defaults[o.dev]; d != nil && d.work != o.seen {
@@ -198,6 +198,11 @@ func (s *Session) syncDevice(dev int) error {
 // dropStream destroys a stream of the session (its join event too).
 func (s *Session) dropStream(o *streamObj) error {
 	ctx := s.cfg.Devices[o.dev]
+	if o.capturing { // the capture ends with the stream; its graph is nobody's
+		if g, err := s.endCapture(o); err == nil {
+			_ = ctx.GraphDestroy(g)
+		}
+	}
 	if s.st.dirty[o.dev] != nil {
 		if _, dirty := s.st.dirty[o.dev][o]; dirty {
 			// Its work still precedes the default stream's next work.

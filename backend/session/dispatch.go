@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"time"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -45,6 +46,9 @@ func (s *Session) run(c *call) error {
 	}
 	if err := s.validate(c); err != nil {
 		return err
+	}
+	if s.cfg.Trace && !c.batch {
+		c.validated = time.Now().UnixNano()
 	}
 	h, ok := handlers[f.Opcode]
 	if !ok {

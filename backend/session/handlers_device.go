@@ -2,6 +2,7 @@ package session
 
 import (
 	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -20,6 +21,9 @@ func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, erro
 	if s.cfg.Output != nil {
 		offer |= protocol.FeatureDeviceOutput
 	}
+	if rc, ok := s.conn.(transport.RingConn); ok && rc.RingOK() {
+		offer |= protocol.FeatureShmRing
+	}
 	rep := protocol.HelloReply{
 		Major: uint16(protocol.Major), Minor: uint16(protocol.Minor),
 		DeviceCount: uint32(len(s.cfg.Devices)),
@@ -29,6 +33,7 @@ func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, erro
 		SessionID: s.cfg.ID,
 	}
 	s.outputOn.Store(rep.Features&protocol.FeatureDeviceOutput != 0)
+	s.ringOn.Store(rep.Features&protocol.FeatureShmRing != 0)
 	protocol.SetString(rep.BackendVersion[:], s.cfg.BackendVersion)
 	protocol.SetString(rep.DeviceKind[:], s.cfg.DeviceKind)
 	s.proc.setPID(r.PID, r.Role)

@@ -8,6 +8,7 @@ import (
 	"github.com/vgpu-project/vgpu/backend/budget"
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/backend/guestmem"
+	"github.com/vgpu-project/vgpu/backend/shmring"
 	"github.com/vgpu-project/vgpu/backend/transport"
 	"github.com/vgpu-project/vgpu/protocol"
 )
@@ -86,6 +87,46 @@ func hostUnshare(s *Session, c *call, r *protocol.HostUnshareReq) error {
 	}
 	if err := s.sharer.Unshare(guestmem.GPA(r.Base)); err != nil {
 		return device.Errorf(op, device.ErrInvalidValue, "%v", err)
+	}
+	return nil
+}
+
+// ringSetup moves a host-mode session onto shared-memory rings
+// (OpRingSetup; protocol/ring.go): the connection takes the memfd and
+// eventfds, and the reply to this request is the first frame on the
+// completion ring.
+func ringSetup(s *Session, c *call, r *protocol.RingSetupReq) error {
+	const op = "OpRingSetup"
+	fds := s.frameFDs
+	s.frameFDs = nil
+	rc, ok := s.conn.(transport.RingConn)
+	if !ok || !rc.RingOK() {
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrNotSupported, "this connection cannot move onto shared-memory rings (host mode's unix socket only)")
+	}
+	if !s.ringOn.Load() {
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrNotSupported, "HELLO did not negotiate FeatureShmRing")
+	}
+	if len(fds) != protocol.RingFDs {
+		s.closeFDs(fds)
+		return device.Errorf(op, device.ErrInvalidValue, "RING_SETUP came with %d file descriptors, want %d (the memfd and 4 eventfds)", len(fds), protocol.RingFDs)
+	}
+	if err := rc.StartRing(r.RingBytes, fds); err != nil { // owns the fds now
+		return device.Errorf(op, device.ErrInvalidValue, "%v", err)
+	}
+	s.log.Debug("session moved onto shared-memory rings", "ring_bytes", r.RingBytes)
+	return nil
+}
+
+// checkRingSetup checks OpRingSetup's arguments (the fds, memfd and
+// eventfds are the handler's and the connection's).
+func checkRingSetup(s *Session, c *call, r *protocol.RingSetupReq) error {
+	if r.Flags != 0 {
+		return invalid(c, "ring flags %#x (none defined)", r.Flags)
+	}
+	if err := shmring.CheckSize(r.RingBytes); err != nil {
+		return invalid(c, "%v", err)
 	}
 	return nil
 }

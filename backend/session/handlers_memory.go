@@ -11,30 +11,60 @@ func memAlloc(s *Session, c *call, r *protocol.MemAllocReq) (protocol.PtrReply, 
 	if err != nil {
 		return protocol.PtrReply{}, err
 	}
-	if r.Size == 0 {
-		return protocol.PtrReply{}, device.Errorf("OpMemAlloc", device.ErrInvalidValue, "size 0")
+	return s.allocate("OpMemAlloc", ctx, int(r.Device), r.Size, ctx.MemAlloc)
+}
+
+// allocate makes an allocation of size bytes on device dev with alloc,
+// within the session's object budget and the VM's memory cap, and tracks
+// it.
+func (s *Session) allocate(op string, ctx device.Context, dev int, size uint64, alloc func(uint64) (device.Ptr, error)) (protocol.PtrReply, error) {
+	if size == 0 {
+		return protocol.PtrReply{}, device.Errorf(op, device.ErrInvalidValue, "size 0")
 	}
-	if err := s.newObject("OpMemAlloc", len(s.st.ranges)); err != nil {
+	if err := s.newObject(op, len(s.st.ranges)); err != nil {
 		return protocol.PtrReply{}, err
 	}
-	if !s.cfg.Quota.Reserve(r.Size) {
+	if !s.cfg.Quota.Reserve(size) {
 		s.dropObject()
-		return protocol.PtrReply{}, device.Errorf("OpMemAlloc", device.ErrOutOfMemory, "%d bytes would exceed this VM's device memory cap of %d bytes (%d in use)", r.Size, s.cfg.Quota.Limit, s.cfg.Quota.Used())
+		return protocol.PtrReply{}, device.Errorf(op, device.ErrOutOfMemory, "%d bytes would exceed this VM's device memory cap of %d bytes (%d in use)", size, s.cfg.Quota.Limit, s.cfg.Quota.Used())
 	}
-	p, err := ctx.MemAlloc(r.Size)
+	p, err := alloc(size)
 	if err != nil {
-		s.cfg.Quota.Release(r.Size)
+		s.cfg.Quota.Release(size)
 		s.dropObject()
 		return protocol.PtrReply{}, err
 	}
-	if err := s.st.add(memRange{base: uint64(p), size: r.Size, dev: int(r.Device), kind: kindAlloc}); err != nil {
+	if err := s.st.add(memRange{base: uint64(p), size: size, dev: dev, kind: kindAlloc}); err != nil {
 		_ = ctx.MemFree(p)
-		s.cfg.Quota.Release(r.Size)
+		s.cfg.Quota.Release(size)
 		s.dropObject()
 		return protocol.PtrReply{}, err
 	}
-	s.proc.charge(int(r.Device), r.Size)
+	s.proc.charge(dev, size)
 	return protocol.PtrReply{Ptr: uint64(p)}, nil
+}
+
+// memAllocAsync is cuMemAllocAsync: an allocation from the device's
+// default pool in a stream's order, tracked and capped as MEM_ALLOC's.
+// The stream's device is the allocation's.
+func memAllocAsync(s *Session, c *call, r *protocol.MemAllocAsyncReq) (protocol.PtrReply, error) {
+	const op = "OpMemAllocAsync"
+	dev := int(r.Device)
+	if o, ok := s.st.streams[r.Stream]; ok {
+		dev = o.dev
+	}
+	ctx, err := s.device(uint32(dev))
+	if err != nil {
+		return protocol.PtrReply{}, err
+	}
+	st, err := s.stream(r.Stream, dev, true)
+	if err != nil {
+		return protocol.PtrReply{}, err
+	}
+	if err := s.refuseCaptured(op, ctx, st, "a stream-ordered allocation"); err != nil {
+		return protocol.PtrReply{}, err
+	}
+	return s.allocate(op, ctx, dev, r.Size, func(n uint64) (device.Ptr, error) { return ctx.MemAllocAsync(n, st) })
 }
 
 func memFree(s *Session, c *call, r *protocol.PtrReq) error {
@@ -50,6 +80,37 @@ func memFree(s *Session, c *call, r *protocol.PtrReq) error {
 	}
 	mr := *m
 	if err := s.cfg.Devices[mr.dev].MemFree(device.Ptr(mr.base)); err != nil {
+		return err
+	}
+	s.st.remove(mr.base)
+	s.cfg.Quota.Release(mr.size)
+	s.dropObject()
+	s.proc.uncharge(mr.dev, mr.size)
+	return nil
+}
+
+// memFreeAsync is cuMemFreeAsync: the allocation (MEM_ALLOC's or
+// MEM_ALLOC_ASYNC's) is the session's no more from now on; the device
+// frees it when the stream reaches the free.
+func memFreeAsync(s *Session, c *call, r *protocol.MemFreeAsyncReq) error {
+	const op = "OpMemFreeAsync"
+	m, err := s.st.find(op, r.Ptr, 1)
+	if err != nil {
+		return err
+	}
+	if m.kind != kindAlloc || m.base != r.Ptr {
+		return device.Errorf(op, device.ErrInvalidValue, "%#x is not the start of an allocation", r.Ptr)
+	}
+	mr := *m
+	ctx := s.cfg.Devices[mr.dev]
+	st, err := s.stream(r.Stream, mr.dev, true)
+	if err != nil {
+		return err
+	}
+	if err := s.refuseCaptured(op, ctx, st, "a stream-ordered free"); err != nil {
+		return err
+	}
+	if err := ctx.MemFreeAsync(device.Ptr(mr.base), st); err != nil {
 		return err
 	}
 	s.st.remove(mr.base)
@@ -86,6 +147,9 @@ func memcpyHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
 	}
 	ctx, _, st, err := s.target("OpMemcpyHtoD", r.Dst, r.Src.Len, r.Stream)
 	if err != nil {
+		return err
+	}
+	if err := s.refuseCaptured("OpMemcpyHtoD", ctx, st, "a copy from guest memory"); err != nil {
 		return err
 	}
 	async := r.Flags&protocol.CopyAsync != 0
@@ -133,6 +197,9 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 	}
 	ctx, _, st, err := s.target("OpMemcpyDtoH", r.Src, r.Dst.Len, r.Stream)
 	if err != nil {
+		return err
+	}
+	if err := s.refuseCaptured("OpMemcpyDtoH", ctx, st, "a copy to guest memory"); err != nil {
 		return err
 	}
 	async := r.Flags&protocol.CopyAsync != 0

@@ -130,6 +130,38 @@ func moduleGetFunction(s *Session, c *call, r *protocol.NameReq) error {
 	return nil
 }
 
+// moduleListFunctions answers the names of a module's kernels from r.First
+// on, as many as fit MaxFunctionListBytes (cuModuleEnumerateFunctions; the
+// guest gets each one's handle with MODULE_GET_FUNCTION).
+func moduleListFunctions(s *Session, c *call, r *protocol.ModuleFunctionsReq) error {
+	const op = "OpModuleListFunctions"
+	m, ok := s.st.modules[r.Module]
+	if !ok {
+		return device.Errorf(op, device.ErrInvalidHandle, "module %#x is not this session's", r.Module)
+	}
+	names, err := s.cfg.Devices[m.dev].ModuleFunctionNames(m.h)
+	if err != nil {
+		return err
+	}
+	if uint64(r.First) > uint64(len(names)) {
+		return device.Errorf(op, device.ErrInvalidValue, "from kernel %d of %d", r.First, len(names))
+	}
+	rep := protocol.ModuleFunctionsReply{Total: uint32(len(names))}
+	var tail []byte
+	for _, n := range names[r.First:] {
+		if len(n) == 0 || len(n) > MaxNameLen {
+			return device.Errorf(op, device.ErrUnknown, "the device named a kernel with %d bytes", len(n))
+		}
+		if len(tail)+len(n)+1 > protocol.MaxFunctionListBytes {
+			break
+		}
+		tail = append(append(tail, n...), 0)
+		rep.Count++
+	}
+	c.out = append(protocol.Append(c.out, &rep), tail...)
+	return nil
+}
+
 func moduleGetGlobal(s *Session, c *call, r *protocol.NameReq) (protocol.GlobalReply, error) {
 	const op = "OpModuleGetGlobal"
 	m, name, err := s.name(c, op, r)

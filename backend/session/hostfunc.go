@@ -39,6 +39,9 @@ func hostFuncLaunch(s *Session, c *call, r *protocol.HostFuncReq) error {
 	if err != nil {
 		return err
 	}
+	if err := s.refuseCaptured(op, ctx, st, "a host function"); err != nil {
+		return err
+	}
 	id := r.CallbackID
 	hf := &hostFunc{done: make(chan int32, 1), reqID: c.f.RequestID}
 	s.hfMu.Lock()

@@ -243,9 +243,10 @@ func (s *Session) enqueueReply(b *[]byte, force bool) {
 // queued or being written and the connection can try a write without
 // waiting (the fast path: one write system call, no goroutine hop). What
 // did not fit goes to the head of the queue for the writer; it reports
-// false, leaving b to the queue, when the fast path does not apply. Forced
-// sends never come here: they come from device threads, which must not
-// block on the socket.
+// false, leaving b to the queue, when the fast path does not apply. It
+// never waits for the peer (the write deadline of the session's end
+// bounds only the writer's blocking writes). Forced sends still go
+// through the queue: they are ordered behind what the writer holds.
 func (s *Session) writeDirect(b *[]byte) bool {
 	if s.tw == nil {
 		return false

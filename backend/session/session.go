@@ -79,10 +79,13 @@ type Session struct {
 	proc  *processUse
 
 	own        sessionStats
+	traces     traceRing // Config.Trace: the latest records
 	stickySeen bool
 	// outputOn: the library asked for device output (FeatureDeviceOutput).
 	outputOn atomic.Bool
 	outMu    sync.Mutex // one flush of device output at a time
+	// ringOn: HELLO negotiated FeatureShmRing.
+	ringOn atomic.Bool
 	// broken is set when the recover boundary caught a panic: the
 	// session's state can no longer be trusted, so every later call fails
 	// with this error (as a sticky CUDA error would) until the guest
@@ -96,6 +99,8 @@ type inFrame struct {
 	recv time.Time // when its header arrived
 	fds  []int     // OpHostShare: the fds that came with it
 	size int64     // bytes it holds (budget.RequestBytes)
+	// first and read: its first byte and its whole arrival (unix ns).
+	first, read int64
 	// sink takes its reply; nil: the stream (see Submit).
 	sink ReplySink
 }
@@ -252,10 +257,6 @@ func (s *Session) Serve(ctx context.Context) error {
 	defer stop()
 
 	err := s.guardedReadLoop()
-	// Replies written directly by the executor (the fast path) are bound
-	// by the same deadline as the writer's: a client that reads nothing
-	// more does not hold the executor.
-	_ = s.conn.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
 	close(s.closing)        // host functions waiting for the guest give up
 	s.closeExec()
@@ -364,6 +365,7 @@ func (s *Session) readLoop() error {
 			continue
 		}
 		recv := time.Now()
+		first := s.frameStart.Load()
 		n := int(h.FrameLen())
 		in := newInFrame()
 		in.buf = getBuf(n)
@@ -373,6 +375,9 @@ func (s *Session) readLoop() error {
 			return fmt.Errorf("session: frame %v (request %d) truncated: %w", h.Opcode, h.RequestID, err)
 		}
 		s.frameStart.Store(0)
+		if s.cfg.Trace {
+			in.first, in.read = first, time.Now().UnixNano()
+		}
 		// The frame was read exactly, so the fds that came with its bytes
 		// are its own.
 		fds := s.takeFDs()
@@ -383,7 +388,7 @@ func (s *Session) readLoop() error {
 			return fmt.Errorf("session: %w", err)
 		}
 		f := &in.f
-		if len(fds) > 0 && f.Opcode != protocol.OpHostShare {
+		if len(fds) > 0 && f.Opcode != protocol.OpHostShare && f.Opcode != protocol.OpRingSetup {
 			s.strayFDs(&f.Header, fds)
 			fds = nil
 		}
@@ -427,8 +432,10 @@ func (s *Session) dispatch(in *inFrame) bool {
 func (s *Session) runFrame(in *inFrame) {
 	s.frameFDs = in.fds
 	s.c.sink = in.sink
+	s.c.first, s.c.read = in.first, in.read
 	s.guardedHandleFrame(&in.f, in.recv)
 	s.c.sink = nil
+	s.c.first, s.c.read = 0, 0
 	s.closeFDs(s.frameFDs) // unclaimed (a refused or continued frame)
 	s.frameFDs = nil
 }
@@ -512,8 +519,15 @@ func (s *Session) execute(c *call, f *protocol.Frame, recv time.Time) {
 	c.reset(f)
 	err := s.guardedRun(c)
 	c.release()
+	var handled time.Time
+	if s.cfg.Trace {
+		handled = time.Now()
+	}
 	s.finish(c, f, err)
 	end := time.Now()
+	if s.cfg.Trace {
+		s.trace(c, f, recv, start, handled, end)
+	}
 	s.stats.count(f.Opcode, err != nil || c.status != 0, end.Sub(start).Nanoseconds())
 	s.account(f.Opcode, err == nil, end.Sub(recv).Nanoseconds())
 	if f.Opcode == protocol.OpGoodbye && err == nil {

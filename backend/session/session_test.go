@@ -93,6 +93,7 @@ type opts struct {
 	procs           *session.ProcessTable
 	output          session.DeviceOutput
 	socket          bool // a unix socket pair, not net.Pipe: replies are written directly
+	trace           bool // session.Config.Trace
 }
 
 func start(t *testing.T, o opts) *env {
@@ -140,7 +141,7 @@ func start(t *testing.T, o opts) *env {
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
 		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky,
 		Budget: o.budget, LimitTable: o.limitTable, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive,
-		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output, CallTimeout: o.callTimeout, OnCallTimeout: o.onCallTimeout}
+		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output, CallTimeout: o.callTimeout, OnCallTimeout: o.onCallTimeout, Trace: o.trace}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}

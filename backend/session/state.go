@@ -28,6 +28,10 @@ type call struct {
 	syncs []syncPoint
 	// sink takes the reply (nil: the stream); set per frame, kept by reset.
 	sink ReplySink
+	// first and read stamp the frame's first byte and its whole arrival
+	// (unix ns; 0: not known, the receipt time is used), validated the
+	// handler's start (tracing only); set per frame.
+	first, read, validated int64
 }
 
 type syncPoint struct {
@@ -47,6 +51,7 @@ func (c *call) reset(f *protocol.Frame) {
 		c.frame = nil
 	}
 	c.status = device.Success
+	c.validated = 0
 	c.batch = false
 	c.table = nil
 	c.pieces = c.pieces[:0]
@@ -75,6 +80,7 @@ const (
 	kindAlloc  memKind = iota // OpMemAlloc
 	kindMapped                // registered guest memory with a device address
 	kindGlobal                // a module's global variable
+	kindVMM                   // accessible mappings of the virtual-memory API (handlers_vmm.go)
 )
 
 // memRange is device memory the session may touch.
@@ -95,6 +101,8 @@ type streamObj struct {
 	work     uint64
 	seen     uint64
 	ev       device.Event
+	// capturing: the guest began a capture on it (handlers_graph.go).
+	capturing bool
 }
 
 type eventObj struct {
@@ -130,6 +138,17 @@ type state struct {
 	// default stream has not waited for yet.
 	defaults map[int]*streamObj
 	dirty    map[int]map[*streamObj]struct{}
+	// graphs and execs are the guest's graphs and executable graphs;
+	// captures counts its streams that are capturing.
+	graphs   map[uint64]*graphObj
+	execs    map[uint64]*execObj
+	captures int
+	// The virtual-memory API (handlers_vmm.go): reservations by base,
+	// physical memory by handle, mappings by base.
+	reserves      map[uint64]*reserveObj
+	reservedBytes uint64
+	phys          map[uint64]*physObj
+	maps          map[uint64]*mappingObj
 }
 
 func (st *state) init() {
@@ -141,6 +160,11 @@ func (st *state) init() {
 	st.regions = map[uint64]*region{}
 	st.defaults = map[int]*streamObj{}
 	st.dirty = map[int]map[*streamObj]struct{}{}
+	st.graphs = map[uint64]*graphObj{}
+	st.execs = map[uint64]*execObj{}
+	st.reserves = map[uint64]*reserveObj{}
+	st.phys = map[uint64]*physObj{}
+	st.maps = map[uint64]*mappingObj{}
 }
 
 func (st *state) handle() uint64 {
@@ -223,6 +247,7 @@ func (s *Session) releaseAll(dev int) {
 			_ = s.cfg.Devices[dev].StreamSynchronize(d.h)
 		}
 	}
+	s.releaseGraphs(match)
 	for id, o := range st.events {
 		if match(o.dev) {
 			_ = s.cfg.Devices[o.dev].EventDestroy(o.h)
@@ -257,6 +282,7 @@ func (s *Session) releaseAll(dev int) {
 			s.unloadModule(id, m)
 		}
 	}
+	s.releaseVMM(match)
 	kept := st.ranges[:0]
 	for _, r := range st.ranges {
 		if r.kind == kindAlloc && match(r.dev) {

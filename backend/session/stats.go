@@ -168,6 +168,7 @@ func (s *Snapshot) Add(o Snapshot) {
 // sessionStats are one session's own counters (OpGetStats).
 type sessionStats struct {
 	calls, bytesHtoD, bytesDtoH, nanosHtoD, nanosDtoH, nanosInCall, launches atomic.Uint64
+	traced, nanosRead, nanosQueued, nanosValidate, nanosHandler, nanosReply  atomic.Uint64
 }
 
 func (s *sessionStats) snapshot() protocol.SessionStats {
@@ -175,5 +176,7 @@ func (s *sessionStats) snapshot() protocol.SessionStats {
 		Calls: s.calls.Load(), BytesHtoD: s.bytesHtoD.Load(), BytesDtoH: s.bytesDtoH.Load(),
 		NanosHtoD: s.nanosHtoD.Load(), NanosDtoH: s.nanosDtoH.Load(), NanosInCall: s.nanosInCall.Load(),
 		Launches: s.launches.Load(),
+		Traced:   s.traced.Load(), NanosRead: s.nanosRead.Load(), NanosQueued: s.nanosQueued.Load(),
+		NanosValidate: s.nanosValidate.Load(), NanosHandler: s.nanosHandler.Load(), NanosReply: s.nanosReply.Load(),
 	}
 }

@@ -78,6 +78,9 @@ func (s *Session) Submit(frame []byte, sink ReplySink) error {
 		return fmt.Errorf("session: submitted frame: %w", err)
 	}
 	in.recv, in.size, in.sink = recv, int64(n), sink
+	if s.cfg.Trace {
+		in.first, in.read = recv.UnixNano(), time.Now().UnixNano()
+	}
 	if in.f.Opcode == protocol.OpHostFuncDone && in.f.NumSegs == 0 {
 		s.hostFuncDoneNow(&in.f, recv, sink)
 		in.free()

@@ -520,3 +520,91 @@ func checkEventRecord(s *Session, c *call, r *protocol.EventRecordReq) error {
 	}
 	return nil
 }
+
+func checkBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
+	if r.Mode > 2 {
+		return invalid(c, "capture mode %d (0 global, 1 thread-local, 2 relaxed)", r.Mode)
+	}
+	return nil
+}
+
+// CUgraphInstantiate_flags (cuda.h): AUTO_FREE_ON_LAUNCH 1, UPLOAD 2,
+// DEVICE_LAUNCH 4, USE_NODE_PRIORITY 8.
+const graphInstantiateFlags = 0x1 | 0x2 | 0x4 | 0x8
+
+func checkGraphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) error {
+	if r.Flags&^graphInstantiateFlags != 0 {
+		return invalid(c, "instantiate flags %#x (AUTO_FREE_ON_LAUNCH 1, UPLOAD 2, DEVICE_LAUNCH 4, USE_NODE_PRIORITY 8)", r.Flags)
+	}
+	return nil
+}
+
+func checkMemAllocAsync(s *Session, c *call, r *protocol.MemAllocAsyncReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags != 0 {
+		return invalid(c, "allocation flags %#x (none defined)", r.Flags)
+	}
+	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
+		return device.Errorf("OpMemAllocAsync", device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
+	}
+	return nil
+}
+
+func checkMemReserve(s *Session, c *call, r *protocol.MemReserveReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch {
+	case r.Flags != 0:
+		return invalid(c, "reserve flags %#x (none defined)", r.Flags)
+	case r.Size == 0:
+		return invalid(c, "size 0")
+	case r.Alignment&(r.Alignment-1) != 0:
+		return invalid(c, "alignment %#x (a power of two, or 0)", r.Alignment)
+	}
+	return nil
+}
+
+func checkMemCreate(s *Session, c *call, r *protocol.MemCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch {
+	case r.Flags != 0:
+		return invalid(c, "create flags %#x (none defined)", r.Flags)
+	case r.Size == 0:
+		return invalid(c, "size 0")
+	case r.Type != 1:
+		return invalid(c, "allocation type %d (1 pinned is served)", r.Type)
+	case r.HandleTypes != 0:
+		return device.Errorf("OpMemCreate", device.ErrNotSupported, "export handle types %#x: memory of one VM is never shared with another process", r.HandleTypes)
+	case r.Compression > allocCompressMax:
+		return invalid(c, "compression type %d (0 none, 1 generic)", r.Compression)
+	case r.RDMA > 1:
+		return invalid(c, "gpuDirectRDMACapable %d (0 or 1)", r.RDMA)
+	case r.Usage&^allocUsageAllowed != 0:
+		return invalid(c, "usage %#x (bits of 0x%x)", r.Usage, allocUsageAllowed)
+	}
+	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
+		return device.Errorf("OpMemCreate", device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
+	}
+	return nil
+}
+
+// CUmemAccess_flags: PROT_READWRITE (3) is what is served.
+const memAccessReadWrite = 3
+
+func checkMemSetAccess(s *Session, c *call, r *protocol.MemSetAccessReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags != memAccessReadWrite {
+		return device.Errorf("OpMemSetAccess", device.ErrNotSupported, "access flags %d: only read-write (3) is served", r.Flags)
+	}
+	if r.Size == 0 {
+		return invalid(c, "size 0")
+	}
+	return nil
+}

@@ -87,6 +87,19 @@ type MemorySharer interface {
 	OnUnmap(f func(host []byte))
 }
 
+// RingConn is an FDConn that can move onto shared-memory rings (host mode,
+// OpRingSetup; protocol/ring.go).
+type RingConn interface {
+	FDConn
+	// RingOK reports whether the connection may move onto rings.
+	RingOK() bool
+	// StartRing takes the setup's fds (closing them on error) and moves the
+	// connection onto rings of ringBytes each: the next frame read comes
+	// from the request ring and every write after StartRing returns goes
+	// to the completion ring.
+	StartRing(ringBytes uint64, fds []int) error
+}
+
 // Share errors.
 var (
 	// ErrBadShare: the fd or range of a share is not acceptable (not a

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -433,7 +434,13 @@ func (f *frontEnd) setMemTable(m *message) ([]byte, error) {
 	if old != nil {
 		old.Release()
 	}
-	f.log.Debug("memory table", "regions", len(regions))
+	if f.log.IsDebug() {
+		var layout []string
+		for _, r := range regions {
+			layout = append(layout, fmt.Sprintf("[%#x, +%#x)", r.GuestPhys, r.Size))
+		}
+		f.log.Debug("memory table", "regions", len(regions), "guest_phys", strings.Join(layout, " "))
+	}
 	if running {
 		if err := f.maybeStart(); err != nil {
 			// The rings do not fit the new table: the guest's connections

@@ -105,3 +105,47 @@ func TestWorkerHostModeSharedMemory(t *testing.T) {
 	})
 	eventually(t, "the manager to hold nothing of the session", func() bool { return hostmodetest.CountFDs(t) == mine+1 })
 }
+
+// TestWorkerHostModeRing: a host-mode session moves onto shared-memory
+// rings inside its worker (the worker holds the socket, so the memfd and
+// eventfds of RING_SETUP reach it directly); calls, shared memory through a
+// carrier's fd, and the end of the session release everything.
+func TestWorkerHostModeRing(t *testing.T) {
+	m := manager(t, "ok")
+	path := filepath.Join(t.TempDir(), "vgpu.sock")
+	ln, err := hostmode.Listen(path, hostmode.Options{MaxShares: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		done <- m.ServeConn(context.Background(), conn, 1)
+	}()
+	c := hostmodetest.Dial(t, path)
+	if f := c.HelloFeatures(t, protocol.FeatureBatch|protocol.FeatureInline|protocol.FeatureHostShare|protocol.FeatureShmRing); f&protocol.FeatureShmRing == 0 {
+		t.Fatalf("HELLO through the worker: features %#x, want SHM_RING", f)
+	}
+	pid := m.Status().Workers[0].PID
+	workerFDs, _ := procCount(t, pid, "vgpu-ring")
+	workerFDs--
+	r := hostmodetest.StartRing(t, c, protocol.RingMinBytes, nil)
+	r.Ping(t)
+	if _, maps := procCount(t, pid, "vgpu-ring"); maps != 1 {
+		t.Fatalf("worker maps the ring memfd %d times, want 1", maps)
+	}
+	hostmodetest.RoundTrip(t, r, 1<<40)
+	r.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker to release the rings", func() bool {
+		fds, maps := procCount(t, pid, "vgpu-ring")
+		return fds == workerFDs && maps == 0
+	})
+}

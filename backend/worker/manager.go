@@ -247,6 +247,7 @@ func (m *Manager) ServeConn(ctx context.Context, conn transport.Conn, id uint64)
 		// memfds itself; they come on the stream beside their frames.
 		o := hc.ShareOptions()
 		msg.ShareMax, msg.ShareMaxBytes = o.MaxShares, o.MaxShareBytes
+		msg.NoRing, msg.RingSpinNs = o.NoRing, int64(o.RingSpin)
 	} else if src := conn.Memory(); src != nil {
 		gen, err := m.sendMemory(p, src)
 		if err != nil {

@@ -266,7 +266,8 @@ func (w *runner) session(ctx context.Context, m *handoff.Message, fds []int) err
 			c.Close()
 			return fmt.Errorf("worker: host-mode session stream is a %T, not a unix socket", c.Conn)
 		}
-		conn = hostmode.NewConn(uc, m.VM, hostmode.Options{MaxShares: m.ShareMax, MaxShareBytes: m.ShareMaxBytes})
+		conn = hostmode.NewConn(uc, m.VM, hostmode.Options{MaxShares: m.ShareMax, MaxShareBytes: m.ShareMaxBytes,
+			NoRing: m.NoRing, RingSpin: time.Duration(m.RingSpinNs)})
 	case m.Memory != 0:
 		c.Mem = &w.mem
 	}

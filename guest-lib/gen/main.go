@@ -69,11 +69,11 @@ func parseTable(lib string, data []byte) (*Table, error) {
 			r.Node = f[1]
 		}
 		switch f[2] {
-		case "hand":
+		case "hand", "registry":
 			r.Hand = true
 		case "unsupported":
 		default:
-			return nil, fmt.Errorf("%s:%d: kind %q is neither hand nor unsupported", lib, i+1, f[2])
+			return nil, fmt.Errorf("%s:%d: kind %q is none of hand, registry and unsupported", lib, i+1, f[2])
 		}
 		if f[3] == "void" {
 			r.Void = true

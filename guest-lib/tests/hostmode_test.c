@@ -102,6 +102,8 @@ cudaError_t cudaMemset3D(struct rt_pitched, int, struct rt_extent);
 int cuFuncGetParamInfo(void *, size_t, size_t *, size_t *);
 int cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 int cuGetExportTable(const void **, const void *);
+int cuModuleGetFunctionCount(unsigned *, void *);
+int cuModuleEnumerateFunctions(void **, unsigned, void *);
 int cuGetErrorName(int, const char **);
 int cuLibraryLoadData(void **, const void *, void *, void **, unsigned, void *, void **, unsigned);
 int cuLibraryGetKernel(void **, void *, const char *);
@@ -111,6 +113,32 @@ int cuCtxPopCurrent_v2(CUcontext *);
 int cuStreamCreate(CUstream *, unsigned);
 int cuStreamDestroy_v2(CUstream);
 int cuStreamIsCapturing(CUstream, int *);
+int cuStreamBeginCapture_v2(CUstream, int);
+int cuStreamEndCapture(CUstream, void **);
+int cuGraphLaunch(void *, CUstream);
+int cuGraphExecDestroy(void *);
+int cuGraphDestroy(void *);
+int cuGraphInstantiate_v2(void **, void *, void **, char *, size_t);
+int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
+int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
+int cuMemcpyDtoDAsync_v2(unsigned long long, unsigned long long, size_t, CUstream);
+int cuMemcpyHtoDAsync_v2(unsigned long long, const void *, size_t, CUstream);
+int cuStreamSynchronize(CUstream);
+int cuMemAllocAsync(unsigned long long *, size_t, CUstream);
+int cuMemAllocFromPoolAsync(unsigned long long *, size_t, void *, CUstream);
+int cuMemFreeAsync(unsigned long long, CUstream);
+int cuDeviceGetDefaultMemPool(void **, int);
+int cuDeviceGetMemPool(void **, int);
+int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
+int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
+int cuMemAddressFree(unsigned long long, size_t);
+int cuMemCreate(unsigned long long *, size_t, const struct mem_alloc_prop *, unsigned long long);
+int cuMemRelease(unsigned long long);
+int cuMemMap(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+int cuMemUnmap(unsigned long long, size_t);
+int cuMemcpy(unsigned long long, unsigned long long, size_t);
+struct vmm_access { int type, id, flags; };
+int cuMemSetAccess(unsigned long long, size_t, const struct vmm_access *, size_t);
 int cuStreamGetCaptureInfo_v2(CUstream, int *, unsigned long long *, void **, const void **, size_t *);
 int cuThreadExchangeStreamCaptureMode(int *);
 int cuStreamGetId(CUstream, unsigned long long *);
@@ -636,6 +664,20 @@ static const char ptx[] = ".version 7.0\n.target sm_52\n.address_size 64\n"
 			  ".visible .entry scale(.param .u64 scale_param_0, .param .f32 scale_param_1, "
 			  ".param .u32 scale_param_2)\n{\n ret;\n}\n";
 
+struct iter_seen {
+	int n;
+	void *fn;
+	uint64_t owner;
+};
+
+static void iter_record(void *opaque, void *fn, uint64_t owner)
+{
+	struct iter_seen *s = opaque;
+	s->n++;
+	s->fn = fn;
+	s->owner = owner;
+}
+
 static void test_driver_api(void)
 {
 	int dev;
@@ -687,6 +729,25 @@ static void test_driver_api(void)
 	OK(cuMemFree_v2(pd));
 	OK(cuModuleLoadData(&mod, ptx));
 	OK(cuModuleGetFunction(&fn, mod, "scale"));
+	/* the module's kernels, listed by the host (cuModuleEnumerateFunctions,
+	 * and the function iterator of the TOOLS_MODULE table cuFFT calls) */
+	unsigned nfn = 0;
+	void *fns[2] = {NULL, NULL};
+	OK(cuModuleGetFunctionCount(&nfn, mod));
+	CHECK(nfn == 1);
+	OK(cuModuleEnumerateFunctions(fns, 2, mod));
+	CHECK(fns[0] == fn && fns[1] == NULL);
+	CHECK(cuModuleEnumerateFunctions(fns, 0, mod) == 1);
+	static const uint8_t tools_module_id[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+						    0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+	const void *const *tm = NULL;
+	OK(cuGetExportTable((const void **)&tm, tools_module_id));
+	CHECK(tm && (uintptr_t)tm[0] == 99 * sizeof(void *));
+	struct iter_seen seen = {0};
+	uint64_t (*each_fn)(void *, void *, void (*)(void *, void *, uint64_t), void *) =
+		(uint64_t(*)(void *, void *, void (*)(void *, void *, uint64_t), void *))tm[7];
+	CHECK(each_fn(NULL, mod, iter_record, &seen) == 1);
+	CHECK(seen.n == 1 && seen.fn == fn && seen.owner == (uint64_t)(uintptr_t)mod);
 	OK(cuFuncGetParamInfo(fn, 1, &off, &sz));
 	CHECK(off == 8 && sz == 4);
 	float f = 2.0f;
@@ -783,8 +844,8 @@ static void test_driver_api(void)
 	OK(cuLaunchKernel(kfn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
 	OK(cuCtxSynchronize());
 	OK(cuLibraryUnload(lib));
-	/* capture queries (no driver-API capture: never capturing), the thread's
-	 * capture mode, stream ids and devices, all answered locally */
+	/* capture queries (no capture in progress: answered locally), the
+	 * thread's capture mode, stream ids and devices */
 	CUstream cs;
 	OK(cuStreamCreate(&cs, 0));
 	int cst = -1, cdev = -1;
@@ -823,6 +884,154 @@ static void test_driver_api(void)
 	OK(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0));
 	OK(cuLibraryGetKernel(&kern, lib, "scale"));
 	OK(cuLibraryUnload(lib));
+}
+
+/* Driver-API stream capture, on the host: the captured work runs only when
+ * the graph is launched, once per launch; guest memory cannot be captured. */
+static void test_driver_capture(void)
+{
+	int dev, st = -1;
+	CUcontext ctx;
+	CUstream s;
+	unsigned long long p, q;
+	uint8_t buf[256], want[256];
+	void *g, *x, *g2, *x2;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemAlloc_v2(&p, sizeof buf));
+	OK(cuMemAlloc_v2(&q, sizeof buf));
+	memset(buf, 0x33, sizeof buf);
+	OK(cuMemcpyHtoD_v2(p, buf, sizeof buf));
+	OK(cuMemsetD8_v2(q, 0, sizeof buf));
+	CHECK(cuStreamBeginCapture_v2(NULL, 1) == 900); /* the default stream */
+	OK(cuStreamBeginCapture_v2(s, 1));
+	OK(cuStreamIsCapturing(s, &st));
+	CHECK(st == 1);
+	OK(cuMemcpyDtoDAsync_v2(q, p, sizeof buf, s));
+	OK(cuMemsetD8Async(q, 0x44, 16, s));
+	/* a copy from guest memory cannot be replayed: refused (the call may be
+	 * queued; its error then comes back by the next synchronous call) */
+	int rc = cuMemcpyHtoDAsync_v2(q, buf, 8, s);
+	if (rc == 0)
+		rc = cuStreamIsCapturing(s, &st);
+	CHECK(rc == 900);
+	OK(cuStreamEndCapture(s, &g));
+	OK(cuStreamIsCapturing(s, &st));
+	CHECK(st == 0);
+	OK(cuMemcpyDtoH_v2(buf, q, sizeof buf));
+	memset(want, 0, sizeof want);
+	CHECK(!memcmp(buf, want, sizeof buf)); /* captured, not run */
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	CHECK(cuGraphInstantiateWithFlags(&x2, NULL, 0) == 400);
+	CHECK(cuGraphInstantiateWithFlags(NULL, g, 0) == 1);
+	OK(cuGraphInstantiate_v2(&x2, g, NULL, NULL, 0));
+	OK(cuGraphDestroy(g));
+	memset(want, 0x44, 16);
+	memset(want + 16, 0x33, sizeof want - 16);
+	for (int i = 0; i < 2; i++) {
+		OK(cuMemsetD8_v2(q, 0, sizeof buf));
+		OK(cuGraphLaunch(i ? x2 : x, s));
+		OK(cuStreamSynchronize(s));
+		OK(cuMemcpyDtoH_v2(buf, q, sizeof buf));
+		CHECK(!memcmp(buf, want, sizeof buf));
+	}
+	OK(cuGraphExecDestroy(x));
+	OK(cuGraphExecDestroy(x2));
+	/* a capture that ends badly still ends */
+	OK(cuStreamBeginCapture_v2(s, 0));
+	CHECK(cuStreamSynchronize(s) == 900);
+	CHECK(cuStreamEndCapture(s, &g2) == 901);
+	OK(cuStreamIsCapturing(s, &st));
+	CHECK(st == 0);
+	OK(cuStreamDestroy_v2(s));
+	OK(cuMemFree_v2(p));
+	OK(cuMemFree_v2(q));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* Stream-ordered allocation from the default pool, on the host. */
+static void test_driver_mempool(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream s;
+	void *pool, *pool2;
+	unsigned long long a, b, base;
+	size_t size;
+	uint8_t buf[512];
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuDeviceGetDefaultMemPool(&pool, dev));
+	OK(cuDeviceGetMemPool(&pool2, dev));
+	CHECK(pool && pool == pool2);
+	CHECK(cuDeviceGetDefaultMemPool(&pool2, 99) == 101);
+	OK(cuMemAllocAsync(&a, sizeof buf, s));
+	OK(cuMemAllocFromPoolAsync(&b, sizeof buf, pool, NULL));
+	CHECK(cuMemAllocFromPoolAsync(&b, sizeof buf, (void *)buf, s) == 1);
+	CHECK(cuMemAllocAsync(NULL, 8, s) == 1);
+	OK(cuMemsetD8Async(a, 0x6b, sizeof buf, s));
+	OK(cuMemcpyDtoDAsync_v2(b, a, sizeof buf, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuMemcpyDtoH_v2(buf, b, sizeof buf));
+	for (size_t i = 0; i < sizeof buf; i++)
+		CHECK(buf[i] == 0x6b);
+	OK(cuMemGetAddressRange_v2(&base, &size, a + 7));
+	CHECK(base == a && size == sizeof buf);
+	OK(cuMemFreeAsync(a, s));
+	OK(cuMemFreeAsync(b, s));
+	OK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH_v2(buf, a, 8) != 0); /* freed */
+	OK(cuStreamDestroy_v2(s));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* The virtual-memory API on the host: reserve, create, map, set access,
+ * copy (cuMemcpy sees mapped memory as device memory), unmap, release. */
+static void test_driver_vmm(void)
+{
+	int dev;
+	CUcontext ctx;
+	unsigned long long va, h1, h2, base;
+	size_t gran = 2u << 20, size;
+	static uint8_t in[8192], out[8192];
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	struct mem_alloc_prop prop = {.type = 1, .loc_type = 1, .loc_id = dev};
+	OK(cuMemGetAllocationGranularity(&gran, &prop, 0));
+	CHECK(gran > 0);
+	OK(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0));
+	OK(cuMemCreate(&h1, gran, &prop, 0));
+	OK(cuMemCreate(&h2, gran, &prop, 0));
+	OK(cuMemMap(va, gran, 0, h1, 0));
+	OK(cuMemMap(va + gran, gran, 0, h2, 0));
+	CHECK(cuMemMap(va, gran, 0, h2, 0) == 1); /* already mapped */
+	struct vmm_access acc = {1, dev, 3};
+	OK(cuMemSetAccess(va, 2 * gran, &acc, 1));
+	struct vmm_access ro = {1, dev, 1};
+	CHECK(cuMemSetAccess(va, gran, &ro, 1) == 801);
+	for (size_t i = 0; i < sizeof in; i++)
+		in[i] = (uint8_t)(i * 7);
+	OK(cuMemcpyHtoD_v2(va + gran + 4096, in, sizeof in));
+	OK(cuMemcpy((unsigned long long)(uintptr_t)out, va + gran + 4096, sizeof out)); /* unified: device to host */
+	CHECK(!memcmp(in, out, sizeof in));
+	OK(cuMemGetAddressRange_v2(&base, &size, va + gran + 5));
+	CHECK(base == va + gran && size == gran);
+	OK(cuMemRelease(h2)); /* still mapped: still there */
+	memset(out, 0, sizeof out);
+	OK(cuMemcpyDtoH_v2(out, va + gran + 4096, sizeof out));
+	CHECK(!memcmp(in, out, sizeof in));
+	CHECK(cuMemAddressFree(va, 2 * gran) == 1); /* mappings left */
+	OK(cuMemUnmap(va, 2 * gran));
+	CHECK(cuMemcpyDtoH_v2(out, va + gran, 16) != 0);
+	OK(cuMemRelease(h1));
+	CHECK(cuMemRelease(h1) == 1);
+	OK(cuMemAddressFree(va, 2 * gran));
+	OK(cuCtxDestroy_v2(ctx));
 }
 
 /* Many threads at once: one connection, per-thread device and last error. */
@@ -906,6 +1115,9 @@ static const struct {
 	{"errors_and_stubs", test_errors_and_stubs},
 	{"proc_address", test_proc_address},
 	{"driver_api", test_driver_api},
+	{"driver_capture", test_driver_capture},
+	{"driver_mempool", test_driver_mempool},
+	{"driver_vmm", test_driver_vmm},
 	{"threads", test_threads},
 	{"nvml", test_nvml},
 };

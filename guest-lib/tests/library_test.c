@@ -18,6 +18,7 @@
  * of it is used (LAZY); natively those checks are skipped.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ CUresult cuDeviceGet(int *, int);
 CUresult cuDevicePrimaryCtxRetain(void **, int);
 CUresult cuDevicePrimaryCtxReset(int);
 CUresult cuCtxSetCurrent(void *);
+CUresult cuCtxGetCurrent(void **);
 CUresult cuCtxSynchronize(void);
 CUresult cuModuleLoadData(void **, const void *);
 CUresult cuModuleGetFunction(void **, void *, const char *);
@@ -298,6 +300,54 @@ static void reset(void)
 	OK(cuLibraryUnload(lib));
 }
 
+struct thread_arg {
+	CUlib lib;
+	void *ctx, *k;
+	CUresult rc;
+};
+
+static void *thread_main(void *p)
+{
+	struct thread_arg *a = p;
+	unsigned long long x = 0;
+	float f = 1.0f;
+	int n = 0;
+	void *args[] = {&x, &f, &n};
+	CUresult r = cuCtxSetCurrent(a->ctx);
+	if (!r)
+		r = cuLibraryGetKernel(&a->k, a->lib, "scale");
+	for (int i = 0; !r && i < 20; i++)
+		r = cuLaunchKernel(a->k, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
+	if (!r)
+		r = cuCtxSynchronize();
+	a->rc = r;
+	return NULL;
+}
+
+/* Threads share a library: at once they ask for a kernel and launch it;
+ * each gets the same handle and every launch runs. */
+static void threads(void)
+{
+	enum { T = 8 };
+	pthread_t t[T];
+	struct thread_arg a[T];
+	CUlib lib;
+	void *ctx;
+	OK(cuCtxGetCurrent(&ctx));
+	OK(cuLibraryLoadData(&lib, kernels_fatbin, NULL, NULL, 0, NULL, NULL, 0));
+	for (int i = 0; i < T; i++) {
+		a[i] = (struct thread_arg){lib, ctx, NULL, -1};
+		CHECK(pthread_create(&t[i], NULL, thread_main, &a[i]) == 0);
+	}
+	for (int i = 0; i < T; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < T; i++) {
+		OK(a[i].rc);
+		CHECK(a[i].k == a[0].k);
+	}
+	OK(cuLibraryUnload(lib));
+}
+
 int main(int argc, char **argv)
 {
 	int i = 1;
@@ -323,6 +373,7 @@ int main(int argc, char **argv)
 		{"missing_arch", missing_arch},
 		{"kernel_as_function", kernel_as_function},
 		{"from_file", from_file},
+		{"threads", threads},
 		{"reset", reset},
 	};
 	int fails = 0;

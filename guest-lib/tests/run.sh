@@ -120,6 +120,18 @@ else
 	fail "building failure_test"
 fi
 
+# 4c. a backend that corrupts the shared-memory ring: errors, no crash or hang
+if $CC $CFLAGS -I"$ROOT/protocol" -o "$T/ring_hostile_test" "$HERE/ring_hostile_test.c" -L"$BUILD" -l:libcuda.so.1 \
+	-lpthread -Wl,-rpath,"$BUILD"; then
+	if VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" >"$T/ring-hostile.out" 2>&1; then
+		pass "a backend that corrupts the completion ring: calls fail with 46, no crash or hang"
+	else
+		fail "corrupt completion ring: $(tail -2 "$T/ring-hostile.out" | tr '\n' ' ')"
+	fi
+else
+	fail "building ring_hostile_test"
+fi
+
 # 5. host mode against sim
 SOCK=$T/vgpu.sock
 rm -f "$SOCK"
@@ -155,6 +167,26 @@ if start_server; then
 		else
 			fail "host mode with VGPU_HOST_SHARE=0: $(grep FAIL "$T/noshare.out" | head -3 | tr '\n' ' ')"
 		fi
+		# shared-memory rings (on by default above): check they were used
+		# (spinning, as on machines with 4 or more CPUs), then small rings that wrap inside every large frame with no
+		# spinning (every wait sleeps on its eventfd), and VGPU_RING=0
+		if VGPU_RING_SPIN_US=20 VGPU_LOG=info LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" memory >"$T/ring.out" 2>&1 &&
+			grep -q "on shared-memory rings" "$T/ring.out"; then
+			pass "host mode (sim) on shared-memory rings"
+		else
+			fail "host mode on shared-memory rings: $(grep -E 'FAIL|ring' "$T/ring.out" | head -3 | tr '\n' ' ')"
+		fi
+		if VGPU_RING_BYTES=65536 VGPU_RING_SPIN_US=0 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/ring-small.out" 2>&1; then
+			pass "host mode (sim) on 64 KiB rings, no spinning: frames wrap, every wait sleeps on its eventfd"
+		else
+			fail "host mode on 64 KiB rings without spinning: $(grep FAIL "$T/ring-small.out" | head -3 | tr '\n' ' ')"
+		fi
+		if VGPU_RING=0 VGPU_LOG=info LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/noring.out" 2>&1 &&
+			! grep -q "on shared-memory rings" "$T/noring.out"; then
+			pass "host mode (sim), VGPU_RING=0: every frame on the socket"
+		else
+			fail "host mode with VGPU_RING=0: $(grep -E 'FAIL|ring' "$T/noring.out" | head -3 | tr '\n' ' ')"
+		fi
 		# 5a. host mode in a VM's worker process (vgpu serve --isolate vm):
 		# the worker gets the client's socket and maps its memfds
 		bin=${VGPU_BIN:-$ROOT/bin/vgpu}
@@ -165,13 +197,30 @@ if start_server; then
 			IPID=$!
 			i=0
 			while [ ! -S "$ISOCK" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-			if VGPU_TRANSPORT=unix:$ISOCK LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/isolate.out" 2>&1; then
-				pass "host mode (sim) with --isolate vm: shared pinned memory mapped in the worker"
+			if VGPU_LOG=info VGPU_TRANSPORT=unix:$ISOCK LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/isolate.out" 2>&1 &&
+				grep -q "on shared-memory rings" "$T/isolate.out"; then
+				pass "host mode (sim) with --isolate vm: shared pinned memory and rings mapped in the worker"
 			else
 				fail "host mode with --isolate vm: $(grep FAIL "$T/isolate.out" | head -3 | tr '\n' ' ') (see $T/server-isolate.log)"
 			fi
 			kill "$IPID" 2>/dev/null
 			wait "$IPID" 2>/dev/null
+			# a backend that refuses rings (--unix-no-ring): the library
+			# stays on the socket
+			NSOCK=$T/vgpu-noring.sock
+			rm -f "$NSOCK"
+			"$bin" serve --device sim --unix-no-ring --unix "$NSOCK" >"$T/server-noring.log" 2>&1 &
+			NPID=$!
+			i=0
+			while [ ! -S "$NSOCK" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+			if VGPU_LOG=info VGPU_TRANSPORT=unix:$NSOCK LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/noring-srv.out" 2>&1 &&
+				! grep -q "on shared-memory rings" "$T/noring-srv.out"; then
+				pass "host mode (sim) against vgpu serve --unix-no-ring: the socket"
+			else
+				fail "host mode against --unix-no-ring: $(grep -E 'FAIL|ring' "$T/noring-srv.out" | head -3 | tr '\n' ' ')"
+			fi
+			kill "$NPID" 2>/dev/null
+			wait "$NPID" 2>/dev/null
 		else
 			echo "skip host mode with --isolate vm: no bin/vgpu (make vgpu)"
 		fi
@@ -268,7 +317,7 @@ if start_server; then
 			"$NVCC" -fatbin -gencode arch=compute_86,code=sm_86 -o "$T/library_sm86.fatbin" \
 				"$HERE/library_kernels.cu" 2>>"$T/nvcc.log" &&
 			$CC $CFLAGS -DKERNELS_FATBIN="\"$T/library_kernels.fatbin\"" -DSM86_FATBIN="\"$T/library_sm86.fatbin\"" \
-				-o "$T/library_test" "$HERE/library_test.c" -L"$BUILD" -l:libcuda.so.1 -ldl -Wl,-rpath,"$BUILD"; then
+				-o "$T/library_test" "$HERE/library_test.c" -L"$BUILD" -l:libcuda.so.1 -ldl -lpthread -Wl,-rpath,"$BUILD"; then
 			for mode in LAZY EAGER; do
 				if CUDA_MODULE_LOADING=$mode VGPU_STATS=1 VGPU_LOG_FILE=$T/library_$mode.log LD_LIBRARY_PATH=$BUILD \
 					timeout 60 "$T/library_test" --no-exec "$T/library_kernels.fatbin" >"$T/library_$mode.out" 2>&1; then

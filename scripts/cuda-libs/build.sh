@@ -6,7 +6,8 @@
 # or python3. Each binary gets an RPATH to those directories, so running it needs
 # only libcuda.so.1 on the library path (the real driver's or vgpu's). Programs whose
 # headers are missing are skipped with a line saying so. OUTDIR/programs.txt lists
-# what was built, for scripts/cuda-tests/run.sh OUTDIR.
+# what was built, for scripts/cuda-tests/run.sh OUTDIR. CUDA_LIBS_ONLY="NAME ..." builds
+# only those programs.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: build.sh OUTDIR [--arch sm_XX]}
@@ -24,6 +25,7 @@ done
 built=0 skipped=0
 while read -r name src flags; do
 	[[ -z $name || $name == \#* ]] && continue
+	[[ -n ${CUDA_LIBS_ONLY:-} && " $CUDA_LIBS_ONLY " != *" $name "* ]] && continue
 	if nvcc -O2 -arch "$arch" "${inc[@]}" -o "$out/$name" "$here/$src" "${libs[@]}" $flags \
 		-Xlinker -rpath="$rpath" 2>"$out/$name.build.log"; then
 		echo "$name" >>"$out/programs.txt"

@@ -155,7 +155,33 @@ func benchCalls(args []string) int {
 		}
 		fmt.Printf("%-8s %-14s %10d %14.2f %14s\n", label, r.Name, r.Count, r.PerCallUS, be)
 	}
+	printLayers(label, rs)
 	return 0
+}
+
+// printLayers prints the backend's per-layer trace of each measurement
+// (vgpu serve --trace), microseconds per program call.
+func printLayers(label string, rs []bench.CallResult) {
+	traced := false
+	for _, r := range rs {
+		traced = traced || r.Layers != nil
+	}
+	if !traced {
+		if label == "vgpu" {
+			fmt.Println("# no per-layer breakdown: start the backend with --trace (or VGPU_TRACE=1)")
+		}
+		return
+	}
+	fmt.Println("# per-layer breakdown, us per call: frames/call, then the backend's layers (read: first byte to whole frame;")
+	fmt.Println("# queued: behind earlier frames; validate; handler: translation and the driver call; reply: built and written),")
+	fmt.Println("# their sum, and the rest (library, transport both ways, guest emulation)")
+	fmt.Printf("%-8s %-14s %8s %8s %8s %8s %8s %8s %9s %9s\n", "side", "call", "frames", "read", "queued", "validate", "handler", "reply", "backend", "rest")
+	for _, r := range rs {
+		if l := r.Layers; l != nil {
+			fmt.Printf("%-8s %-14s %8.3f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f %9.2f\n", label, r.Name, l.FramesPerCall,
+				l.ReadUS, l.QueuedUS, l.ValidateUS, l.HandlerUS, l.ReplyUS, l.BackendUS(), l.RestUS)
+		}
+	}
 }
 
 func benchPlot(args []string) int {

@@ -42,11 +42,13 @@ type serveFlags struct {
 	vhostUserSocket, frontSocket                                                      string
 	simDevices                                                                        int
 	guestCID                                                                          uint64
-	logJSON, allowUnprivileged, kernelVsock                                           bool
+	logJSON, allowUnprivileged, kernelVsock, trace                                    bool
 	isolate                                                                           string
 	pool, maxProcesses, maxPerUser                                                    int
 	moduleCache                                                                       string
 	unixNoShare                                                                       bool
+	unixNoRing                                                                        bool
+	ringSpin                                                                          time.Duration
 	unixShareMax                                                                      int
 	unixShareBytes                                                                    string
 	hostFuncTimeout, slotWait, callTimeout                                            time.Duration
@@ -77,6 +79,8 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.StringVar(&f.simMem, "sim-mem", "80G", "device memory per simulated device (bytes; K, M, G suffixes)")
 	fs.StringVar(&f.unix, "unix", "", "serve host-mode clients on this unix socket (guest library: VGPU_TRANSPORT=unix:PATH)")
 	fs.BoolVar(&f.unixNoShare, "unix-no-share", false, "host-mode clients may not share pinned memory (memfds): all their data travels inline")
+	fs.BoolVar(&f.unixNoRing, "unix-no-ring", false, "host-mode clients may not move onto shared-memory rings: every frame travels on the socket")
+	fs.DurationVar(&f.ringSpin, "ring-spin", 0, "how long each side of a host-mode shared-memory ring polls before sleeping on its eventfd (0: 20µs with 4 or more CPUs, else none; negative: never)")
 	fs.IntVar(&f.unixShareMax, "unix-share-max", hostmode.DefaultMaxShares, "shared pinned-memory blocks (memfds) per host-mode connection")
 	fs.StringVar(&f.unixShareBytes, "unix-share-bytes", "256G", "shared pinned memory per host-mode connection (bytes; K, M, G suffixes)")
 	fs.StringVar(&f.gpus, "gpus", "", "host GPUs guests see, in guest order, e.g. 1,0 (default: all)")
@@ -99,6 +103,7 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "how long a stream waits for the guest to run a host function it reached; then the stream goes on and the guest gets CUDA_ERROR_TIMEOUT (909)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "how long one call may wait for the device (a kernel that does not end); then it is answered CUDA_ERROR_LAUNCH_TIMEOUT (702), the connection closed and, with --isolate process or vm, the worker ended, which ends the kernel (0: no bound)")
+	fs.BoolVar(&f.trace, "trace", os.Getenv("VGPU_TRACE") == "1", "stamp every request at each layer boundary (read, queued, validated, handler, reply; also VGPU_TRACE=1): 'vgpu bench calls' prints the breakdown, GET_STATS carries the sums")
 	if err := fs.Parse(args); err != nil {
 		return f, 2
 	}
@@ -217,7 +222,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 	cfg := server.Config{
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, ModuleCacheBytes: modCache, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
-		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, CallTimeout: f.callTimeout,
+		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, Trace: f.trace, CallTimeout: f.callTimeout,
 	}
 	mgr, err := isolate(f, drv, &cfg, log)
 	if err != nil {
@@ -267,7 +272,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--unix-share-bytes: %w", err)
 		}
-		ln, err := hostmode.Listen(f.unix, hostmode.Options{NoShare: f.unixNoShare, MaxShares: f.unixShareMax, MaxShareBytes: shareBytes})
+		ln, err := hostmode.Listen(f.unix, hostmode.Options{NoShare: f.unixNoShare, NoRing: f.unixNoRing, RingSpin: f.ringSpin, MaxShares: f.unixShareMax, MaxShareBytes: shareBytes})
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,9 @@ func workerArgs(f serveFlags, mode worker.Mode, vm string) []string {
 	if f.allowUnprivileged {
 		args = append(args, "--allow-unprivileged-segments")
 	}
+	if f.trace {
+		args = append(args, "--trace")
+	}
 	return args
 }
 
@@ -52,6 +55,7 @@ func cmdWorker(args []string) int {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "testing only")
+	fs.BoolVar(&f.trace, "trace", false, "stamp every request at each layer boundary")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "host-function deadline")
 	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "call deadline (then this worker exits)")
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +131,7 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		HostFuncTimeout: f.hostFuncTimeout,
 		CallTimeout:     f.callTimeout,
 		OnCallTimeout:   ctrl.EndOnCallTimeout(log),
+		Trace:           f.trace,
 		// The VM's process list spans its workers (in either mode: a
 		// PerVM worker's VM may still have the poisoned one it replaced).
 		OtherProcesses: ctrl.OtherProcesses,

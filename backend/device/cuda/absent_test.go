@@ -56,6 +56,15 @@ func TestAbsentSymbolsAnswer801(t *testing.T) {
 		},
 		"FuncSetAttribute":   func() error { return ctx.FuncSetAttribute(1, 8, 0) },
 		"OccupancyMaxBlocks": func() error { _, err := ctx.OccupancyMaxBlocks(1, 32, 0, 0); return err },
+		"OccupancyMaxClusters": func() error {
+			_, err := ctx.OccupancyMaxClusters(1, device.LaunchConfig{Grid: [3]uint32{2, 1, 1}, Block: [3]uint32{32, 1, 1}, Cluster: [3]uint32{2, 1, 1}})
+			return err
+		},
+		"LaunchCluster": func() error {
+			return ctx.Launch(1, device.LaunchConfig{Grid: [3]uint32{2, 1, 1}, Block: [3]uint32{1, 1, 1}, Cluster: [3]uint32{2, 1, 1}}, nil)
+		},
+		"MemGetGranularity":   func() error { _, err := ctx.MemGetGranularity(device.AllocProp{Type: 1}, 0); return err },
+		"ModuleFunctionNames": func() error { _, err := ctx.ModuleFunctionNames(1); return err },
 		"Launch": func() error {
 			return ctx.Launch(1, device.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1}}, nil)
 		},

@@ -129,3 +129,41 @@ func (c *Context) MemGetGranularity(p device.AllocProp, option uint32) (uint64, 
 	err := c.call(op, func() int32 { return c.l.cuMemGranularity(&g, &prop, option) })
 	return g, err
 }
+
+// maxModuleFunctions bounds the kernels listed of one module (cuBLAS's
+// largest modules have a few thousand).
+const maxModuleFunctions = 1 << 16
+
+// ModuleFunctionNames lists m's kernels with the driver's public calls
+// (CUDA 12.4+): cuModuleGetFunctionCount, cuModuleEnumerateFunctions and
+// cuFuncGetName.
+func (c *Context) ModuleFunctionNames(m device.Module) ([]string, error) {
+	for _, s := range []string{"cuModuleGetFunctionCount", "cuModuleEnumerateFunctions", "cuFuncGetName"} {
+		if !c.l.has(s) {
+			return nil, missing(s)
+		}
+	}
+	var n uint32
+	if err := c.call("cuModuleGetFunctionCount", func() int32 { return c.l.cuModuleFuncCount(&n, uintptr(m)) }); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if n > maxModuleFunctions {
+		return nil, device.Errorf("cuModuleGetFunctionCount", device.ErrNotSupported, "%d kernels in one module (vgpu lists at most %d)", n, maxModuleFunctions)
+	}
+	fns := make([]uintptr, n)
+	if err := c.call("cuModuleEnumerateFunctions", func() int32 { return c.l.cuModuleEnumFuncs(&fns[0], n, uintptr(m)) }); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, n)
+	for _, f := range fns {
+		var p *byte
+		if err := c.call("cuFuncGetName", func() int32 { return c.l.cuFuncGetName(&p, f) }); err != nil {
+			return nil, err
+		}
+		names = append(names, goString(p))
+	}
+	return names, nil
+}

@@ -34,6 +34,7 @@ type Context struct {
 	params  map[device.Function][]device.Param
 	used    atomic.Uint64
 	allocs  map[device.Ptr]uint64
+	phys    map[device.MemHandle]uint64 // MemCreate's, by size (vmm_unsafe.go)
 	launchN atomic.Uint64
 }
 
@@ -41,7 +42,8 @@ func newContext(d *Driver, ord int, dev int32, ctx uintptr) *Context {
 	return &Context{d: d, l: d.l, ord: ord, dev: dev, ctx: ctx,
 		images: map[device.Module][]byte{}, parsed: map[device.Module]*image.Module{},
 		fnName: map[device.Function]string{}, fnMod: map[device.Function]device.Module{},
-		params: map[device.Function][]device.Param{}, allocs: map[device.Ptr]uint64{}}
+		params: map[device.Function][]device.Param{}, allocs: map[device.Ptr]uint64{},
+		phys: map[device.MemHandle]uint64{}}
 }
 
 // enter locks the goroutine to its OS thread and makes the context current
@@ -119,6 +121,32 @@ func (c *Context) MemAlloc(n uint64) (device.Ptr, error) {
 
 func (c *Context) MemFree(p device.Ptr) error {
 	if err := c.call("cuMemFree", func() int32 { return c.l.cuMemFree(uint64(p)) }); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	n := c.allocs[p]
+	delete(c.allocs, p)
+	c.mu.Unlock()
+	if n > 0 {
+		c.used.Add(^(n - 1))
+	}
+	return nil
+}
+
+func (c *Context) MemAllocAsync(n uint64, s device.Stream) (device.Ptr, error) {
+	var p uint64
+	if err := c.call("cuMemAllocAsync", func() int32 { return c.l.cuMemAllocAsync(&p, n, uintptr(s)) }); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.allocs[device.Ptr(p)] = n
+	c.mu.Unlock()
+	c.used.Add(n)
+	return device.Ptr(p), nil
+}
+
+func (c *Context) MemFreeAsync(p device.Ptr, s device.Stream) error {
+	if err := c.call("cuMemFreeAsync", func() int32 { return c.l.cuMemFreeAsync(uint64(p), uintptr(s)) }); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -455,6 +483,40 @@ func (c *Context) StreamQuery(s device.Stream) error {
 
 func (c *Context) StreamWaitEvent(s device.Stream, e device.Event, flags uint32) error {
 	return c.callN("cuStreamWaitEvent", c.l.hot.streamWaitEvent, uintptr(s), uintptr(e), uintptr(flags))
+}
+
+func (c *Context) StreamBeginCapture(s device.Stream, mode int) error {
+	return c.call("cuStreamBeginCapture", func() int32 { return c.l.cuStreamBeginCapture(uintptr(s), int32(mode)) })
+}
+
+func (c *Context) StreamEndCapture(s device.Stream) (device.Graph, error) {
+	var g uintptr
+	err := c.call("cuStreamEndCapture", func() int32 { return c.l.cuStreamEndCapture(uintptr(s), &g) })
+	return device.Graph(g), err
+}
+
+func (c *Context) StreamCaptureStatus(s device.Stream) (int, error) {
+	var st int32
+	err := c.call("cuStreamIsCapturing", func() int32 { return c.l.cuStreamIsCapturing(uintptr(s), &st) })
+	return int(st), err
+}
+
+func (c *Context) GraphInstantiate(g device.Graph, flags uint64) (device.GraphExec, error) {
+	var e uintptr
+	err := c.call("cuGraphInstantiateWithFlags", func() int32 { return c.l.cuGraphInstantiate(&e, uintptr(g), flags) })
+	return device.GraphExec(e), err
+}
+
+func (c *Context) GraphLaunch(e device.GraphExec, s device.Stream) error {
+	return c.call("cuGraphLaunch", func() int32 { return c.l.cuGraphLaunch(uintptr(e), uintptr(s)) })
+}
+
+func (c *Context) GraphExecDestroy(e device.GraphExec) error {
+	return c.call("cuGraphExecDestroy", func() int32 { return c.l.cuGraphExecDestroy(uintptr(e)) })
+}
+
+func (c *Context) GraphDestroy(g device.Graph) error {
+	return c.call("cuGraphDestroy", func() int32 { return c.l.cuGraphDestroy(uintptr(g)) })
 }
 
 func (c *Context) EventCreate(flags uint32) (device.Event, error) {

@@ -237,3 +237,54 @@ func TestGPUMonitor(t *testing.T) {
 		t.Errorf("utilization %d %% / %d %%", m.GPUUtil, m.MemUtil)
 	}
 }
+
+// Clusters (sm_90), the module's kernels by name and the virtual-memory
+// granularity, as NVIDIA's libraries ask them (issue 16).
+func TestGPUClustersAndLibraryQueries(t *testing.T) {
+	c := gpu(t)
+	m, err := c.ModuleLoad([]byte(sessiontest.FillPTX))
+	ok(t, "module load", err)
+	defer c.ModuleUnload(m)
+	names, err := c.ModuleFunctionNames(m)
+	ok(t, "module function names", err)
+	if len(names) != 1 || names[0] != "fill" {
+		t.Fatalf("kernels %q, want [fill]", names)
+	}
+	g, err := c.MemGetGranularity(device.AllocProp{Type: 1}, 0)
+	ok(t, "granularity", err)
+	if g == 0 || g&(g-1) != 0 {
+		t.Fatalf("granularity %d", g)
+	}
+	p, err := c.Properties()
+	ok(t, "properties", err)
+	if p.Attrs[75] < 9 {
+		t.Skipf("compute capability %d: no clusters", p.Attrs[75])
+	}
+	f, err := c.ModuleGetFunction(m, "fill")
+	ok(t, "get function", err)
+	const n = 1024
+	cfg := device.LaunchConfig{Grid: [3]uint32{n / 128, 1, 1}, Block: [3]uint32{128, 1, 1}, Cluster: [3]uint32{2, 1, 1}, ClusterPolicy: 1}
+	clusters, err := c.OccupancyMaxClusters(f, cfg)
+	ok(t, "cluster occupancy", err)
+	if clusters <= 0 {
+		t.Fatalf("%d clusters of 2 fit", clusters)
+	}
+	out, err := c.MemAlloc(n * 4)
+	ok(t, "alloc", err)
+	defer c.MemFree(out)
+	ok(t, "cluster launch", c.Launch(f, cfg, sessiontest.FillParams(uint64(out), n, 0.5, 3, 2)))
+	ok(t, "sync", c.Synchronize())
+	got := make([]byte, n*4)
+	ok(t, "dtoh", c.MemcpyDtoH(got, out, 0, false))
+	for i := 0; i < n; i++ {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(got[i*4:])); v != float32(i)*0.5+5 {
+			t.Fatalf("out[%d] = %v after a cluster launch, want %v", i, v, float32(i)*0.5+5)
+		}
+	}
+	cfg.Grid[0] = 3 // not a multiple of the cluster
+	if err := c.Launch(f, cfg, sessiontest.FillParams(uint64(out), 384, 0.5, 3, 2)); err == nil {
+		if err = c.Synchronize(); err == nil {
+			t.Fatal("a grid of 3 in clusters of 2 was accepted")
+		}
+	}
+}

@@ -42,6 +42,15 @@ type lib struct {
 	cuCtxGetLimit             func(v *uint64, limit int32) int32
 
 	cuMemAlloc                func(p *uint64, n uint64) int32
+	cuMemAllocAsync           func(p *uint64, n uint64, s uintptr) int32
+	cuMemFreeAsync            func(p uint64, s uintptr) int32
+	cuMemAddressReserve       func(p *uint64, size, align, addr, flags uint64) int32
+	cuMemAddressFree          func(p, size uint64) int32
+	cuMemCreate               func(h *uint64, size uint64, prop *allocProp, flags uint64) int32
+	cuMemRelease              func(h uint64) int32
+	cuMemMap                  func(p, size, offset, h, flags uint64) int32
+	cuMemUnmap                func(p, size uint64) int32
+	cuMemSetAccess            func(p, size uint64, desc *accessDesc, count uint64) int32
 	cuMemFree                 func(p uint64) int32
 	cuMemGetInfo              func(free, total *uint64) int32
 	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) int32
@@ -78,6 +87,9 @@ type lib struct {
 	cuLaunchKernelEx    func(cfg *launchConfig, f uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
 	cuOccupancyClusters func(n *int32, f uintptr, cfg *launchConfig) int32
 	cuMemGranularity    func(g *uint64, prop *allocProp, option uint32) int32
+	cuModuleFuncCount   func(n *uint32, m uintptr) int32
+	cuModuleEnumFuncs   func(fns *uintptr, n uint32, m uintptr) int32
+	cuFuncGetName       func(name **byte, f uintptr) int32
 
 	cuStreamCreateWithPriority func(s *uintptr, flags uint32, prio int32) int32
 	cuStreamDestroy            func(s uintptr) int32
@@ -91,6 +103,14 @@ type lib struct {
 	cuEventQuery               func(e uintptr) int32
 	cuEventElapsedTime         func(ms *float32, start, end uintptr) int32
 	cuLaunchHostFunc           func(s uintptr, fn uintptr, userData uintptr) int32
+
+	cuStreamBeginCapture func(s uintptr, mode int32) int32 // the _v2 ABI (with a mode)
+	cuStreamEndCapture   func(s uintptr, g *uintptr) int32
+	cuStreamIsCapturing  func(s uintptr, status *int32) int32
+	cuGraphInstantiate   func(e *uintptr, g uintptr, flags uint64) int32 // cuGraphInstantiateWithFlags
+	cuGraphLaunch        func(e, s uintptr) int32
+	cuGraphExecDestroy   func(e uintptr) int32
+	cuGraphDestroy       func(g uintptr) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -163,6 +183,10 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset"}, {&l.cuCtxSetCurrent, "cuCtxSetCurrent"},
 		{&l.cuCtxSynchronize, "cuCtxSynchronize"}, {&l.cuCtxSetLimit, "cuCtxSetLimit"}, {&l.cuCtxGetLimit, "cuCtxGetLimit"},
 		{&l.cuMemAlloc, "cuMemAlloc"}, {&l.cuMemFree, "cuMemFree"}, {&l.cuMemGetInfo, "cuMemGetInfo"},
+		{&l.cuMemAllocAsync, "cuMemAllocAsync"}, {&l.cuMemFreeAsync, "cuMemFreeAsync"},
+		{&l.cuMemAddressReserve, "cuMemAddressReserve"}, {&l.cuMemAddressFree, "cuMemAddressFree"},
+		{&l.cuMemCreate, "cuMemCreate"}, {&l.cuMemRelease, "cuMemRelease"}, {&l.cuMemMap, "cuMemMap"},
+		{&l.cuMemUnmap, "cuMemUnmap"}, {&l.cuMemSetAccess, "cuMemSetAccess"},
 		{&l.cuMemcpyHtoD, "cuMemcpyHtoD"}, {&l.cuMemcpyDtoH, "cuMemcpyDtoH"}, {&l.cuMemcpyDtoD, "cuMemcpyDtoD"},
 		{&l.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync"}, {&l.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync"}, {&l.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
 		{&l.cuMemsetD8, "cuMemsetD8"}, {&l.cuMemsetD16, "cuMemsetD16"}, {&l.cuMemsetD32, "cuMemsetD32"},
@@ -177,12 +201,17 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuFuncSetAttribute, "cuFuncSetAttribute"}, {&l.cuOccupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"},
 		{&l.cuLaunchKernel, "cuLaunchKernel"}, {&l.cuLaunchKernelEx, "cuLaunchKernelEx"},
 		{&l.cuOccupancyClusters, "cuOccupancyMaxActiveClusters"}, {&l.cuMemGranularity, "cuMemGetAllocationGranularity"},
+		{&l.cuModuleFuncCount, "cuModuleGetFunctionCount"}, {&l.cuModuleEnumFuncs, "cuModuleEnumerateFunctions"},
+		{&l.cuFuncGetName, "cuFuncGetName"},
 		{&l.cuStreamCreateWithPriority, "cuStreamCreateWithPriority"}, {&l.cuStreamDestroy, "cuStreamDestroy"},
 		{&l.cuStreamSynchronize, "cuStreamSynchronize"}, {&l.cuStreamQuery, "cuStreamQuery"},
 		{&l.cuStreamWaitEvent, "cuStreamWaitEvent"},
 		{&l.cuEventCreate, "cuEventCreate"}, {&l.cuEventDestroy, "cuEventDestroy"}, {&l.cuEventRecord, "cuEventRecord"},
 		{&l.cuEventSynchronize, "cuEventSynchronize"}, {&l.cuEventQuery, "cuEventQuery"},
 		{&l.cuEventElapsedTime, "cuEventElapsedTime"}, {&l.cuLaunchHostFunc, "cuLaunchHostFunc"},
+		{&l.cuStreamBeginCapture, "cuStreamBeginCapture"}, {&l.cuStreamEndCapture, "cuStreamEndCapture"},
+		{&l.cuStreamIsCapturing, "cuStreamIsCapturing"}, {&l.cuGraphInstantiate, "cuGraphInstantiateWithFlags"},
+		{&l.cuGraphLaunch, "cuGraphLaunch"}, {&l.cuGraphExecDestroy, "cuGraphExecDestroy"}, {&l.cuGraphDestroy, "cuGraphDestroy"},
 	}
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"sort"
 	"sync"
 
 	"github.com/vgpu-project/vgpu/backend/device"
@@ -304,4 +305,20 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 		}
 	})
 	return err
+}
+
+// ModuleFunctionNames lists the kernels the image defines, by name.
+func (c *Context) ModuleFunctionNames(m device.Module) ([]string, error) {
+	c.mu.Lock()
+	mod, ok := c.modules[m]
+	c.mu.Unlock()
+	if !ok {
+		return nil, device.Errorf("cuModuleEnumerateFunctions", device.ErrInvalidHandle, "module %#x", uintptr(m))
+	}
+	names := make([]string, 0, len(mod.img.Kernels))
+	for name := range mod.img.Kernels {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
 }

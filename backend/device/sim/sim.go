@@ -128,6 +128,7 @@ type alloc struct {
 	mem    []byte // device memory, or the registered host memory itself
 	host   bool   // registered host memory
 	mapped bool   // mem is an anonymous mapping (large allocations), not Go heap
+	phys   *physMem // a mapping of physical memory (vmm.go): mem is part of it
 }
 
 func (a *alloc) end() uint64 { return uint64(a.base) + uint64(len(a.mem)) }
@@ -150,6 +151,11 @@ type Context struct {
 	events   map[device.Event]*event
 	modules  map[device.Module]*module
 	funcs    map[device.Function]*function
+	phys     map[device.MemHandle]*physMem
+	reserved []reservation
+	vmmNext  uint64
+	graphs   map[device.Graph]*graph
+	execs    map[device.GraphExec]*graph
 	limits   map[int]uint64
 	nullStrm *stream
 
@@ -165,6 +171,9 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		events:  map[device.Event]*event{},
 		modules: map[device.Module]*module{},
 		funcs:   map[device.Function]*function{},
+		graphs:  map[device.Graph]*graph{},
+		phys:    map[device.MemHandle]*physMem{},
+		execs:   map[device.GraphExec]*graph{},
 		limits:  defaultLimits(),
 		handles: 0x1000,
 		fault:   &fault{},
@@ -333,7 +342,7 @@ func (c *Context) MemFree(p device.Ptr) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, a := c.findLocked(p)
-	if a == nil || a.base != p || a.host {
+	if a == nil || a.base != p || a.host || a.phys != nil {
 		return device.Errorf("cuMemFree", device.ErrInvalidValue, "%#x is not the start of an allocation", uint64(p))
 	}
 	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
@@ -399,7 +408,11 @@ func (c *Context) MemcpyHtoD(dst device.Ptr, src []byte, s device.Stream, async 
 	if err != nil {
 		return err
 	}
-	if async && !c.registered(src) {
+	pinned, err := c.hostRange("cuMemcpyHtoD", src)
+	if err != nil {
+		return err
+	}
+	if async && !pinned {
 		src = append([]byte(nil), src...)
 	}
 	return c.run("cuMemcpyHtoD", s, async, func() { copy(d, src) })
@@ -409,6 +422,9 @@ func (c *Context) MemcpyHtoD(dst device.Ptr, src []byte, s device.Stream, async 
 func (c *Context) MemcpyDtoH(dst []byte, src device.Ptr, s device.Stream, async bool) error {
 	d, err := c.span("cuMemcpyDtoH", src, uint64(len(dst)))
 	if err != nil {
+		return err
+	}
+	if _, err := c.hostRange("cuMemcpyDtoH", dst); err != nil {
 		return err
 	}
 	return c.run("cuMemcpyDtoH", s, async, func() { copy(dst, d) })
@@ -528,10 +544,15 @@ func (c *Context) Reset() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, a := range c.allocs {
-		if !a.host {
+		if !a.host && a.phys == nil {
 			c.releaseLocked(a)
 		}
 	}
+	for _, pm := range c.phys {
+		c.releaseLocked(&alloc{mem: pm.mem, mapped: pm.mapped})
+	}
+	clear(c.phys)
+	c.reserved = nil
 	c.allocs = nil
 	c.used = 0
 	for h, s := range c.streams {
@@ -541,6 +562,8 @@ func (c *Context) Reset() error {
 	clear(c.events)
 	clear(c.modules)
 	clear(c.funcs)
+	clear(c.graphs)
+	clear(c.execs)
 	c.limits = defaultLimits()
 	return nil
 }
@@ -551,21 +574,32 @@ var (
 	_ device.StatsReporter = (*Context)(nil)
 )
 
-// registered reports whether b lies inside registered host memory.
-func (c *Context) registered(b []byte) bool {
+// hostRange says whether host buffer b of a copy lies inside registered
+// host memory, and refuses it as CUDA does when it is neither inside one
+// registration nor outside all of them (the driver API's memcpy notes: a
+// range spanning registered and unregistered memory is not supported and
+// returns CUDA_ERROR_INVALID_VALUE; the sim treats a range over two
+// registrations the same way, since CUDA finds one allocation per pointer).
+func (c *Context) hostRange(op string, b []byte) (bool, error) {
 	if len(b) == 0 {
-		return false
+		return false, nil
 	}
 	lo := addr(b)
 	hi := lo + uintptr(len(b))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, a := range c.allocs {
-		if a.host {
-			if s := addr(a.mem); lo >= s && hi <= s+uintptr(len(a.mem)) {
-				return true
-			}
+		if !a.host {
+			continue
+		}
+		s := addr(a.mem)
+		e := s + uintptr(len(a.mem))
+		if lo >= s && hi <= e {
+			return true, nil
+		}
+		if lo < e && hi > s {
+			return false, device.Errorf(op, device.ErrInvalidValue, "host range [%#x, +%d) spans registered host memory [%#x, +%d) and memory outside it", lo, len(b), s, len(a.mem))
 		}
 	}
-	return false
+	return false, nil
 }

@@ -28,6 +28,7 @@ type stream struct {
 	done    uint64 // work items finished
 	closed  bool
 	stopped bool
+	cap     *capture // a capture in progress (graph.go)
 }
 
 func newStream(c *Context, flags uint32) *stream {
@@ -130,6 +131,13 @@ func (c *Context) submit(op string, h device.Stream, fn func()) (*stream, uint64
 	if err != nil {
 		return nil, 0, err
 	}
+	s.mu.Lock()
+	if s.cap != nil { // recorded, not run (graph.go)
+		s.cap.work = append(s.cap.work, fn)
+		s.mu.Unlock()
+		return s, 0, nil
+	}
+	s.mu.Unlock()
 	type point struct {
 		s *stream
 		n uint64
@@ -163,6 +171,11 @@ func (c *Context) submit(op string, h device.Stream, fn func()) (*stream, uint64
 func (c *Context) run(op string, h device.Stream, async bool, fn func()) error {
 	if err := c.broken(op); err != nil {
 		return err
+	}
+	if !async {
+		if s, err := c.stream(op, h); err == nil && s.invalidate() {
+			return errCapturing(op)
+		}
 	}
 	s, n, err := c.submit(op, h, func() {
 		if c.healthy() {
@@ -213,6 +226,9 @@ func (c *Context) StreamSynchronize(h device.Stream) error {
 	if err != nil {
 		return err
 	}
+	if s.invalidate() {
+		return errCapturing("cuStreamSynchronize")
+	}
 	s.waitFor(s.mark())
 	return c.broken("cuStreamSynchronize")
 }
@@ -222,6 +238,9 @@ func (c *Context) StreamQuery(h device.Stream) error {
 	s, err := c.stream("cuStreamQuery", h)
 	if err != nil {
 		return err
+	}
+	if s.invalidate() {
+		return errCapturing("cuStreamQuery")
 	}
 	if err := c.broken("cuStreamQuery"); err != nil {
 		return err
@@ -331,6 +350,17 @@ func (c *Context) EventRecord(h device.Event, s device.Stream) error {
 	}
 	e, err := c.event("cuEventRecord", h)
 	if err != nil {
+		return err
+	}
+	if st, err := c.stream("cuEventRecord", s); err == nil && st.capturing() != nil {
+		// A record node: each launch of the graph stamps the event; the
+		// event's completion is not tied to the capture (no joins here).
+		_, _, err = c.submit("cuEventRecord", s, func() {
+			e.mu.Lock()
+			e.at = time.Now()
+			e.recorded = true
+			e.mu.Unlock()
+		})
 		return err
 	}
 	done := make(chan struct{})

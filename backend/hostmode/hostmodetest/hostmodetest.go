@@ -6,15 +6,18 @@ package hostmodetest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/vgpu-project/vgpu/backend/session/sessiontest"
+	"github.com/vgpu-project/vgpu/backend/shmring"
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
@@ -58,6 +61,9 @@ func NewMemfd(t testing.TB, name string, size int, seals int) *Memfd {
 type Client struct {
 	*sessiontest.Client
 	UC *net.UnixConn
+	// Ring is set once the client moved onto shared-memory rings
+	// (StartRing): frames travel there, fds in carriers on UC.
+	Ring *shmring.Endpoint
 }
 
 // Dial connects to a host-mode socket.
@@ -78,6 +84,19 @@ func (c *Client) CallFDs(op protocol.Opcode, payload []byte, fds ...int) (protoc
 	id := c.ID()
 	ch := c.Expect(id)
 	b := protocol.AppendFrame(nil, protocol.NewHeader(op, id), payload, nil)
+	if c.Ring != nil {
+		if len(fds) > 0 {
+			var pos [protocol.RingCarrierSize]byte
+			binary.LittleEndian.PutUint64(pos[:], c.Ring.WritePos())
+			if _, _, err := c.UC.WriteMsgUnix(pos[:], unix.UnixRights(fds...), nil); err != nil {
+				return protocol.Frame{}, err
+			}
+		}
+		if _, err := c.Ring.Write(b); err != nil {
+			return protocol.Frame{}, err
+		}
+		return sessiontest.Wait(ch, sessiontest.Timeout)
+	}
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
@@ -109,6 +128,125 @@ func (c *Client) Hello(t testing.TB) uint64 {
 	}
 	return rep.Features
 }
+
+// HelloFeatures opens the session asking for features.
+func (c *Client) HelloFeatures(t testing.TB, features uint64) uint64 {
+	t.Helper()
+	st, rep, _, err := sessiontest.Do[protocol.HelloReq, protocol.HelloReply](c.Client, protocol.OpHello,
+		&protocol.HelloReq{Major: uint16(protocol.Major), Role: protocol.RoleLibrary, Features: features}, nil)
+	if err != nil || st != 0 {
+		t.Fatalf("HELLO: %v status %d", err, st)
+	}
+	return rep.Features
+}
+
+// RingParts are what a client shares for rings: the memfd and the four
+// eventfds, in OpRingSetup's order.
+type RingParts struct {
+	Mem   *Memfd
+	Bells [4]int
+}
+
+// FDs lists them in OpRingSetup's order.
+func (p *RingParts) FDs() []int { return append([]int{p.Mem.FD}, p.Bells[:]...) }
+
+// NewRingParts makes a well-formed set for rings of ringBytes each.
+func NewRingParts(t testing.TB, ringBytes uint64) *RingParts {
+	t.Helper()
+	p := &RingParts{Mem: NewMemfd(t, "vgpu-ring", int(shmring.MemfdSize(ringBytes)), Seals)}
+	shmring.InitMemfd(p.Mem.Mem, ringBytes)
+	for i := range p.Bells {
+		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Bells[i] = fd
+		t.Cleanup(func() { _ = unix.Close(fd) })
+	}
+	return p
+}
+
+// SendRingSetup sends OPRING_SETUP with fds on the socket and returns the
+// reply read there (a refusal: the session stays on the socket).
+func (c *Client) SendRingSetup(t testing.TB, ringBytes uint64, fds []int) int32 {
+	t.Helper()
+	f, err := c.CallFDs(protocol.OpRingSetup, protocol.Append(nil, &protocol.RingSetupReq{RingBytes: ringBytes}), fds...)
+	if err != nil {
+		t.Fatalf("RING_SETUP: %v", err)
+	}
+	return f.Status
+}
+
+// StartRing moves the session onto rings of ringBytes each (HELLO must
+// have negotiated FeatureShmRing) and returns a client that speaks on
+// them; c must not be used any more.
+func StartRing(t testing.TB, c *Client, ringBytes uint64, parts *RingParts) *Client {
+	t.Helper()
+	if parts == nil {
+		parts = NewRingParts(t, ringBytes)
+	}
+	sock, err := dupConn(c.UC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := shmring.NewClient(parts.FDs(), ringBytes, shmring.Options{Sock: sock, OnSock: func() bool { return sockEnded(sock) }})
+	if err != nil {
+		_ = unix.Close(sock)
+		t.Fatalf("ring client: %v", err)
+	}
+	rc := sessiontest.NewClient(&ringConn{ep: ep, uc: c.UC})
+	nc := &Client{Client: rc, UC: c.UC}
+	t.Cleanup(func() { nc.Close() })
+	// The reply comes on the ring.
+	id := c.ID() | 1<<62
+	ch := rc.Expect(id)
+	b := protocol.AppendFrame(nil, protocol.NewHeader(protocol.OpRingSetup, id), protocol.Append(nil, &protocol.RingSetupReq{RingBytes: ringBytes}), nil)
+	if _, _, err := c.UC.WriteMsgUnix(b, unix.UnixRights(parts.FDs()...), nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := sessiontest.Wait(ch, sessiontest.Timeout)
+	if err != nil || f.Status != 0 {
+		t.Fatalf("RING_SETUP: %v status %d (on the ring)", err, f.Status)
+	}
+	nc.Ring = ep
+	return nc
+}
+
+func dupConn(uc *net.UnixConn) (int, error) {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	cerr := rc.Control(func(s uintptr) { fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) })
+	if cerr != nil {
+		return -1, cerr
+	}
+	return fd, err
+}
+
+// sockEnded: has the peer closed the socket (nothing else comes on it in
+// ring mode)?
+func sockEnded(fd int) bool {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	return err != unix.EAGAIN && err != unix.EINTR && (err != nil || n == 0)
+}
+
+// ringConn is a net.Conn on a ring endpoint (the client's side).
+type ringConn struct {
+	ep *shmring.Endpoint
+	uc *net.UnixConn
+}
+
+func (r *ringConn) Read(b []byte) (int, error)         { return r.ep.Read(b) }
+func (r *ringConn) Write(b []byte) (int, error)        { return r.ep.Write(b) }
+func (r *ringConn) Close() error                       { _ = r.ep.Close(); return r.uc.Close() }
+func (r *ringConn) LocalAddr() net.Addr                { return r.uc.LocalAddr() }
+func (r *ringConn) RemoteAddr() net.Addr               { return r.uc.RemoteAddr() }
+func (r *ringConn) SetDeadline(time.Time) error        { return nil }
+func (r *ringConn) SetReadDeadline(time.Time) error    { return nil }
+func (r *ringConn) SetWriteDeadline(t time.Time) error { r.ep.SetWriteDeadline(t); return nil }
 
 // Ping checks that the session still serves.
 func (c *Client) Ping(t testing.TB) {

@@ -254,6 +254,11 @@ struct vgpu_module {
 VGPU_PRIVATE int vgpu_module_load(int dev, const void *image, uint64_t size, uint32_t kind, struct vgpu_module **out);
 VGPU_PRIVATE int vgpu_module_unload(struct vgpu_module *m);
 VGPU_PRIVATE int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgpu_func **out);
+/* Calls fn(user, f) for each kernel of m in the driver's order until fn
+ * returns non-zero (fn NULL: none); *total (if not NULL) gets how many
+ * kernels m has. */
+VGPU_PRIVATE int vgpu_module_functions(struct vgpu_module *m, int (*fn)(void *user, struct vgpu_func *f),
+				       void *user, uint32_t *total);
 VGPU_PRIVATE int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size);
 /* *f as a function: a CUkernel given where a CUfunction goes becomes its
  * function in the current context (loading its library there if need be);

@@ -28,4 +28,19 @@ int vgpu_session_stats(struct vgpu_session_stats *out);
 /* The guest-mode /dev/vgpu file descriptor, -1 in host mode. */
 int vgpu_dev_fd(void);
 
+/* Host mode's shared-memory rings (ring.c). create makes the memfd and
+ * eventfds (fds: RING_SETUP's order; fds[0], the memfd, is the caller's to
+ * close once sent); write (one writer at a time) and read (one reader)
+ * move bytes, waiting as needed, and return -1 once the socket ended or
+ * the backend broke the ring's rules; pending says whether completion
+ * bytes wait (1), none (0), or the ring is broken (-1). */
+struct vgpu_ring;
+int vgpu_ring_create(int sock, uint64_t bytes, struct vgpu_ring **out, int fds[VGPU_RING_FDS]);
+void vgpu_ring_destroy(struct vgpu_ring *r);
+int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n);
+uint64_t vgpu_ring_write_pos(struct vgpu_ring *r);
+int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n);
+int vgpu_ring_pending(struct vgpu_ring *r);
+uint64_t vgpu_ring_default_spin_ns(void);
+
 #endif

@@ -195,10 +195,17 @@ static void print_stats(void)
 	pthread_mutex_unlock(&stat_mu);
 	/* the backend's own view of this session: its time vs. the transport's */
 	struct vgpu_session_stats b;
-	if (vgpu_session_stats(&b) == 0)
-		fprintf(o, "backend: %llu calls, %.3f ms in handlers; HtoD %llu bytes in %.3f ms; DtoH %llu bytes in %.3f ms; "
-			   "%llu launches (%llu emulated)\n",
-			(unsigned long long)b.calls, (double)b.nanos_in_call / 1e6, (unsigned long long)b.bytes_hto_d,
-			(double)b.nanos_hto_d / 1e6, (unsigned long long)b.bytes_dto_h, (double)b.nanos_dto_h / 1e6,
-			(unsigned long long)b.launches, (unsigned long long)b.emulated);
+	if (vgpu_session_stats(&b) != 0)
+		return;
+	fprintf(o, "backend: %llu calls, %.3f ms in handlers; HtoD %llu bytes in %.3f ms; DtoH %llu bytes in %.3f ms; "
+		   "%llu launches (%llu emulated)\n",
+		(unsigned long long)b.calls, (double)b.nanos_in_call / 1e6, (unsigned long long)b.bytes_hto_d,
+		(double)b.nanos_hto_d / 1e6, (unsigned long long)b.bytes_dto_h, (double)b.nanos_dto_h / 1e6,
+		(unsigned long long)b.launches, (unsigned long long)b.emulated);
+	/* the backend's per-layer trace (vgpu serve --trace), if it keeps one */
+	if (b.traced)
+		fprintf(o, "backend trace, ms over %llu requests: read %.3f, queued %.3f, validate %.3f, "
+			   "handler %.3f, reply %.3f\n",
+			(unsigned long long)b.traced, (double)b.nanos_read / 1e6, (double)b.nanos_queued / 1e6,
+			(double)b.nanos_validate / 1e6, (double)b.nanos_handler / 1e6, (double)b.nanos_reply / 1e6);
 }

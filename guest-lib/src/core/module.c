@@ -181,6 +181,55 @@ int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgp
 	return 0;
 }
 
+int vgpu_module_functions(struct vgpu_module *m, int (*fn)(void *user, struct vgpu_func *f), void *user,
+			  uint32_t *total)
+{
+	if (!m)
+		return VGPU_E_INVALID_VALUE;
+	char *names = fn ? malloc(VGPU_MAX_FUNCTION_LIST_BYTES + 1) : NULL;
+	if (fn && !names)
+		return VGPU_E_OUT_OF_MEMORY;
+	struct vgpu_module_functions_req req = {.module = m->handle};
+	struct vgpu_module_functions_reply r;
+	char one[1];
+	int rc;
+	for (;;) {
+		uint32_t tl = 0;
+		rc = vgpu_call(VGPU_OP_MODULE_LIST_FUNCTIONS, &req, sizeof req, NULL, 0, &r, sizeof r,
+			       names ? names : one, names ? VGPU_MAX_FUNCTION_LIST_BYTES : 0, &tl);
+		if (rc || !fn)
+			break;
+		names[tl < VGPU_MAX_FUNCTION_LIST_BYTES ? tl : VGPU_MAX_FUNCTION_LIST_BYTES] = 0;
+		/* each name NUL-terminated inside the tail, r.count of them */
+		uint32_t off = 0, got = 0;
+		while (got < r.count && off < tl) {
+			size_t len = strnlen(names + off, tl - off);
+			if (off + len >= tl) /* no terminator inside the tail */
+				break;
+			struct vgpu_func *f;
+			if ((rc = vgpu_module_get_function(m, names + off, &f)))
+				goto out;
+			if (fn(user, f))
+				goto out;
+			off += (uint32_t)len + 1;
+			got++;
+		}
+		if (got != r.count || (r.count == 0 && req.first < r.total)) {
+			VERR("module functions: the host sent %u of %u names in %u bytes", got, r.count, tl);
+			rc = VGPU_E_UNKNOWN;
+			break;
+		}
+		req.first += r.count;
+		if (req.first >= r.total)
+			break;
+	}
+out:
+	if (!rc && total)
+		*total = r.total;
+	free(names);
+	return rc;
+}
+
 int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size)
 {
 	if (!m || !name)

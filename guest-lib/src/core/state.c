@@ -247,7 +247,9 @@ static int dev_register(void *p, uint64_t len, unsigned flags, uint64_t *region,
 	/* cudaHostAllocMapped / cudaHostRegisterMapped (0x2), cudaHostRegisterReadOnly (0x8) */
 	r.flags = ((flags & VGPU_HOSTALLOC_MAPPED) ? VGPU_REG_MAPPED : 0) | ((flags & 0x8) ? VGPU_REG_READONLY : 0);
 	if (ioctl(vgpu_dev_fd(), VGPU_IOC_REGISTER, &r) != 0) {
-		VWARN("VGPU_IOC_REGISTER(%p, %llu) failed: %s", p, (unsigned long long)len, strerror(errno));
+		VWARN("VGPU_IOC_REGISTER(%p, %llu) failed: %s%s", p, (unsigned long long)len, strerror(errno),
+		      errno == E2BIG ? " (over vgpu.ko's max_pin_mb, /sys/module/vgpu/parameters/max_pin_mb, "
+				       "or more segments than the host takes)" : "");
 		return errno == ENOMEM ? VGPU_E_OUT_OF_MEMORY : VGPU_E_INVALID_VALUE;
 	}
 	*region = r.region;
@@ -437,7 +439,8 @@ int vgpu_host_alloc(size_t size, unsigned flags, void **out)
 		r.len = (r.len + pg - 1) & ~(pg - 1);
 		r.addr = mmap(NULL, r.len, PROT_READ | PROT_WRITE, MAP_SHARED, vgpu_dev_fd(), 0);
 		if (r.addr == MAP_FAILED) {
-			VWARN("mmap of /dev/vgpu (%zu bytes) failed: %s", r.len, strerror(errno));
+			VWARN("mmap of /dev/vgpu (%zu bytes) failed: %s%s", r.len, strerror(errno),
+			      errno == E2BIG ? " (over vgpu.ko's max_pin_mb, /sys/module/vgpu/parameters/max_pin_mb)" : "");
 			return VGPU_E_OUT_OF_MEMORY;
 		}
 		r.mmapped = 1;

@@ -23,7 +23,12 @@
  *    memfd, sent beside a HOST_SHARE frame (SCM_RIGHTS), mapped by the
  *    backend at a pseudo guest-physical range the library chose; the
  *    library then registers it (GUEST_REGISTER with its one segment) and
- *    names it BufRef{Kind=REGION} as guest mode does.
+ *    names it BufRef{Kind=REGION} as guest mode does. After HELLO, when
+ *    the backend offers VGPU_FEATURE_SHM_RING, the connection moves onto
+ *    shared-memory rings (ring.c; RING_SETUP): frames go on the request
+ *    ring, replies and notifications come on the completion ring, fds go
+ *    on the socket in carriers; the reader thread starts only then, and a
+ *    caller spins briefly on its reply before sleeping.
  *
  * Asynchronous calls (launches, memsets, async copies from pinned memory,
  * event records, ...) are queued and sent as one BATCH frame before the
@@ -50,6 +55,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +78,8 @@ static int host_mode;
 static int fd = -1;
 static struct vgpu_hello_reply hello;
 static uint32_t max_segments = 1024;
+/* Guest mode: the largest buffer vgpu.ko pins for one call (its max_pin_mb). */
+static uint64_t pin_max = 4096ull << 20;
 static volatile int broken;
 static uint64_t next_id = 1;
 
@@ -85,6 +93,12 @@ struct waiter {
 	struct waiter *next;
 };
 static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Shared-memory rings (ring.c), once RING_SETUP was accepted: frames go
+ * there instead of the socket. The reader thread starts after HELLO and
+ * RING_SETUP; until then a caller reads its own reply from the socket. */
+static struct vgpu_ring *ring;
+static int reader_running;
+static uint64_t wait_spin_ns;
 static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pend_cv = PTHREAD_COND_INITIALIZER;
 static struct waiter *pending;
@@ -215,21 +229,23 @@ static int write_all(int s, const void *p, size_t n)
 	return 0;
 }
 
-/* Writes p with fd attached to its first byte (SCM_RIGHTS), then the rest. */
-static int write_with_fd(int s, const void *p, size_t n, int sfd)
+/* Writes p with nfds fds attached to its first byte (SCM_RIGHTS), then the
+ * rest. */
+static int write_with_fds(int s, const void *p, size_t n, const int *fds, int nfds)
 {
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int) * VGPU_RING_FDS)];
 	} cm;
 	memset(&cm, 0, sizeof cm);
 	struct iovec iov = {.iov_base = (void *)p, .iov_len = n};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+			    .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds)};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &sfd, sizeof(int));
+	c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
 	ssize_t w;
 	do
 		w = sendmsg(s, &mh, MSG_NOSIGNAL);
@@ -237,6 +253,33 @@ static int write_with_fd(int s, const void *p, size_t n, int sfd)
 	if (w < 0)
 		return -1;
 	return write_all(s, (const uint8_t *)p + w, n - (size_t)w);
+}
+
+static int write_with_fd(int s, const void *p, size_t n, int sfd) { return write_with_fds(s, p, n, &sfd, 1); }
+
+/* Host mode: writes one frame's pieces (under write_mu) on the ring or the
+ * socket; sfd, if >= 0, goes beside it: on the socket with its first byte,
+ * on rings in a carrier naming the frame's ring position, sent first. */
+static int host_write_locked(const void *a, size_t alen, const void *b, size_t blen, size_t pad, int sfd)
+{
+	static const uint8_t zeros[8];
+	if (ring) {
+		if (sfd >= 0) {
+			uint64_t pos = vgpu_ring_write_pos(ring);
+			if (write_with_fd(fd, &pos, sizeof pos, sfd) != 0)
+				return -1;
+		}
+		if (vgpu_ring_write(ring, a, alen) != 0 || (blen && vgpu_ring_write(ring, b, blen) != 0) ||
+		    (pad && vgpu_ring_write(ring, zeros, pad) != 0))
+			return -1;
+		return 0;
+	}
+	int rc = sfd >= 0 ? write_with_fd(fd, a, alen, sfd) : write_all(fd, a, alen);
+	if (!rc && blen)
+		rc = write_all(fd, b, blen);
+	if (!rc && pad)
+		rc = write_all(fd, zeros, pad);
+	return rc;
 }
 
 static int read_all(int s, void *p, size_t n)
@@ -262,10 +305,67 @@ static void fail_all_waiters(void)
 	pthread_mutex_lock(&pend_mu);
 	broken = 1;
 	for (struct waiter *w = pending; w; w = w->next) {
-		w->done = 1;
 		w->err = E_UNAVAILABLE;
+		__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 	}
 	pthread_cond_broadcast(&pend_cv);
+	pthread_mutex_unlock(&pend_mu);
+}
+
+/* Reads n bytes of the host's frames: from the rings or the socket. */
+static int host_read(void *p, size_t n)
+{
+	return ring ? vgpu_ring_read(ring, p, n) : read_all(fd, p, n);
+}
+
+/* Reads one frame from the host; *f is malloc'd. */
+static int read_frame(uint8_t **f, uint64_t *flen)
+{
+	struct vgpu_header h;
+	if (host_read(&h, sizeof h) != 0)
+		return -1;
+	if (h.magic != VGPU_MAGIC || h.major != VGPU_PROTO_MAJOR || h.payload_len > (64u << 20) || h.num_segs != 0) {
+		VERR("host sent a malformed frame; closing the connection");
+		return -1;
+	}
+	uint64_t n = vgpu_frame_len(h.payload_len, 0);
+	uint8_t *b = malloc(n);
+	if (!b)
+		return -1;
+	memcpy(b, &h, sizeof h);
+	if (host_read(b + sizeof h, n - sizeof h) != 0) {
+		free(b);
+		return -1;
+	}
+	*f = b;
+	*flen = n;
+	return 0;
+}
+
+/* Hands a frame to its waiter (or vgpu_notify); takes f. */
+static void dispatch_frame(uint8_t *f, uint64_t flen)
+{
+	const struct vgpu_header *h = (const void *)f;
+	if (h->flags & VGPU_FLAG_NOTIFY) {
+		vgpu_notify(h, f + VGPU_HEADER_SIZE);
+		free(f);
+		return;
+	}
+	pthread_mutex_lock(&pend_mu);
+	struct waiter *w;
+	for (w = pending; w; w = w->next)
+		if (w->id == h->request_id && !w->done)
+			break;
+	if (w) {
+		w->frame = f;
+		w->frame_len = (uint32_t)flen;
+		__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&pend_cv);
+	} else {
+		VDEBUG("reply to unknown request %llu (%s) dropped", (unsigned long long)h->request_id,
+		       vgpu_op_name(h->opcode));
+		free(f);
+	}
 	pthread_mutex_unlock(&pend_mu);
 }
 
@@ -273,44 +373,11 @@ static void *reader_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		struct vgpu_header h;
-		if (read_all(fd, &h, sizeof h) != 0)
+		uint8_t *f;
+		uint64_t flen;
+		if (read_frame(&f, &flen) != 0)
 			break;
-		if (h.magic != VGPU_MAGIC || h.major != VGPU_PROTO_MAJOR || h.payload_len > (64u << 20) ||
-		    h.num_segs != 0) {
-			VERR("host sent a malformed frame; closing the connection");
-			break;
-		}
-		uint64_t flen = vgpu_frame_len(h.payload_len, 0);
-		uint8_t *f = malloc(flen);
-		if (!f)
-			break;
-		memcpy(f, &h, sizeof h);
-		if (read_all(fd, f + sizeof h, flen - sizeof h) != 0) {
-			free(f);
-			break;
-		}
-		if (h.flags & VGPU_FLAG_NOTIFY) {
-			vgpu_notify(&h, f + VGPU_HEADER_SIZE);
-			free(f);
-			continue;
-		}
-		pthread_mutex_lock(&pend_mu);
-		struct waiter *w;
-		for (w = pending; w; w = w->next)
-			if (w->id == h.request_id && !w->done)
-				break;
-		if (w) {
-			w->frame = f;
-			w->frame_len = (uint32_t)flen;
-			w->done = 1;
-			pthread_cond_broadcast(&pend_cv);
-		} else {
-			VDEBUG("reply to unknown request %llu (%s) dropped", (unsigned long long)h.request_id,
-			       vgpu_op_name(h.opcode));
-			free(f);
-		}
-		pthread_mutex_unlock(&pend_mu);
+		dispatch_frame(f, flen);
 	}
 	if (!broken)
 		VERR("connection to the vgpu backend lost");
@@ -328,14 +395,9 @@ static void host_send(struct waiter *w, const void *a, size_t alen, const void *
 	pending = w;
 	pthread_mutex_unlock(&pend_mu);
 
-	static const uint8_t zeros[8];
 	size_t pad = (8 - ((alen + blen) & 7)) & 7;
 	pthread_mutex_lock(&write_mu);
-	int rc = sfd >= 0 ? write_with_fd(fd, a, alen, sfd) : write_all(fd, a, alen);
-	if (!rc && blen)
-		rc = write_all(fd, b, blen);
-	if (!rc && pad)
-		rc = write_all(fd, zeros, pad);
+	int rc = host_write_locked(a, alen, b, blen, pad, sfd);
 	pthread_mutex_unlock(&write_mu);
 	if (rc) {
 		pthread_mutex_lock(&pend_mu);
@@ -345,9 +407,27 @@ static void host_send(struct waiter *w, const void *a, size_t alen, const void *
 	}
 }
 
-/* Waits for w's reply and removes w from the waiters. */
+/* Waits for w's reply and removes w from the waiters. On rings it spins a
+ * little first: the reader thread polls the ring, so the reply of a short
+ * call is handed over without either thread sleeping. Before the reader
+ * thread runs (HELLO), the caller reads the socket itself. */
 static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 {
+	if (!__atomic_load_n(&reader_running, __ATOMIC_ACQUIRE)) {
+		while (!w->done) {
+			uint8_t *f;
+			uint64_t flen;
+			if (read_frame(&f, &flen) != 0) {
+				fail_all_waiters();
+				break;
+			}
+			dispatch_frame(f, flen);
+		}
+	} else if (ring) {
+		uint64_t t0 = vgpu_now_ns();
+		while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && vgpu_now_ns() - t0 < wait_spin_ns)
+			;
+	}
 	pthread_mutex_lock(&pend_mu);
 	while (!w->done)
 		pthread_cond_wait(&pend_cv, &pend_mu);
@@ -394,18 +474,106 @@ static int host_connect(const char *path)
 		fd = -1;
 		return E_UNAVAILABLE;
 	}
+	return 0;
+}
+
+/* Starts the reader thread (after HELLO and RING_SETUP). */
+static int start_reader(void)
+{
 	pthread_t t;
 	pthread_attr_t at;
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &at, reader_main, NULL) != 0) {
-		pthread_attr_destroy(&at);
-		close(fd);
-		fd = -1;
+	int rc = pthread_create(&t, &at, reader_main, NULL);
+	pthread_attr_destroy(&at);
+	if (rc != 0) {
+		VERR("cannot start the reader thread: %s", strerror(rc));
+		broken = 1;
 		return VGPU_E_OUT_OF_MEMORY;
 	}
-	pthread_attr_destroy(&at);
+	__atomic_store_n(&reader_running, 1, __ATOMIC_RELEASE);
 	return 0;
+}
+
+/* Host mode, after HELLO offered VGPU_FEATURE_SHM_RING: moves the
+ * connection onto shared-memory rings (RING_SETUP with the memfd and
+ * eventfds). The reply comes on the ring when the backend accepts, on the
+ * socket when it refuses; then the socket stays. VGPU_RING=0 keeps the
+ * socket; VGPU_RING_BYTES sizes each ring. */
+static void ring_start(void)
+{
+	const char *e = getenv("VGPU_RING");
+	if ((e && !strcmp(e, "0")) || !(hello.features & VGPU_FEATURE_SHM_RING))
+		return;
+	uint64_t bytes = VGPU_RING_DEFAULT_BYTES;
+	const char *b = getenv("VGPU_RING_BYTES");
+	if (b && *b)
+		bytes = strtoull(b, NULL, 0);
+	const char *sp = getenv("VGPU_RING_SPIN_US");
+	wait_spin_ns = sp && *sp ? strtoull(sp, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
+	struct vgpu_ring *r;
+	int fds[VGPU_RING_FDS];
+	if (vgpu_ring_create(fd, bytes, &r, fds) != 0) {
+		VINFO("no shared-memory rings (%s): calls go through the socket", strerror(errno));
+		return;
+	}
+	struct {
+		struct vgpu_header h;
+		struct vgpu_ring_setup_req req;
+	} f;
+	uint64_t id = new_id();
+	put_header(&f.h, VGPU_OP_RING_SETUP, id, sizeof f.req, 0);
+	memset(&f.req, 0, sizeof f.req);
+	f.req.ring_bytes = bytes;
+	int rc = write_with_fds(fd, &f, sizeof f, fds, VGPU_RING_FDS);
+	close(fds[0]);
+	if (rc) {
+		vgpu_ring_destroy(r);
+		broken = 1;
+		return;
+	}
+	for (;;) {
+		int pend = vgpu_ring_pending(r);
+		uint8_t *rep = NULL;
+		uint64_t rl = 0;
+		if (pend > 0) { /* accepted: the reply is the ring's first frame */
+			ring = r;
+			if (read_frame(&rep, &rl) != 0 || check_reply(rep, (uint32_t)rl, id, VGPU_OP_RING_SETUP) != 0 ||
+			    ((struct vgpu_header *)rep)->status != 0) {
+				VERR("malformed RING_SETUP reply on the ring");
+				broken = 1;
+			} else {
+				VINFO("on shared-memory rings of %llu bytes", (unsigned long long)bytes);
+			}
+			free(rep);
+			return;
+		}
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int pr = pend < 0 ? -1 : poll(&p, 1, 1);
+		if (pr < 0 && pend >= 0 && errno == EINTR)
+			continue;
+		if (pr < 0) {
+			VERR("shared-memory rings: %s", pend < 0 ? "the backend corrupted the completion ring" : strerror(errno));
+			broken = 1;
+			vgpu_ring_destroy(r);
+			return;
+		}
+		if (!p.revents)
+			continue;
+		if (read_frame(&rep, &rl) != 0) {
+			broken = 1;
+			vgpu_ring_destroy(r);
+			return;
+		}
+		const struct vgpu_header *h = (const void *)rep;
+		if (!(h->flags & VGPU_FLAG_NOTIFY) && h->request_id == id) {
+			VINFO("the backend refused shared-memory rings (error %d): calls go through the socket", h->status);
+			free(rep);
+			vgpu_ring_destroy(r);
+			return;
+		}
+		dispatch_frame(rep, rl);
+	}
 }
 
 /* ---------------- guest mode ---------------- */
@@ -432,7 +600,13 @@ static int dev_roundtrip(const void *frame, uint32_t frame_len, struct vgpu_buf 
 		int e = errno;
 		free(r);
 		VERR("VGPU_IOC_CALL failed: %s", strerror(e));
-		if (e == EMSGSIZE || e == EINVAL || e == EFAULT)
+		if (e == E2BIG && nbufs)
+			VERR("a buffer of the call is over vgpu.ko's max_pin_mb (%llu MiB, "
+			     "/sys/module/vgpu/parameters/max_pin_mb) or needs more segments than the host takes",
+			     (unsigned long long)(pin_max >> 20));
+		/* The call's own arguments: the session goes on. */
+		if (e == EMSGSIZE || e == EINVAL || e == EFAULT || e == E2BIG || e == EOVERFLOW || e == EBADMSG ||
+		    e == EPERM)
 			return VGPU_E_INVALID_VALUE;
 		if (e == ENOMEM)
 			return VGPU_E_OUT_OF_MEMORY;
@@ -453,6 +627,13 @@ static int dev_open(const char *path)
 		VERR("cannot open %s: %s (is the vgpu guest driver loaded? for host mode set "
 		     "VGPU_TRANSPORT=unix:PATH)", path, strerror(errno));
 		return errno == ENOENT ? VGPU_E_NO_DEVICE : E_UNAVAILABLE;
+	}
+	FILE *pf = fopen("/sys/module/vgpu/parameters/max_pin_mb", "re");
+	unsigned long long mb = 0;
+	if (pf) {
+		if (fscanf(pf, "%llu", &mb) == 1 && mb)
+			pin_max = mb << 20;
+		fclose(pf);
 	}
 	struct vgpu_info info;
 	memset(&info, 0, sizeof info);
@@ -485,7 +666,7 @@ static int send_only(uint16_t op, uint64_t id, const void *payload, uint32_t len
 	int rc = 0;
 	if (host_mode) {
 		pthread_mutex_lock(&write_mu);
-		if (write_all(fd, f, n) != 0)
+		if (host_write_locked(f, n, NULL, 0, 0, -1) != 0)
 			rc = E_UNAVAILABLE;
 		pthread_mutex_unlock(&write_mu);
 	} else {
@@ -557,7 +738,7 @@ static int say_hello(void)
 	req.minor = VGPU_PROTO_MINOR;
 	req.role = VGPU_ROLE_LIBRARY;
 	req.features = VGPU_FEATURE_BATCH | VGPU_FEATURE_HOST_FUNC | VGPU_FEATURE_MODULE_HASH |
-		       (host_mode ? VGPU_FEATURE_INLINE : VGPU_FEATURE_SEGMENTS);
+		       (host_mode ? VGPU_FEATURE_INLINE | VGPU_FEATURE_SHM_RING : VGPU_FEATURE_SEGMENTS);
 	const char *share = getenv("VGPU_HOST_SHARE");
 	if (host_mode && !(share && !strcmp(share, "0")))
 		req.features |= VGPU_FEATURE_HOST_SHARE;
@@ -615,6 +796,10 @@ int vgpu_init(void)
 		}
 		if (!rc)
 			rc = say_hello();
+		if (!rc && host_mode) {
+			ring_start();
+			rc = broken ? E_UNAVAILABLE : start_reader();
+		}
 		__atomic_store_n(&init_state, rc ? rc : 1, __ATOMIC_RELEASE);
 		if (!rc && !host_mode)
 			vgpu_start_notify_thread(); /* deferred errors and host functions */
@@ -636,9 +821,12 @@ uint64_t vgpu_max_chunk(void)
 		uint64_t m = hello.max_payload ? hello.max_payload : VGPU_DEFAULT_MAX_PAYLOAD;
 		return m > 8192 ? m - 4096 : m / 2;
 	}
-	/* Conservatively len/4096 + 2 segments per buffer. */
+	/* Conservatively len/4096 + 2 segments per buffer, and what vgpu.ko
+	 * pins per buffer (max_pin_mb): a copy of any size goes in chunks. */
 	uint64_t segs = max_segments > 8 ? max_segments - 2 : 6;
 	uint64_t m = segs * 4096;
+	if (m > pin_max - 4096)
+		m = pin_max - 4096;
 	return m > (64u << 20) ? (64u << 20) : m;
 }
 

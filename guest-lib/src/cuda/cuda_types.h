@@ -21,6 +21,9 @@ typedef struct vgpu_library *CUlibrary;
 typedef struct vgpu_kernel *CUkernel;
 typedef struct vgpu_stream *CUstream;
 typedef struct vgpu_event *CUevent;
+/* Graphs are the backend session's handles, as opaque pointers (graph.c). */
+typedef void *CUgraph;
+typedef void *CUgraphExec;
 typedef void (*CUhostFn)(void *userData);
 typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 
@@ -99,6 +102,23 @@ typedef struct {
 
 #define VGPU_ALIAS(name, target) \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
+
+/* CUmemAllocationProp (cuda.h, 32 bytes): cuMemGetAllocationGranularity, cuMemCreate. */
+struct mem_alloc_prop {
+	uint32_t type, handle_types;
+	uint32_t loc_type; /* CUmemLocationType: 1 device, 2 host, 3 host NUMA, 4 current NUMA */
+	int32_t loc_id;
+	void *win32_meta;
+	uint8_t compression, rdma;
+	uint16_t usage;
+	uint8_t reserved[4];
+};
+_Static_assert(sizeof(struct mem_alloc_prop) == 32, "CUmemAllocationProp");
+
+/* Graphs (calls_gen.c, graph.c): captures in progress, the host's status. */
+VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+int vgpu_cu_captures_active(void);
+CUresult vgpu_cu_capture_status(CUstream s, int *status);
 
 /* Exported driver API calls the runtime uses. */
 VGPU_EXPORT CUresult cuDriverGetVersion(int *v);

@@ -323,18 +323,6 @@ CU_API cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	return rc;
 }
 
-/* CUmemAllocationProp (cuda.h, 32 bytes). */
-struct mem_alloc_prop {
-	uint32_t type, handle_types;
-	uint32_t loc_type; /* CUmemLocationType: 1 device, 2 host, 3 host NUMA, 4 current NUMA */
-	int32_t loc_id;
-	void *win32_meta;
-	uint8_t compression, rdma;
-	uint16_t usage;
-	uint8_t reserved[4];
-};
-_Static_assert(sizeof(struct mem_alloc_prop) == 32, "CUmemAllocationProp");
-
 /*
  * The granularity of the virtual-memory API's allocations, asked of the
  * host's driver for device memory (NCCL sizes its buffers by it). Host
@@ -649,19 +637,27 @@ CU_API cuStreamGetPriority(CUstream s, int *prio)
 VGPU_ALIAS(cuStreamGetPriority_ptsz, cuStreamGetPriority);
 
 /* ---------------- stream capture queries, ids, devices ----------------
- * vgpu's driver API has no stream capture (cuStreamBeginCapture* answer
- * CUDA_ERROR_NOT_SUPPORTED), so a stream captures only when vgpu's own
- * libcudart records into it (struct vgpu_stream.capture). The queries
- * answer that, locally: NVIDIA's runtime and PyTorch's allocator ask before
- * much of their work. */
+ * A stream captures when vgpu's own libcudart records into it (struct
+ * vgpu_stream.capture) or when the host's driver captures it
+ * (cuStreamBeginCapture*, graph.c). NVIDIA's runtime and PyTorch's
+ * allocator ask before much of their work, so the queries are answered
+ * locally while no driver capture is in progress in the process, and by
+ * the host (one round trip) while one is. */
 
 static int capturing(CUstream s, unsigned long long *id)
 {
-	if (!vgpu_stream_handle(s) || !s->capture)
-		return 0; /* CU_STREAM_CAPTURE_STATUS_NONE */
-	if (id)
-		*id = s->capture_id;
-	return 1; /* CU_STREAM_CAPTURE_STATUS_ACTIVE */
+	int status = 0;
+	if (vgpu_stream_handle(s) && s->capture) {
+		status = 1; /* the runtime's capture: CU_STREAM_CAPTURE_STATUS_ACTIVE */
+	} else if (vgpu_cu_captures_active()) {
+		/* A driver capture in progress somewhere in the process: the
+		 * host knows which streams it holds (joined ones too). */
+		if (vgpu_cu_capture_status(s, &status))
+			status = 0;
+	}
+	if (status && id)
+		*id = vgpu_stream_handle(s) ? s->capture_id : 0;
+	return status; /* 0 NONE, 1 ACTIVE, 2 INVALIDATED */
 }
 
 CU_API cuStreamIsCapturing(CUstream s, int *status)

@@ -16,7 +16,8 @@
  *   CONTEXT_CHECKS     2: "not a wrapped context"; 3: 0; 1: NOT_SUPPORTED
  *   INTEGRITY_CHECK    1: HMAC-MD2 over what this library answers (§2)
  *   TOOLS_CONTEXT      4: writes (arg0 != 0) to *arg1 (what cuBLASLt asks)
- *   TOOLS_MODULE, DA9151D3  served, every slot of unknown meaning
+ *   TOOLS_MODULE       7: a module's function iterator (what cuFFT asks)
+ *   DA9151D3           served, every slot of unknown meaning
  *   CTX_CREATE_BYPASS  1: cuCtxCreate_v2
  * Every slot of a served table is a callable: a slot whose meaning is not
  * known logs "TABLE slot N" once and returns CUDA_ERROR_NOT_SUPPORTED.
@@ -297,8 +298,44 @@ static const void *const tools_context[93] = {
 
 static const char toolsmod_name[] = "TOOLS_MODULE";
 UNKNOWN_SLOTS(toolsmod)
+
+/* Slot 7, what cuFFT calls (once, on driver 580): a function iterator
+ * (context, module, callback, opaque) that calls callback(opaque, function,
+ * owner) for each kernel of the module and returns how many there were
+ * (EXPORT-TABLES.md: Lupine forwards it so; 0 when there are none). The
+ * functions are vgpu's CUfunctions of the module, listed by the host's
+ * driver (MODULE_LIST_FUNCTIONS); the owner is the module. */
+typedef void (*toolsmod_fn_cb)(void *opaque, void *function, uint64_t owner);
+
+struct toolsmod_iter {
+	toolsmod_fn_cb cb;
+	void *opaque;
+	CUmodule mod;
+};
+
+static int toolsmod_each(void *user, struct vgpu_func *f)
+{
+	struct toolsmod_iter *it = user;
+	if (it->cb)
+		it->cb(it->opaque, f, (uint64_t)(uintptr_t)it->mod);
+	return 0;
+}
+
+static uint64_t toolsmod_slot7_functions(void *ctx, CUmodule mod, toolsmod_fn_cb cb, void *opaque)
+{
+	static int once;
+	struct toolsmod_iter it = {cb, opaque, mod};
+	uint32_t n = 0;
+	if (!__atomic_exchange_n(&once, 1, __ATOMIC_RELAXED))
+		VINFO("export table TOOLS_MODULE: slot 7 (function iterator) called");
+	if (!mod || vgpu_module_functions(mod, toolsmod_each, &it, &n))
+		return 0;
+	return n;
+}
+
 static const void *const tools_module[99] = {
-	SIZE_WORD(99),	       U_1_9(toolsmod),	       U_DECADE(toolsmod, 1), U_DECADE(toolsmod, 2),
+	SIZE_WORD(99),	       U(toolsmod, 1), U(toolsmod, 2), U(toolsmod, 3), U(toolsmod, 4), U(toolsmod, 5),
+	U(toolsmod, 6),	       W(toolsmod_slot7_functions), U(toolsmod, 8), U(toolsmod, 9),	       U_DECADE(toolsmod, 1), U_DECADE(toolsmod, 2),
 	U_DECADE(toolsmod, 3), U_DECADE(toolsmod, 4), U_DECADE(toolsmod, 5), U_DECADE(toolsmod, 6),
 	U_DECADE(toolsmod, 7), U_DECADE(toolsmod, 8), U(toolsmod, 90),	     U(toolsmod, 91),
 	U(toolsmod, 92),       U(toolsmod, 93),	       U(toolsmod, 94),	     U(toolsmod, 95),

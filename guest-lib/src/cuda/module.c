@@ -185,6 +185,40 @@ CU_API cuModuleUnload(CUmodule m)
 	return vgpu_module_unload(m);
 }
 
+CU_API cuModuleGetFunctionCount(unsigned *count, CUmodule m)
+{
+	VGPU_API();
+	uint32_t n = 0;
+	if (!count || !m)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = vgpu_module_functions(m, NULL, NULL, &n);
+	if (!rc)
+		*count = n;
+	return rc;
+}
+
+struct fn_array {
+	CUfunction *fns;
+	unsigned n, got;
+};
+
+static int fn_array_add(void *user, struct vgpu_func *f)
+{
+	struct fn_array *a = user;
+	a->fns[a->got++] = f;
+	return a->got == a->n;
+}
+
+/* At most n of m's kernels, in the driver's order. */
+CU_API cuModuleEnumerateFunctions(CUfunction *fns, unsigned n, CUmodule m)
+{
+	VGPU_API();
+	if (!fns || !m || !n)
+		return VGPU_E_INVALID_VALUE;
+	struct fn_array a = {fns, n, 0};
+	return vgpu_module_functions(m, fn_array_add, &a, NULL);
+}
+
 CU_API cuModuleGetFunction(CUfunction *pf, CUmodule m, const char *name)
 {
 	VGPU_API();

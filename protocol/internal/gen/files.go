@@ -49,6 +49,9 @@ func Files() (map[string][]byte, error) {
 		files[goldenDir+"/"+GoldenName(&op)+".bin"] = GoldenFrames(&op)
 	}
 	files[cGoldenPath] = generateCGolden()
+	if files[stubsPath], err = generateCStubs(); err != nil {
+		return nil, err
+	}
 	return files, nil
 }
 
@@ -88,6 +91,17 @@ func CheckRegistry(ops []protocol.OpInfo) error {
 		}
 		if op.FD && (op.Batchable() || op.Segments) {
 			bad(op, "a call that carries an fd travels alone, without segments")
+		}
+		serves := map[string]bool{}
+		for _, s := range op.Symbols {
+			serves[s] = true
+		}
+		for _, st := range op.Stubs {
+			for _, s := range append([]string{st.Symbol}, st.Aliases...) {
+				if !serves[s] {
+					bad(op, "stub %s is not in the row's Symbols", s)
+				}
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -44,11 +44,13 @@ func TestGoldenFramesParse(t *testing.T) {
 	}
 }
 
-// Every symbol a row serves is one the guest library implements (a `hand`
-// row of its table): the registry cannot name an entry point that answers
-// NOT_SUPPORTED.
+// Every symbol a row serves is one the guest library implements: a
+// `registry` row of its table where the registry generates it (Stubs), a
+// `hand` row otherwise. The registry cannot name an entry point that
+// answers NOT_SUPPORTED, and a table cannot claim a generated entry point
+// the registry does not write.
 func TestSymbolsServed(t *testing.T) {
-	hand := map[string]bool{}
+	kind := map[string]string{}
 	for _, lib := range []string{"libcuda.so.1", "libnvidia-ml.so.1"} {
 		f, err := os.Open(filepath.Join("..", "..", "..", "guest-lib", "tables", lib+".tbl"))
 		if err != nil {
@@ -57,17 +59,34 @@ func TestSymbolsServed(t *testing.T) {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			w := strings.Fields(sc.Text())
-			if len(w) >= 3 && !strings.HasPrefix(w[0], "#") && w[2] == "hand" {
-				hand[w[0]] = true
+			if len(w) >= 3 && !strings.HasPrefix(w[0], "#") {
+				kind[w[0]] = w[2]
 			}
 		}
 		f.Close()
 	}
+	generated := map[string]bool{}
+	for _, op := range protocol.Ops {
+		for _, st := range op.Stubs {
+			for _, s := range append([]string{st.Symbol}, st.Aliases...) {
+				generated[s] = true
+			}
+		}
+	}
 	for _, op := range protocol.Ops {
 		for _, s := range op.Symbols {
-			if !hand[s] {
-				t.Errorf("%s serves %s, which guest-lib/tables does not mark hand-written", op.Name, s)
+			want := "hand"
+			if generated[s] {
+				want = "registry"
 			}
+			if kind[s] != want {
+				t.Errorf("%s serves %s: guest-lib/tables says %q, want %q", op.Name, s, kind[s], want)
+			}
+		}
+	}
+	for s, k := range kind {
+		if k == "registry" && !generated[s] {
+			t.Errorf("guest-lib/tables marks %s `registry`, but no row of protocol/registry.go generates it", s)
 		}
 	}
 }

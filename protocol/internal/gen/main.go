@@ -113,7 +113,7 @@ func GenerateDoc() []byte {
 			rules = append(rules, "may carry guest-physical segments (the guest kernel driver; in host mode the library, naming memory it shared with HOST_SHARE)")
 		}
 		if op.FD {
-			rules = append(rules, "carries one file descriptor beside the frame (host mode: SCM_RIGHTS in the sendmsg of the frame's first byte)")
+			rules = append(rules, "carries file descriptors beside the frame (host mode: SCM_RIGHTS in the sendmsg of the frame's first byte; HOST_SHARE one, RING_SETUP five)")
 		}
 		if len(rules) > 0 {
 			p("- %s\n", strings.Join(rules, "; "))

@@ -1,0 +1,207 @@
+package session
+
+import (
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// Stream capture and graphs: the driver's own capture, on the host. A
+// stream the guest captures records, on the device, the work the guest
+// queues on it; ending the capture gives a graph, which the guest
+// instantiates and launches by the session's handles.
+//
+// What a capture cannot hold is refused with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900) before it reaches the
+// device: copies between guest memory and the device (a graph would replay
+// them against a staging buffer or a segment list that is gone by then),
+// host functions (the session's callback ids are single-use), and capture
+// of the guest's default stream (the legacy stream cannot be captured; a
+// per-thread default stream is the session's own stream in a shared
+// context). The device captures in relaxed mode (see streamBeginCapture).
+// A capturing stream takes no part in the legacy default stream's
+// ordering while it captures (defstream.go): its work is not executed
+// then.
+
+type graphObj struct {
+	dev int
+	h   device.Graph
+}
+
+type execObj struct {
+	dev int
+	h   device.GraphExec
+}
+
+func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
+	const op = "OpStreamBeginCapture"
+	if isDefaultStream(r.Stream) {
+		return device.Errorf(op, device.ErrCaptureUnsupported, "the default stream cannot be captured here: capture a stream the program created")
+	}
+	o, ok := s.st.streams[r.Stream]
+	if !ok {
+		return device.Errorf(op, device.ErrInvalidHandle, "stream %#x is not this session's", r.Stream)
+	}
+	if o.capturing {
+		return device.Errorf(op, device.ErrIllegalState, "stream %#x is already capturing", r.Stream)
+	}
+	// Work queued before the capture still precedes the default stream's
+	// next work; after this the stream leaves the legacy ordering until
+	// the capture ends.
+	if set := s.st.dirty[o.dev]; set != nil {
+		if _, dirty := set[o]; dirty {
+			if _, err := s.defaultStream(o.dev, false); err != nil {
+				return err
+			}
+			if err := s.follow(s.st.defaults[o.dev], o); err != nil {
+				return err
+			}
+			delete(set, o)
+		}
+	}
+	// The device captures in relaxed mode whatever mode the guest asked
+	// (its mode was checked): global and thread-local modes forbid
+	// "unsafe" calls process-wide or per OS thread, and the backend's
+	// threads and process are not the guest's — another stream's
+	// synchronous copy, or another guest's in a shared context, would
+	// break the capture or fail.
+	if err := s.cfg.Devices[o.dev].StreamBeginCapture(o.h, device.CaptureModeRelaxed); err != nil {
+		return err
+	}
+	o.capturing = true
+	s.st.captures++
+	return nil
+}
+
+// endCapture ends o's capture (the driver ends it even when it fails).
+func (s *Session) endCapture(o *streamObj) (device.Graph, error) {
+	g, err := s.cfg.Devices[o.dev].StreamEndCapture(o.h)
+	if o.capturing {
+		o.capturing = false
+		s.st.captures--
+	}
+	return g, err
+}
+
+func streamEndCapture(s *Session, c *call, r *protocol.HandleReq) (protocol.HandleReply, error) {
+	const op = "OpStreamEndCapture"
+	o, ok := s.st.streams[r.Handle]
+	if !ok {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "stream %#x is not this session's", r.Handle)
+	}
+	if !o.capturing {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrIllegalState, "stream %#x is not capturing", r.Handle)
+	}
+	g, err := s.endCapture(o)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	ctx := s.cfg.Devices[o.dev]
+	if err := s.newObject(op, len(s.st.graphs)); err != nil {
+		_ = ctx.GraphDestroy(g)
+		return protocol.HandleReply{}, err
+	}
+	id := s.st.handle()
+	s.st.graphs[id] = &graphObj{dev: o.dev, h: g}
+	return protocol.HandleReply{Handle: id}, nil
+}
+
+func streamIsCapturing(s *Session, c *call, r *protocol.HandleReq) (protocol.CaptureStatusReply, error) {
+	ctx, st, err := s.streamAny(r.Handle, 0, false)
+	if err != nil {
+		return protocol.CaptureStatusReply{}, err
+	}
+	status, err := ctx.StreamCaptureStatus(st)
+	return protocol.CaptureStatusReply{Status: uint32(status)}, err
+}
+
+func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (protocol.HandleReply, error) {
+	const op = "OpGraphInstantiate"
+	g, ok := s.st.graphs[r.Graph]
+	if !ok {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	}
+	if err := s.newObject(op, len(s.st.execs)); err != nil {
+		return protocol.HandleReply{}, err
+	}
+	e, err := s.cfg.Devices[g.dev].GraphInstantiate(g.h, r.Flags)
+	if err != nil {
+		s.dropObject()
+		return protocol.HandleReply{}, err
+	}
+	id := s.st.handle()
+	s.st.execs[id] = &execObj{dev: g.dev, h: e}
+	return protocol.HandleReply{Handle: id}, nil
+}
+
+func graphLaunch(s *Session, c *call, r *protocol.GraphLaunchReq) error {
+	e, ok := s.st.execs[r.Exec]
+	if !ok {
+		return device.Errorf("OpGraphLaunch", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Exec)
+	}
+	st, err := s.stream(r.Stream, e.dev, true)
+	if err != nil {
+		return err
+	}
+	return s.cfg.Devices[e.dev].GraphLaunch(e.h, st)
+}
+
+func graphExecDestroy(s *Session, c *call, r *protocol.HandleReq) error {
+	e, ok := s.st.execs[r.Handle]
+	if !ok {
+		return device.Errorf("OpGraphExecDestroy", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Handle)
+	}
+	delete(s.st.execs, r.Handle)
+	s.dropObject()
+	return s.cfg.Devices[e.dev].GraphExecDestroy(e.h)
+}
+
+func graphDestroy(s *Session, c *call, r *protocol.HandleReq) error {
+	g, ok := s.st.graphs[r.Handle]
+	if !ok {
+		return device.Errorf("OpGraphDestroy", device.ErrInvalidHandle, "graph %#x is not this session's", r.Handle)
+	}
+	delete(s.st.graphs, r.Handle)
+	s.dropObject()
+	return s.cfg.Devices[g.dev].GraphDestroy(g.h)
+}
+
+// refuseCaptured refuses what a capture cannot hold (see above) on a
+// stream that is capturing, whether the guest began the capture on it or
+// it joined one by waiting for an event recorded in it.
+func (s *Session) refuseCaptured(op string, ctx device.Context, st device.Stream, what string) error {
+	if s.st.captures == 0 {
+		return nil
+	}
+	status, err := ctx.StreamCaptureStatus(st)
+	if err != nil || status == device.CaptureStatusNone {
+		return nil
+	}
+	return device.Errorf(op, device.ErrCaptureUnsupported, "%s cannot be captured into a graph (the stream is capturing)", what)
+}
+
+// releaseGraphs ends the captures of the session's streams on device dev
+// (-1: all) and destroys its executable graphs and graphs.
+func (s *Session) releaseGraphs(match func(int) bool) {
+	st := &s.st
+	for _, o := range st.streams {
+		if o.capturing && match(o.dev) {
+			if g, err := s.endCapture(o); err == nil {
+				_ = s.cfg.Devices[o.dev].GraphDestroy(g)
+			}
+		}
+	}
+	for id, e := range st.execs {
+		if match(e.dev) {
+			_ = s.cfg.Devices[e.dev].GraphExecDestroy(e.h)
+			delete(st.execs, id)
+			s.dropObject()
+		}
+	}
+	for id, g := range st.graphs {
+		if match(g.dev) {
+			_ = s.cfg.Devices[g.dev].GraphDestroy(g.h)
+			delete(st.graphs, id)
+			s.dropObject()
+		}
+	}
+}

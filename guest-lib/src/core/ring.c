@@ -1,0 +1,284 @@
+/*
+ * ring.c - host mode's shared-memory rings (VGPU_FEATURE_SHM_RING), the
+ * library's side. The layout and rules are protocol/ring.go's: a sealed
+ * memfd holding a header page, the request ring (we produce) and the
+ * completion ring (we consume), each a byte stream of ordinary frames with
+ * free-running positions; four eventfds are the doorbells. transport.c
+ * decides when to use them; this file moves bytes.
+ *
+ * Waiting: a side that finds nothing to do spins for spin_ns (restarted by
+ * every request sent, so the reader polls while a reply is due), then sets
+ * its sleep word, checks again and sleeps in poll(2) on its eventfd and the
+ * socket (whose end, the backend gone, ends the wait with an error).
+ *
+ * Trust: the backend's positions are checked (0 <= tail-head <= size) on
+ * every read; a violation breaks the connection, never reads outside the
+ * mapping.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core.h"
+
+struct vgpu_ring {
+	uint8_t *mem;
+	size_t map_len;
+	uint64_t size;
+	uint8_t *req, *comp;
+	uint64_t *req_tail, *req_head, *comp_tail, *comp_head;
+	uint32_t *srv_sleep, *srv_wait, *cli_sleep, *cli_wait;
+	int bell[4]; /* RING_SETUP's fds 1..4 */
+	int sock;
+	uint64_t tx; /* request bytes written (local, authoritative) */
+	uint64_t rx; /* completion bytes read */
+	uint64_t spin_ns;
+	uint64_t last_send; /* ns, atomic: restarts the reader's spin */
+};
+
+#define U64(r, off) ((uint64_t *)((r)->mem + (off)))
+#define U32(r, off) ((uint32_t *)((r)->mem + (off)))
+
+/* VGPU_RING_DEFAULT_SPIN_NS where the machine has CPUs to spare (4 or
+ * more), else 0: with two CPUs, a side that spins takes the CPU the other
+ * side needs to answer it. */
+uint64_t vgpu_ring_default_spin_ns(void)
+{
+	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? VGPU_RING_DEFAULT_SPIN_NS : 0;
+}
+
+void vgpu_ring_destroy(struct vgpu_ring *r)
+{
+	if (!r)
+		return;
+	if (r->mem)
+		munmap(r->mem, r->map_len);
+	for (int i = 0; i < 4; i++)
+		if (r->bell[i] >= 0)
+			close(r->bell[i]);
+	free(r);
+}
+
+int vgpu_ring_create(int sock, uint64_t bytes, struct vgpu_ring **out, int fds[VGPU_RING_FDS])
+{
+	*out = NULL;
+	struct vgpu_ring *r = calloc(1, sizeof *r);
+	if (!r)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		r->bell[i] = -1;
+	r->sock = sock;
+	r->size = bytes;
+	r->map_len = VGPU_RING_HEADER_SIZE + 2 * bytes;
+	const char *s = getenv("VGPU_RING_SPIN_US");
+	r->spin_ns = s && *s ? strtoull(s, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
+	int mfd = memfd_create("vgpu-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		goto fail;
+	if (ftruncate(mfd, (off_t)r->map_len) != 0 ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+		goto fail_fd;
+	r->mem = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (r->mem == MAP_FAILED) {
+		r->mem = NULL;
+		goto fail_fd;
+	}
+	for (int i = 0; i < 4; i++)
+		if ((r->bell[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+			goto fail_fd;
+	*U32(r, VGPU_RING_OFF_MAGIC) = VGPU_RING_MAGIC;
+	*U32(r, VGPU_RING_OFF_MAGIC + 4) = VGPU_RING_VERSION;
+	*U64(r, VGPU_RING_OFF_MAGIC + 8) = bytes;
+	r->req = r->mem + VGPU_RING_HEADER_SIZE;
+	r->comp = r->req + bytes;
+	r->req_tail = U64(r, VGPU_RING_OFF_REQ_TAIL);
+	r->req_head = U64(r, VGPU_RING_OFF_REQ_HEAD);
+	r->comp_tail = U64(r, VGPU_RING_OFF_COMP_TAIL);
+	r->comp_head = U64(r, VGPU_RING_OFF_COMP_HEAD);
+	r->srv_sleep = U32(r, VGPU_RING_OFF_SRV_SLEEP);
+	r->srv_wait = U32(r, VGPU_RING_OFF_SRV_WAIT);
+	r->cli_sleep = U32(r, VGPU_RING_OFF_CLI_SLEEP);
+	r->cli_wait = U32(r, VGPU_RING_OFF_CLI_WAIT);
+	fds[0] = mfd; /* the caller closes it once sent */
+	for (int i = 0; i < 4; i++)
+		fds[i + 1] = r->bell[i];
+	*out = r;
+	return 0;
+fail_fd:
+	close(mfd);
+fail:
+	vgpu_ring_destroy(r);
+	return -1;
+}
+
+/* Has the backend closed the socket (or has it failed)? Nothing else comes
+ * on it in ring mode. */
+static int sock_ended(int sock)
+{
+	char b;
+	ssize_t n = recv(sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static void ring_bell(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+		return; /* a full counter: a wake-up is pending anyway */
+	uint64_t one = 1;
+	ssize_t w = write(fd, &one, sizeof one);
+	(void)w;
+}
+
+/* Wakes the peer if its word says it sleeps (1 -> 2: a burst rings once). */
+static void wake_if(uint32_t *flag, int fd)
+{
+	uint32_t one = 1;
+	if (__atomic_load_n(flag, __ATOMIC_SEQ_CST) == 1 &&
+	    __atomic_compare_exchange_n(flag, &one, 2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		ring_bell(fd);
+}
+
+/* Sleeps on bell with *flag set until ready() says go (1), or fails (-1):
+ * the socket ended or the ring broke (ready() < 0). */
+static int sleep_on(struct vgpu_ring *r, int bell, uint32_t *flag, int (*ready)(struct vgpu_ring *))
+{
+	__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+	int rc;
+	for (;;) {
+		rc = ready(r);
+		if (rc)
+			break;
+		struct pollfd p[2] = {{.fd = bell, .events = POLLIN}, {.fd = r->sock, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0 && errno != EINTR) {
+			rc = -1;
+			break;
+		}
+		if (p[0].revents & POLLIN) {
+			uint64_t v;
+			ssize_t n = read(bell, &v, sizeof v);
+			(void)n;
+		}
+		if ((p[0].revents & (POLLERR | POLLNVAL)) || (p[1].revents && sock_ended(r->sock))) {
+			rc = ready(r);
+			if (!rc)
+				rc = -1;
+			break;
+		}
+		if (__atomic_load_n(flag, __ATOMIC_SEQ_CST) == 2)
+			__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+	}
+	__atomic_store_n(flag, 0, __ATOMIC_SEQ_CST);
+	return rc > 0 ? 0 : -1;
+}
+
+/* Free request-ring bytes: > 0, 0 (full) or -1 (the backend's head is out
+ * of range). */
+static int64_t space(struct vgpu_ring *r)
+{
+	uint64_t used = r->tx - __atomic_load_n(r->req_head, __ATOMIC_ACQUIRE);
+	if (used > r->size)
+		return -1;
+	return (int64_t)(r->size - used);
+}
+
+static int space_ready(struct vgpu_ring *r)
+{
+	int64_t s = space(r);
+	return s < 0 ? -1 : s > 0;
+}
+
+int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n) {
+		int64_t s = space(r);
+		if (s < 0) {
+			VERR("the backend corrupted the request ring (head out of range)");
+			return -1;
+		}
+		if (!s) {
+			uint64_t t0 = vgpu_now_ns();
+			while (!(s = space(r)) && vgpu_now_ns() - t0 < r->spin_ns)
+				;
+			if (!s && sleep_on(r, r->bell[3], r->cli_wait, space_ready) != 0)
+				return -1;
+			continue;
+		}
+		uint64_t k = (uint64_t)s < n ? (uint64_t)s : n;
+		uint64_t off = r->tx % r->size;
+		uint64_t first = k < r->size - off ? k : r->size - off;
+		memcpy(r->req + off, b, first);
+		memcpy(r->req, b + first, k - first);
+		r->tx += k;
+		__atomic_store_n(r->req_tail, r->tx, __ATOMIC_SEQ_CST);
+		wake_if(r->srv_sleep, r->bell[0]);
+		b += k;
+		n -= k;
+	}
+	__atomic_store_n(&r->last_send, vgpu_now_ns(), __ATOMIC_RELAXED);
+	return 0;
+}
+
+uint64_t vgpu_ring_write_pos(struct vgpu_ring *r) { return r->tx; }
+
+/* Unread completion bytes, or -1 (the backend's tail is out of range). */
+static int64_t avail(struct vgpu_ring *r)
+{
+	uint64_t n = __atomic_load_n(r->comp_tail, __ATOMIC_ACQUIRE) - r->rx;
+	if (n > r->size)
+		return -1;
+	return (int64_t)n;
+}
+
+static int avail_ready(struct vgpu_ring *r)
+{
+	int64_t a = avail(r);
+	return a < 0 ? -1 : a > 0;
+}
+
+int vgpu_ring_pending(struct vgpu_ring *r) { return avail_ready(r); }
+
+int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n)
+{
+	uint8_t *b = p;
+	while (n) {
+		int64_t a = avail(r);
+		if (a < 0) {
+			VERR("the backend corrupted the completion ring (tail out of range)");
+			return -1;
+		}
+		if (!a) {
+			/* Spin while a reply may be due: spin_ns past the last
+			 * request sent or frame read, then sleep. */
+			for (;;) {
+				if ((a = avail(r)) != 0)
+					break;
+				uint64_t now = vgpu_now_ns(), last = __atomic_load_n(&r->last_send, __ATOMIC_RELAXED);
+				if (now - last >= r->spin_ns)
+					break;
+			}
+			if (!a && sleep_on(r, r->bell[2], r->cli_sleep, avail_ready) != 0)
+				return -1;
+			continue;
+		}
+		uint64_t k = (uint64_t)a < n ? (uint64_t)a : n;
+		uint64_t off = r->rx % r->size;
+		uint64_t first = k < r->size - off ? k : r->size - off;
+		memcpy(b, r->comp + off, first);
+		memcpy(b + first, r->comp, k - first);
+		r->rx += k;
+		__atomic_store_n(r->comp_head, r->rx, __ATOMIC_SEQ_CST);
+		wake_if(r->srv_wait, r->bell[1]);
+		b += k;
+		n -= k;
+	}
+	__atomic_store_n(&r->last_send, vgpu_now_ns(), __ATOMIC_RELAXED);
+	return 0;
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# gpu-perf.sh [CARRY] - issue 18's per-call and copy figures on a GPU machine
+# (under 8 minutes):
+#   1. the device/cuda GPU tests (the hot driver calls go through
+#      purego.SyscallN) and BenchmarkPuregoCall, from CARRY's cuda-gpu.test
+#   2. `vgpu bench calls` natively, then in host mode against
+#      `vgpu serve --device cuda --trace` with --isolate none and --isolate vm
+#      (the library on its default transport, shared-memory rings), each
+#      with the backend's per-layer breakdown; twice, natively first each
+#      round, so every ratio has its baseline in the same run
+#   3. host mode once more without --trace (what the stamps cost)
+#   4. shared-memory rings and staging copies (issue 18.3/18.4), twice, native
+#      first each round: `vgpu bench calls` on rings (the default) and with
+#      VGPU_RING=0; `vgpu bench memcpy` (up to 256 MiB) natively, on rings
+#      with staging (pinned and pageable), and pageable with VGPU_RING=0 and
+#      with VGPU_STAGING=0 (inline, the old path); summary-ring.txt
+# Writes calls-*.txt, memcpy-*.txt, the serve logs and summary*.txt to $OUT.
+#
+# CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
+# cuda-gpu.test. Environment: MIN_TIME per measurement (default 1s); DEVICE
+# (default cuda; sim to try the script on a machine without a GPU).
+set -uo pipefail
+carry=$(realpath "${1:-.gpu}")
+out=${OUT:-/tmp/vgpu-out}
+mkdir -p "$out"
+vgpu=$carry/vgpu
+mt=${MIN_TIME:-1s}
+
+step() { echo "== $(date -u +%H:%M:%S) $*"; }
+wait_socket() { for _ in $(seq 100); do [[ -S $1 ]] && return 0; sleep 0.1; done; echo "no socket $1 after 10 s"; }
+
+step "device/cuda GPU tests and purego call cost"
+if [[ -x $carry/cuda-gpu.test ]]; then
+	(cd backend/device/cuda && timeout 180 "$carry/cuda-gpu.test" -test.v -test.count=1) >"$out/gotest-cuda.log" 2>&1
+	echo "cuda: rc=$? $(grep -c '^--- PASS' "$out/gotest-cuda.log") passed, $(grep -c '^--- FAIL' "$out/gotest-cuda.log") failed"
+	grep -E '^--- FAIL|^panic' "$out/gotest-cuda.log" | head -5
+	(cd backend/device/cuda && timeout 60 "$carry/cuda-gpu.test" -test.run '^$' -test.bench PuregoCall -test.benchtime 200000x) >"$out/purego-bench.txt" 2>&1
+	grep Benchmark "$out/purego-bench.txt"
+else
+	echo "no $carry/cuda-gpu.test (run scripts/gpu-carry.sh)"
+fi
+
+# host ISO TRACE NAME: vgpu bench calls against a host-mode backend.
+host() {
+	local iso=$1 trace=$2 name=$3 sock=/tmp/vgpu-perf.sock
+	rm -f "$sock"
+	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$sock" --isolate "$iso" $trace --log-level warn >"$out/serve-$name.log" 2>&1 &
+	local srv=$!
+	wait_socket "$sock"
+	LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-$name.txt" 2>&1 ||
+		tail -5 "$out/calls-$name.txt"
+	kill $srv
+	wait $srv 2>/dev/null
+}
+
+for run in 1 2; do
+	step "run $run: native"
+	timeout 120 "$vgpu" bench calls --native --min-time "$mt" >"$out/calls-native-$run.txt" 2>&1 || tail -5 "$out/calls-native-$run.txt"
+	for iso in none vm; do
+		step "run $run: host mode --isolate $iso --trace"
+		host "$iso" --trace "host-$iso-trace-$run"
+	done
+done
+for iso in none vm; do
+	step "host mode --isolate $iso, no trace"
+	host "$iso" "" "host-$iso-notrace"
+done
+
+step "summary"
+{
+	for run in 1 2; do
+		echo "### run $run"
+		grep -E '^native ' "$out/calls-native-$run.txt"
+		for v in none vm; do
+			echo "--isolate $v:"
+			grep -E '^vgpu ' "$out/calls-host-$v-trace-$run.txt"
+		done
+		# host/native per call, same run
+		for v in none vm; do
+			awk -v v="$v" 'FNR==NR && $1=="native" {n[$2]=$4; next}
+				$1=="vgpu" && NF==5 && ($2 in n) {printf "ratio --isolate %-12s %-14s %6.2fx native\n", v, $2, $4/n[$2]}' \
+				"$out/calls-native-$run.txt" "$out/calls-host-$v-trace-$run.txt"
+		done
+	done
+	echo "### without --trace"
+	for iso in none vm; do
+		echo "--isolate $iso:"
+		grep -E '^vgpu ' "$out/calls-host-$iso-notrace.txt"
+	done
+} | tee "$out/summary.txt"
+
+# 4. rings and staging. ringhost NAME ENV...: bench calls and memcpy against
+# a host-mode backend (--isolate none) with the library's environment ENV.
+ringhost() {
+	local name=$1 sock=/tmp/vgpu-ring.sock
+	shift
+	rm -f "$sock"
+	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$sock" --isolate none --log-level warn >"$out/serve-ring-$name.log" 2>&1 &
+	local srv=$!
+	wait_socket "$sock"
+	env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" VGPU_LOG=info timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-ring-$name.txt" 2>&1 ||
+		tail -5 "$out/calls-ring-$name.txt"
+	env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 300 "$vgpu" bench memcpy --max-size 256M --paths "${PATHS:-pinned,pageable-auto}" >"$out/memcpy-ring-$name.txt" 2>&1 ||
+		tail -5 "$out/memcpy-ring-$name.txt"
+	kill $srv
+	wait $srv 2>/dev/null
+}
+for run in 1 2; do
+	step "run $run: rings and staging: native memcpy"
+	timeout 300 "$vgpu" bench memcpy --native --max-size 256M >"$out/memcpy-native-$run.txt" 2>&1 || tail -5 "$out/memcpy-native-$run.txt"
+	timeout 120 "$vgpu" bench calls --native --min-time "$mt" >"$out/calls-native-ring-$run.txt" 2>&1 || tail -5 "$out/calls-native-ring-$run.txt"
+	step "run $run: host mode on rings, staging"
+	ringhost "on-$run" VGPU_RING=1
+	step "run $run: host mode, VGPU_RING=0"
+	PATHS=pageable-auto ringhost "off-$run" VGPU_RING=0
+	step "run $run: host mode on rings, VGPU_STAGING=0 (pageable inline)"
+	PATHS=pageable-auto ringhost "nostage-$run" VGPU_STAGING=0
+done
+step "summary: rings and staging"
+{
+	for run in 1 2; do
+		echo "### run $run (ring on: $(grep -c 'on shared-memory rings' "$out/calls-ring-on-$run.txt") connection(s) on rings)"
+		for f in ring-on ring-off; do
+			awk -v f="$f" 'FNR==NR && $1=="native" {n[$2]=$4; next}
+				$1=="vgpu" && NF==5 && ($2 in n) {printf "calls %-9s %-14s %8.2f us %6.2fx native\n", f, $2, $4, $4/n[$2]}' \
+				"$out/calls-native-ring-$run.txt" "$out/calls-$f-$run.txt" 2>/dev/null
+		done
+		# memcpy at 64 and 256 MiB against native pageable and pinned, same run
+		for f in ring-on-$run ring-off-$run ring-nostage-$run; do
+			awk -v f="$f" 'FNR==NR && $2~/^(H2D|D2H)$/ {n[$1" "$2" "$3]=$5; next}
+				$2~/^(H2D|D2H)$/ && ($3==67108864 || $3==268435456) {
+					pg=n["native-pageable "$2" "$3]; pn=n["native-pinned "$2" "$3]
+					printf "memcpy %-16s %-14s %s %4d MiB %7.2f GB/s  %5.2fx native pageable  %5.2fx native pinned\n", f, $1, $2, $3/1048576, $5, (pg ? $5/pg : 0), (pn ? $5/pn : 0)}' \
+				"$out/memcpy-native-$run.txt" "$out/memcpy-$f.txt"
+		done
+	done
+} | tee "$out/summary-ring.txt"

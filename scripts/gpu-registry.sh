@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# gpu-registry.sh CARRY - the call families forwarded through the call
+# registry (issue 16), on the GPU machine (about 1 minute):
+#
+#   1. the backend's session tests against the real driver
+#      (session-gpu.test: TestGPUStreamCapture, TestGPUGraphsReleased,
+#      TestGPUMemAllocAsync, TestGPUVirtualMemory*): capture records and a graph replays per
+#      launch, guest memory and host functions refused in a capture,
+#      capture/graphs released with the session, stream-ordered
+#      allocation tracked, capped and freed; the virtual-memory API's
+#      ranges, memory and mappings (refusals, release while mapped, the
+#      session's end);
+#   2. if a C compiler is there: guest-lib/tests/hostmode_test.c's
+#      driver_capture, driver_mempool and driver_vmm through our libcuda.so.1 against
+#      `vgpu serve --device cuda` in host mode.
+#
+# CARRY is scripts/gpu-carry.sh's folder (vgpu, lib/, session-gpu.test).
+# Everything lands under $OUT; the last lines are a PASS/FAIL summary.
+set -uo pipefail
+carry=$(realpath "${1:-.gpu}")
+out=${OUT:-/tmp/vgpu-out}
+mkdir -p "$out"
+sock=/tmp/vgpu-registry.sock
+dev=${DEVICE:-cuda} # DEVICE=sim: a dry run of the host-mode half without a GPU
+status=()
+
+step() { echo "== $(date -u +%H:%M:%S) $*"; }
+result() { status+=("$1 $2"); echo "$1 $2"; }
+
+step "backend: session tests on the GPU"
+if [[ -x $carry/session-gpu.test ]]; then
+	(cd backend/session && timeout 300 "$carry/session-gpu.test" -test.v -test.count=1 \
+		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory') >"$out/gotest-registry.log" 2>&1
+	rc=$?
+	grep -E '^(--- |ok|FAIL|PASS)|\.go:[0-9]+:' "$out/gotest-registry.log" | head -40
+	[[ $rc == 0 ]] && result PASS "session: capture, graphs, stream-ordered allocation, virtual memory on the GPU" ||
+		result FAIL "session tests (rc $rc): $out/gotest-registry.log"
+else
+	result FAIL "no $carry/session-gpu.test: run scripts/gpu-carry.sh first"
+fi
+
+step "host mode: hostmode_test driver_capture, driver_mempool, driver_vmm against vgpu serve --device $dev"
+cc=$(command -v cc || command -v gcc || true)
+if [[ -z $cc ]]; then
+	result SKIP "no C compiler on this machine: host-mode C tests not run"
+else
+	gl=guest-lib
+	if $cc -std=c11 -D_GNU_SOURCE -O1 -g -DVGPU_CUDART_ABI=13 -I$gl/src/common -I$gl/src/cuda -I$gl/src/cudart \
+		-Iprotocol -I$gl/generated -o "$out/hostmode_test" $gl/tests/hostmode_test.c \
+		-L"$carry/lib" -l:libcudart.so.13 -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread \
+		-Wl,-rpath,"$carry/lib" 2>"$out/hostmode-build.log"; then
+		rm -f "$sock"
+		"$carry/vgpu" serve --device "$dev" --unix "$sock" --log-level info >"$out/serve.log" 2>&1 &
+		srv=$!
+		for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+		for t in driver_capture driver_mempool driver_vmm; do
+			if VGPU_TRANSPORT=unix:$sock LD_LIBRARY_PATH=$carry/lib timeout 120 "$out/hostmode_test" $t >"$out/hostmode-$t.log" 2>&1; then
+				result PASS "host mode ($dev): $t"
+			else
+				result FAIL "host mode ($dev): $t ($(tail -3 "$out/hostmode-$t.log" | tr '\n' ' '))"
+			fi
+		done
+		kill $srv; wait $srv 2>/dev/null
+	else
+		result FAIL "building hostmode_test: $out/hostmode-build.log"
+	fi
+fi
+
+step "summary"
+printf '%s\n' "${status[@]}"
+for s in "${status[@]}"; do [[ $s == FAIL* ]] && exit 1; done
+exit 0
