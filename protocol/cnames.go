@@ -93,6 +93,7 @@ var CConstants = []NamedConst{
 	{"RING_OFF_SRV_WAIT", RingOffSrvWait},
 	{"RING_OFF_CLI_SLEEP", RingOffCliSleep},
 	{"RING_OFF_CLI_WAIT", RingOffCliWait},
+	{"RING_OFF_CARRIERS", RingOffCarriers},
 	{"RING_CARRIER_SIZE", RingCarrierSize},
 	{"RING_DEFAULT_BYTES", RingDefaultBytes},
 	{"RING_DEFAULT_SPIN_NS", RingDefaultSpinNs},

@@ -24,8 +24,10 @@ package protocol
 // frames the socket would. The socket then carries only fd carriers: 8
 // bytes, the request-ring position (little-endian uint64, the RingReqTail
 // value before the frame was written) of the frame the fds beside them
-// belong to, sent before that frame is written; and its end (either side
-// closing it) ends the session.
+// belong to, sent before that frame is written, and counted (the library
+// adds 1 to the RingOffCarriers word after each, before writing the frame:
+// the backend reads the socket for carriers only when that count changed);
+// and its end (either side closing it) ends the session.
 //
 // Each ring is single-producer single-consumer with free-running uint64
 // byte positions: the producer owns tail, the consumer head; bytes
@@ -55,6 +57,7 @@ const (
 	RingOffSrvWait    = 384 // uint32, backend: its writer waits for completion space on eventfd 2
 	RingOffCliSleep   = 448 // uint32, library: its reader sleeps on eventfd 3
 	RingOffCliWait    = 512 // uint32, library: a writer waits for request space on eventfd 4
+	RingOffCarriers   = 576 // uint64, library: fd carriers sent so far (see above)
 	RingCarrierSize   = 8
 	RingDefaultBytes  = 1 << 20
 	RingDefaultSpinNs = 20000

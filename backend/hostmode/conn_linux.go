@@ -42,6 +42,7 @@ type Conn struct {
 	wdeadline atomic.Int64
 	carriers  []carrier
 	partial   carrier // being received
+	carSeen   uint64  // the ring's carrier count when the socket was last drained
 	// tw writes without waiting on the socket (transport.TryWriter, the
 	// session's fast path); nil if the socket cannot.
 	tw *transport.SocketTryWriter
@@ -132,7 +133,12 @@ func (c *Conn) collect(oob []byte) {
 // already read.
 func (c *Conn) TakeFDs() []int {
 	if r := c.ring.Load(); r != nil {
-		c.drainCarriers()
+		// The socket is read only when the library counted a carrier
+		// since: no system call per frame otherwise.
+		if n := r.Carriers(); n != c.carSeen {
+			c.carSeen = n
+			c.drainCarriers()
+		}
 		at := r.ReadPos()
 		c.fdMu.Lock()
 		defer c.fdMu.Unlock()

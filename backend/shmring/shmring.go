@@ -69,14 +69,15 @@ type Options struct {
 
 // Endpoint is one side of a ring pair.
 type Endpoint struct {
-	mem     []byte
-	rx, tx  ring
-	rxPos   uint64 // consumed (local, authoritative)
-	txPos   uint64 // produced (local, authoritative)
-	mySleep *uint32
-	myWait  *uint32
-	peerSlp *uint32
-	peerWt  *uint32
+	mem      []byte
+	rx, tx   ring
+	rxPos    uint64  // consumed (local, authoritative)
+	txPos    uint64  // produced (local, authoritative)
+	carriers *uint64 // the library's count of fd carriers sent
+	mySleep  *uint32
+	myWait   *uint32
+	peerSlp  *uint32
+	peerWt   *uint32
 	// fds: rxBell and spaceBell are slept on; peerRx and peerSpace rung.
 	rxBell, spaceBell, peerRx, peerSpace int
 	wake                                 int
@@ -189,7 +190,7 @@ func newEndpoint(fds []int, ringBytes uint64, opt Options, server bool) (*Endpoi
 		tail: u64(mem, protocol.RingOffReqTail), head: u64(mem, protocol.RingOffReqHead)}
 	comp := ring{data: mem[protocol.RingHeaderSize+ringBytes : size], size: ringBytes,
 		tail: u64(mem, protocol.RingOffCompTail), head: u64(mem, protocol.RingOffCompHead)}
-	e := &Endpoint{mem: mem, wake: wake, opt: opt}
+	e := &Endpoint{mem: mem, wake: wake, opt: opt, carriers: u64(mem, protocol.RingOffCarriers)}
 	srvSleep, srvWait := u32(mem, protocol.RingOffSrvSleep), u32(mem, protocol.RingOffSrvWait)
 	cliSleep, cliWait := u32(mem, protocol.RingOffCliSleep), u32(mem, protocol.RingOffCliWait)
 	if server {
@@ -289,6 +290,28 @@ func (e *Endpoint) failed() error {
 
 // ReadPos is how many bytes of the receive ring have been consumed.
 func (e *Endpoint) ReadPos() uint64 { return e.consumed.Load() }
+
+// Carriers reads the library's count of fd carriers sent (server side;
+// the library's word, so a hint: a count it does not keep only leaves its
+// own fds unclaimed).
+func (e *Endpoint) Carriers() uint64 {
+	e.use.RLock()
+	defer e.use.RUnlock()
+	if e.released {
+		return 0
+	}
+	return atomic.LoadUint64(e.carriers)
+}
+
+// NoteCarrier adds one to the count of fd carriers sent (the library's
+// side: after sending a carrier, before writing its frame).
+func (e *Endpoint) NoteCarrier() {
+	e.use.RLock()
+	defer e.use.RUnlock()
+	if !e.released {
+		atomic.AddUint64(e.carriers, 1)
+	}
+}
 
 // WritePos is how many bytes have been written to the send ring: the
 // position the next Write starts at (an fd carrier names it).

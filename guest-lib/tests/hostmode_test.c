@@ -678,6 +678,57 @@ static void iter_record(void *opaque, void *fn, uint64_t owner)
 	s->owner = owner;
 }
 
+/* TOOLS_CONTEXT slots 51 and 39 as cuBLAS and cuSOLVER call them, and the
+ * 1734DC26 table cuBLASLt asks for on its bf16 path (export_tables.c; what
+ * the H100's driver answers: bench/results/2026-11-27-h100-tablespy). */
+static void test_export_tables(void)
+{
+	static const uint8_t tools_context_id[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+						     0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+	static const uint8_t t1734_id[16] = {0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45,
+					     0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca};
+	const void *const *tc = NULL, *const *t17 = NULL;
+	OK(cuGetExportTable((const void **)&tc, tools_context_id));
+	CHECK(tc && (uintptr_t)tc[0] == 93 * sizeof(void *));
+	OK(cuGetExportTable((const void **)&t17, t1734_id));
+	CHECK(t17 && (uintptr_t)t17[0] == 17 * sizeof(void *));
+	if (!tc || !t17)
+		return;
+	int (*obj_of)(CUcontext, uint64_t, void **) = (int (*)(CUcontext, uint64_t, void **))tc[51];
+	int (*query)(CUcontext, void *, uint32_t *) = (int (*)(CUcontext, void *, uint32_t *))tc[39];
+	int dev;
+	CUcontext ctx, other;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	void *obj = NULL, *again = NULL, *cur = NULL;
+	OK(obj_of(ctx, 0, &obj));
+	CHECK(obj && ((uint64_t *)obj)[0] == 1 && ((uint64_t *)obj)[2] == (uint64_t)(uintptr_t)ctx);
+	OK(obj_of(ctx, 0, &again));
+	CHECK(again == obj); /* one per context */
+	OK(obj_of(NULL, 0, &cur)); /* NULL: the current context */
+	CHECK(cur == obj);
+	uint64_t out = 0;
+	OK(query(ctx, obj, (uint32_t *)&out));
+	CHECK(out == 7);
+	CHECK(obj_of(ctx, 0, NULL) == 1);
+	CHECK(query(ctx, NULL, (uint32_t *)&out) == 1);
+	CHECK(obj_of(ctx, 5, &again) == 801); /* a second argument never seen */
+	CHECK(obj_of((CUcontext)&out, 0, &again) == 201); /* not a context */
+	OK(cuCtxCreate_v2(&other, 0, dev));
+	void *obj2 = NULL;
+	OK(obj_of(other, 0, &obj2));
+	CHECK(obj2 && obj2 != obj && ((uint64_t *)obj2)[2] == (uint64_t)(uintptr_t)other);
+	OK(cuCtxDestroy_v2(other)); /* frees its object (context-local storage) */
+	OK(cuCtxDestroy_v2(ctx));
+	/* 1734DC26: served, every slot of unknown meaning answers NOT_SUPPORTED */
+	void *a = NULL, *b = NULL;
+	int (*slot4)(void **, void **, const void *) = (int (*)(void **, void **, const void *))t17[4];
+	CHECK(slot4(&a, &b, t17) == 801 && !a && !b);
+	for (int i = 1; i < 17; i++)
+		CHECK(t17[i] != NULL);
+}
+
 static void test_driver_api(void)
 {
 	int dev;
@@ -1115,6 +1166,7 @@ static const struct {
 	{"errors_and_stubs", test_errors_and_stubs},
 	{"proc_address", test_proc_address},
 	{"driver_api", test_driver_api},
+	{"export_tables", test_export_tables},
 	{"driver_capture", test_driver_capture},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},

@@ -91,6 +91,7 @@ func (c *Client) CallFDs(op protocol.Opcode, payload []byte, fds ...int) (protoc
 			if _, _, err := c.UC.WriteMsgUnix(pos[:], unix.UnixRights(fds...), nil); err != nil {
 				return protocol.Frame{}, err
 			}
+			c.Ring.NoteCarrier()
 		}
 		if _, err := c.Ring.Write(b); err != nil {
 			return protocol.Frame{}, err

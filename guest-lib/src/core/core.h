@@ -39,6 +39,8 @@ int vgpu_ring_create(int sock, uint64_t bytes, struct vgpu_ring **out, int fds[V
 void vgpu_ring_destroy(struct vgpu_ring *r);
 int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n);
 uint64_t vgpu_ring_write_pos(struct vgpu_ring *r);
+/* After sending an fd carrier on the socket, before writing its frame. */
+void vgpu_ring_note_carrier(struct vgpu_ring *r);
 int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n);
 int vgpu_ring_pending(struct vgpu_ring *r);
 uint64_t vgpu_ring_default_spin_ns(void);

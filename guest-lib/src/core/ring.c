@@ -228,6 +228,11 @@ int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n)
 
 uint64_t vgpu_ring_write_pos(struct vgpu_ring *r) { return r->tx; }
 
+void vgpu_ring_note_carrier(struct vgpu_ring *r)
+{
+	__atomic_fetch_add(U64(r, VGPU_RING_OFF_CARRIERS), 1, __ATOMIC_SEQ_CST);
+}
+
 /* Unread completion bytes, or -1 (the backend's tail is out of range). */
 static int64_t avail(struct vgpu_ring *r)
 {

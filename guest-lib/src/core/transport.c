@@ -268,6 +268,7 @@ static int host_write_locked(const void *a, size_t alen, const void *b, size_t b
 			uint64_t pos = vgpu_ring_write_pos(ring);
 			if (write_with_fd(fd, &pos, sizeof pos, sfd) != 0)
 				return -1;
+			vgpu_ring_note_carrier(ring);
 		}
 		if (vgpu_ring_write(ring, a, alen) != 0 || (blen && vgpu_ring_write(ring, b, blen) != 0) ||
 		    (pad && vgpu_ring_write(ring, zeros, pad) != 0))

@@ -154,6 +154,7 @@ VGPU_PRIVATE void vgpu_integrity_hash(uint32_t driver_version, uint32_t version,
 				      int ndev, const struct vgpu_integrity_dev *devs, uint8_t out[16]);
 VGPU_EXPORT CUresult cuModuleLoadData(CUmodule *pm, const void *img);
 VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d);
+VGPU_EXPORT CUresult cuCtxGetCurrent(CUcontext *pc);
 
 /* Private: the current context's device of the calling thread (driver API
  * state), used by the runtime to keep both APIs in step. */

@@ -15,9 +15,11 @@
  *   CONTEXT_LOCAL_STORAGE  put/delete/get (context.c)
  *   CONTEXT_CHECKS     2: "not a wrapped context"; 3: 0; 1: NOT_SUPPORTED
  *   INTEGRITY_CHECK    1: HMAC-MD2 over what this library answers (§2)
- *   TOOLS_CONTEXT      4: writes (arg0 != 0) to *arg1 (what cuBLASLt asks)
+ *   TOOLS_CONTEXT      4: writes (arg0 != 0) to *arg1 (what cuBLASLt asks);
+ *                      51: the context's tools object, 39: 7 for it (cuBLAS,
+ *                      cuSOLVER)
  *   TOOLS_MODULE       7: a module's function iterator (what cuFFT asks)
- *   DA9151D3           served, every slot of unknown meaning
+ *   DA9151D3, 1734DC26 served, every slot of unknown meaning
  *   CTX_CREATE_BYPASS  1: cuCtxCreate_v2
  * Every slot of a served table is a callable: a slot whose meaning is not
  * known logs "TABLE slot N" once and returns CUDA_ERROR_NOT_SUPPORTED.
@@ -287,13 +289,94 @@ static CUresult toolsctx_slot4_flag(uint64_t arg0, uint64_t *out)
 	return 0;
 }
 
+/* Slots 51 and 39, what cuBLAS and cuSOLVER call at handle creation
+ * (measured on the H100's driver 580 with scripts/gpu-tablespy.sh,
+ * bench/results/2026-11-27-h100-tablespy): first 51 (ctx, 0, out) -> 0,
+ * *out = an object of the driver's, the same one each time for a context,
+ * whose words are {1, 0, ctx, 0}; then 39 (ctx, that object, out) -> 0,
+ * writes 7 to the first word of *out. What the object and the 7 mean is not
+ * known; both are local to the process (no GPU), so they are answered here:
+ * one zeroed object per context, kept in its context-local storage (freed
+ * when the context is destroyed or its primary context reset). */
+#define TOOLSCTX_OBJECT_WORDS 64 /* 4 seen used; room to spare */
+static const char toolsctx_object_key; /* the CLS key: its address */
+
+static void toolsctx_object_free(CUcontext ctx, void *key, void *value)
+{
+	(void)ctx;
+	(void)key;
+	free(value);
+}
+
+static CUresult toolsctx_slot51_object(CUcontext ctx, uint64_t arg1, void **out)
+{
+	if (!out)
+		return VGPU_E_INVALID_VALUE;
+	if (arg1) { /* only 0 was seen: what else means is not known */
+		static int once;
+		if (!__atomic_exchange_n(&once, 1, __ATOMIC_RELAXED))
+			VWARN("export table TOOLS_CONTEXT: slot 51 called with a second argument of %#llx (only 0 "
+			      "is known); returning CUDA_ERROR_NOT_SUPPORTED", (unsigned long long)arg1);
+		return VGPU_E_NOT_SUPPORTED;
+	}
+	if (!ctx) {
+		CUresult rc = cuCtxGetCurrent(&ctx);
+		if (rc)
+			return rc;
+		if (!ctx)
+			return VGPU_E_INVALID_CONTEXT;
+	}
+	void *key = (void *)&toolsctx_object_key, *obj = NULL;
+	CUresult rc = vgpu_cls_get(&obj, ctx, key);
+	if (rc != VGPU_E_INVALID_HANDLE) { /* found, or not a valid context */
+		if (!rc)
+			*out = obj;
+		return rc;
+	}
+	uint64_t *o = calloc(TOOLSCTX_OBJECT_WORDS, sizeof *o);
+	if (!o)
+		return VGPU_E_OUT_OF_MEMORY;
+	o[0] = 1;
+	o[2] = (uint64_t)(uintptr_t)ctx;
+	rc = vgpu_cls_put(ctx, key, o, toolsctx_object_free);
+	if (rc == VGPU_E_INVALID_HANDLE) { /* another thread put one first: use that */
+		free(o);
+		rc = vgpu_cls_get(&obj, ctx, key);
+		if (!rc)
+			*out = obj;
+		return rc;
+	}
+	if (rc) {
+		free(o);
+		return rc;
+	}
+	VDEBUG("TOOLS_CONTEXT slot 51: tools object %p for context %p", (void *)o, (void *)ctx);
+	*out = o;
+	return 0;
+}
+
+static CUresult toolsctx_slot39_query(CUcontext ctx, void *object, uint32_t *out)
+{
+	(void)ctx;
+	if (!object || !out)
+		return VGPU_E_INVALID_VALUE;
+	*out = 7; /* what driver 580 answers on the H100; its meaning is not known */
+	return 0;
+}
+
 static const void *const tools_context[93] = {
 	SIZE_WORD(93),	      U(toolsctx, 1),	    U(toolsctx, 2),	  U(toolsctx, 3),
 	W(toolsctx_slot4_flag), U(toolsctx, 5),	    U(toolsctx, 6),	  U(toolsctx, 7),
 	U(toolsctx, 8),	      U(toolsctx, 9),	    U_DECADE(toolsctx, 1), U_DECADE(toolsctx, 2),
-	U_DECADE(toolsctx, 3), U_DECADE(toolsctx, 4), U_DECADE(toolsctx, 5), U_DECADE(toolsctx, 6),
-	U_DECADE(toolsctx, 7), U_DECADE(toolsctx, 8), U(toolsctx, 90),	  U(toolsctx, 91),
-	U(toolsctx, 92),
+	U(toolsctx, 30),      U(toolsctx, 31),	    U(toolsctx, 32),	  U(toolsctx, 33),
+	U(toolsctx, 34),      U(toolsctx, 35),	    U(toolsctx, 36),	  U(toolsctx, 37),
+	U(toolsctx, 38),      W(toolsctx_slot39_query), U(toolsctx, 40),  U(toolsctx, 41),
+	U(toolsctx, 42),      U(toolsctx, 43),	    U(toolsctx, 44),	  U(toolsctx, 45),
+	U(toolsctx, 46),      U(toolsctx, 47),	    U(toolsctx, 48),	  U(toolsctx, 49),
+	U(toolsctx, 50),      W(toolsctx_slot51_object), U(toolsctx, 52), U(toolsctx, 53),
+	U(toolsctx, 54),      U(toolsctx, 55),	    U(toolsctx, 56),	  U(toolsctx, 57),
+	U(toolsctx, 58),      U(toolsctx, 59),	    U_DECADE(toolsctx, 6), U_DECADE(toolsctx, 7),
+	U_DECADE(toolsctx, 8), U(toolsctx, 90),	    U(toolsctx, 91),	  U(toolsctx, 92),
 };
 
 static const char toolsmod_name[] = "TOOLS_MODULE";
@@ -347,6 +430,21 @@ UNKNOWN_SLOTS(nvrtc)
 static const void *const da9151d3[7] = {SIZE_WORD(7), U(nvrtc, 1), U(nvrtc, 2), U(nvrtc, 3),
 					U(nvrtc, 4),  U(nvrtc, 5), U(nvrtc, 6)};
 
+/* 1734DC26: 17 words on driver 580 (a size word and 16 functions), asked
+ * by cuBLASLt on its bf16 GEMM path, which does not check the answer (a
+ * NULL table made it fault reading slot 4). Natively it called slot 4
+ * (out A, out B, the table): the driver allocated two objects, A starting
+ * with bytes 00..07 repeated and B with words of 00, 01, 02, 03 repeated;
+ * then slot 13 (A, B, 6, 5, a pointer, 0), after which A and B each start
+ * with a new pointer and the same 8-byte value that differs per run. What
+ * slot 13 computes is not known, so no slot is imitated: the table is
+ * served so that cuBLASLt gets an answer it can check, and every slot logs
+ * once and returns CUDA_ERROR_NOT_SUPPORTED. */
+static const char bf16_name[] = "1734DC26";
+UNKNOWN_SLOTS(bf16)
+static const void *const t1734dc26[17] = {SIZE_WORD(17), U_1_9(bf16), U(bf16, 10), U(bf16, 11), U(bf16, 12),
+					  U(bf16, 13), U(bf16, 14), U(bf16, 15), U(bf16, 16)};
+
 /* ---------------- CTX_CREATE_BYPASS ---------------- */
 
 static const void *const ctx_create_bypass[2] = {SIZE_WORD(2), W(cuCtxCreate_v2)};
@@ -370,6 +468,7 @@ static const struct export_table tables[] = {
 	{"TOOLS_CONTEXT", "21318c60971432488ca641ff7324c8f2", tools_context, 0},
 	{"TOOLS_MODULE", "6e163fbeb958444d835ce182aff1991e", tools_module, 0},
 	{"DA9151D3", "da9151d33ae6cc41a5c04f26d533e328", da9151d3, 0},
+	{"1734DC26", "1734dc26800d47458726c0f1e7dd8bca", t1734dc26, 0},
 	{"CTX_CREATE_BYPASS", "0ca50b8c1004929a89a7d0df10e77286", ctx_create_bypass, 0},
 	/* the runtime's first request; NOT_FOUND lets it go on to
 	 * CUDART_INTERFACE (smolvm and cuvk answer so; slot 1's meaning is not
