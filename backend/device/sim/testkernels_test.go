@@ -113,8 +113,11 @@ func TestStickyFaultPoisonsTheProcess(t *testing.T) {
 			ev, _ := c0.EventCreate(0)
 			launchNamed(t, c0, tc.kernel, 1, 1, tc.params)
 			buf := []byte("0123456789abcdef")
-			if err := c1.MemcpyHtoD(p, buf, 0, true); err != nil {
-				t.Fatal(err) // queued before anyone synchronised: accepted
+			// The kernel runs on the stream's own goroutine, as a real one runs on the
+			// GPU: it may fault before this async copy is queued, and then the copy
+			// gets the sticky error at once. Both are what a driver does.
+			if err := c1.MemcpyHtoD(p, buf, 0, true); err != nil && device.ResultOf(err) != tc.want {
+				t.Fatal(err)
 			}
 			if err := c0.EventRecord(ev, 0); err != nil {
 				t.Fatal(err)
