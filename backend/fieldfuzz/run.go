@@ -491,15 +491,15 @@ func (r *runner) randomCase(rng *rand.Rand) Case {
 // largest grid of each dimension.
 const MaxRandomBlocks = 1 << 31
 
-// tame sets the other grid dimensions of a launch past MaxRandomBlocks to
-// 1, keeping its largest.
+// tame sets the other grid dimensions of a launch (LAUNCH_KERNEL,
+// LAUNCH_KERNEL_EX) past MaxRandomBlocks to 1, keeping its largest.
 func tame(info *protocol.OpInfo, p []byte) {
-	if info.Op != protocol.OpLaunchKernel {
+	if !strings.HasPrefix(info.Name, "LAUNCH_KERNEL") {
 		return
 	}
 	var dims []Field
 	for _, f := range FieldsOf(reflect.TypeOf(info.Req)) {
-		if f.Name == "GridX" || f.Name == "GridY" || f.Name == "GridZ" {
+		if strings.HasSuffix(f.Name, "GridX") || strings.HasSuffix(f.Name, "GridY") || strings.HasSuffix(f.Name, "GridZ") {
 			dims = append(dims, f)
 		}
 	}

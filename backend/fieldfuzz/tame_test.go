@@ -21,8 +21,15 @@ func TestTameKeepsLaunchesFinite(t *testing.T) {
 			t.Errorf("grid %v tamed to [%d %d %d]", g, got.GridX, got.GridY, got.GridZ)
 		}
 	}
+	ex, _ := protocol.Lookup(protocol.OpLaunchKernelEx)
+	r := protocol.LaunchExReq{Launch: protocol.LaunchReq{GridX: 1<<31 - 1, GridY: 65535, GridZ: 3, BlockX: 32}}
+	p := protocol.Bytes(&r)
+	tame(ex, p)
+	if got, _, _ := protocol.Decode[protocol.LaunchExReq](p); got.Launch.GridX != 1<<31-1 || got.Launch.GridY != 1 || got.Launch.GridZ != 1 {
+		t.Errorf("LAUNCH_KERNEL_EX's grid tamed to %+v", got.Launch)
+	}
 	small := protocol.LaunchReq{GridX: 1024, GridY: 64, GridZ: 2, BlockX: 32}
-	p := protocol.Bytes(&small)
+	p = protocol.Bytes(&small)
 	tame(info, p)
 	if got, _, _ := protocol.Decode[protocol.LaunchReq](p); got != small {
 		t.Errorf("a grid of %d blocks was changed: %+v", 1024*64*2, got)

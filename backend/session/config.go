@@ -90,9 +90,11 @@ const (
 	DefaultHostFuncTimeout = 60 * time.Second
 	// DefaultCallTimeout is "vgpu serve --call-timeout"'s default: far
 	// beyond any one synchronous call of the programs measured (the longest
-	// waits are a stream's queued kernels, seconds), and far beyond
-	// HostFuncTimeout, which bounds waits on the guest itself.
-	DefaultCallTimeout = 10 * time.Minute
+	// waits are a stream's queued kernels, seconds) and beyond
+	// HostFuncTimeout, which bounds waits on the guest itself; a program
+	// that queues more than half an hour of GPU work before it waits for
+	// it needs a longer one (or 0).
+	DefaultCallTimeout = 30 * time.Minute
 )
 
 // MaxFrameBytes is the largest frame (or reply) a session with limits lim

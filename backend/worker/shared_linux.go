@@ -77,7 +77,9 @@ type budgetLeaser struct{ c *Control }
 func (l budgetLeaser) Lease(r budget.Resource, lo, hi int64, force bool) (int64, error) {
 	m := &handoff.Message{Op: handoff.OpBudgetLease, Resource: r, Units: lo, UnitsMax: hi, Force: force}
 	if force {
-		// From a driver thread: no waiting. The manager forces lo.
+		// From a driver thread: no waiting. The manager takes exactly lo
+		// (past the bound if need be), which is what this side counts.
+		m.UnitsMax = lo
 		if err := l.c.send(m, nil); err != nil {
 			return 0, fmt.Errorf("worker: leasing %s of the VM's budget: %w", r, err)
 		}
