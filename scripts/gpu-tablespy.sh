@@ -8,9 +8,10 @@
 #                            process (bf16 goes through cuBLASLt; it segfaults on vgpu today)
 #   cublas_gemm, cusolver, cufft
 #                            scripts/cuda-libs' programs built by the machine's nvcc (13, sm_90)
-# With CARRY (scripts/gpu-carry.sh's folder), also torch-bf16 through the spy in front of vgpu's
-# libcuda.so.1 in host mode (vgpu serve --device cuda): the spy logs a fatal signal with the
-# table slots in flight.
+# With CARRY (scripts/gpu-carry.sh's folder), also torch-bf16, cublas_gemm and cusolver through
+# the spy in front of vgpu's libcuda.so.1 in host mode (vgpu serve --device cuda): what vgpu's
+# tables answer there; the spy logs a fatal signal with the table slots in flight.
+# TABLESPY_DEVICE=sim makes that part a dry run on a machine without a GPU.
 # Output in $OUT (4 files): tablespy-summary.txt (scripts/probe/tablespy/summarize.py over every
 # log: per UUID the answer, the callers, each slot called with examples), tablespy-run.txt
 # (what ran and how it ended), tablespy-logs.tgz (every spy log, program output, build logs).
@@ -83,16 +84,20 @@ for p in cublas_gemm cusolver cufft; do
 done
 
 if [[ -n $carry ]]; then
-	say "== $(date -u +%H:%M:%S) vgpu host mode (vgpu serve --device cuda), torch-bf16 through the spy in front of vgpu's libcuda.so.1"
+	say "== $(date -u +%H:%M:%S) vgpu host mode (vgpu serve --device cuda), through the spy in front of vgpu's libcuda.so.1"
 	sock=/tmp/vgpu-tablespy.sock
 	rm -f "$sock"
-	"$carry/vgpu" serve --device cuda --unix "$sock" --log-level info >"$logs/serve.log" 2>&1 &
+	"$carry/vgpu" serve --device "${TABLESPY_DEVICE:-cuda}" --unix "$sock" --log-level info >"$logs/serve.log" 2>&1 &
 	srv=$!
 	for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
 	real_native=$real
 	real=$carry/lib/libcuda.so.1
 	spyrun vgpu-torch-bf16 90 VGPU_TRANSPORT=unix:"$sock" VGPU_LOG=info VGPU_LOG_FILE="$logs/vgpu-torch-bf16.vgpu.log" \
 		-- "$py" -c "$(torch_prog bfloat16)"
+	for p in cublas_gemm cusolver; do
+		[[ -x $b/libs-$p/$p ]] && spyrun "vgpu-$p" 40 VGPU_TRANSPORT=unix:"$sock" VGPU_LOG=info \
+			VGPU_LOG_FILE="$logs/vgpu-$p.vgpu.log" -- "$b/libs-$p/$p"
+	done
 	real=$real_native
 	kill "$srv" 2>/dev/null
 	wait "$srv" 2>/dev/null

@@ -695,7 +695,7 @@ static void test_export_tables(void)
 	if (!tc || !t17)
 		return;
 	int (*obj_of)(CUcontext, uint64_t, void **) = (int (*)(CUcontext, uint64_t, void **))tc[51];
-	int (*query)(CUcontext, void *, uint32_t *) = (int (*)(CUcontext, void *, uint32_t *))tc[39];
+	int (*query)(CUcontext, void *, uint64_t *) = (int (*)(CUcontext, void *, uint64_t *))tc[39];
 	int dev;
 	CUcontext ctx, other;
 	OK(cuInit(0));
@@ -708,11 +708,11 @@ static void test_export_tables(void)
 	CHECK(again == obj); /* one per context */
 	OK(obj_of(NULL, 0, &cur)); /* NULL: the current context */
 	CHECK(cur == obj);
-	uint64_t out = 0;
-	OK(query(ctx, obj, (uint32_t *)&out));
+	uint64_t out = 0x1a1a1a1a1a1a1a1aull; /* what cuBLAS 11.8 leaves there */
+	OK(query(ctx, obj, &out));
 	CHECK(out == 7);
 	CHECK(obj_of(ctx, 0, NULL) == 1);
-	CHECK(query(ctx, NULL, (uint32_t *)&out) == 1);
+	CHECK(query(ctx, NULL, &out) == 1);
 	CHECK(obj_of(ctx, 5, &again) == 801); /* a second argument never seen */
 	CHECK(obj_of((CUcontext)&out, 0, &again) == 201); /* not a context */
 	OK(cuCtxCreate_v2(&other, 0, dev));

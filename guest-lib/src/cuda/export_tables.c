@@ -355,7 +355,9 @@ static CUresult toolsctx_slot51_object(CUcontext ctx, uint64_t arg1, void **out)
 	return 0;
 }
 
-static CUresult toolsctx_slot39_query(CUcontext ctx, void *object, uint32_t *out)
+/* *out: an 8-byte field (cuBLAS 11.8 leaves its upper half uninitialised,
+ * 13.0 zeroes it; the next field is at offset 8 in both), written whole. */
+static CUresult toolsctx_slot39_query(CUcontext ctx, void *object, uint64_t *out)
 {
 	(void)ctx;
 	if (!object || !out)
