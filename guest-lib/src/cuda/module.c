@@ -246,12 +246,21 @@ CU_API cuModuleGetGlobal_v2(CUdeviceptr *dp, size_t *bytes, CUmodule m, const ch
 	return rc;
 }
 
+static int is_func(CUfunction f);
+
+/*
+ * A CUkernel is not a function here: NVIDIA's driver answers
+ * CUDA_ERROR_INVALID_HANDLE (measured on the H100 in LAZY and EAGER,
+ * bench/results/2026-11-27-h100-driver); cuKernelGetAttribute is the call.
+ */
 CU_API cuFuncGetAttribute(int *v, int attr, CUfunction f)
 {
 	VGPU_API();
 	const int32_t *a;
 	if (!v || attr < 0 || attr >= (int)VGPU_MAX_FUNC_ATTRS)
 		return VGPU_E_INVALID_VALUE;
+	if (f && !is_func(f))
+		return VGPU_E_INVALID_HANDLE;
 	CUresult rc = vgpu_func_attrs(f, &a);
 	if (!rc)
 		*v = a[attr];
@@ -284,7 +293,8 @@ CU_API cuFuncSetSharedMemConfig(CUfunction f, int c)
  * The calls below take a function only: given a CUkernel, NVIDIA's driver
  * answers cuFuncGetParamInfo with CUDA_ERROR_INVALID_HANDLE (measured on
  * the H100, bench/results/2026-11-25-h100-lazy-libraries), and these do
- * the same. (Launches, attributes and occupancy take either: core/module.c.)
+ * the same, as does cuFuncGetAttribute above (measured 2026-11-27).
+ * (Launches and occupancy take either: core/module.c.)
  */
 static int is_func(CUfunction f)
 {
