@@ -125,9 +125,9 @@ func (d *Driver) Close() error {
 // alloc is one range of the device's address space.
 type alloc struct {
 	base   device.Ptr
-	mem    []byte // device memory, or the registered host memory itself
-	host   bool   // registered host memory
-	mapped bool   // mem is an anonymous mapping (large allocations), not Go heap
+	mem    []byte   // device memory, or the registered host memory itself
+	host   bool     // registered host memory
+	mapped bool     // mem is an anonymous mapping (large allocations), not Go heap
 	phys   *physMem // a mapping of physical memory (vmm.go): mem is part of it
 }
 
