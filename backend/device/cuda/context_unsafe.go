@@ -107,22 +107,17 @@ func (c *Context) Properties() (*device.Properties, error) {
 	return &p, nil
 }
 
-func (c *Context) MemAlloc(n uint64) (device.Ptr, error) {
-	var p uint64
-	if err := c.call("cuMemAlloc", func() int32 { return c.l.cuMemAlloc(&p, n) }); err != nil {
-		return 0, err
-	}
+// tracked counts n bytes the driver allocated at p against the context
+// (cuMemAlloc and cuMemAllocAsync alike).
+func (c *Context) tracked(p device.Ptr, n uint64) {
 	c.mu.Lock()
-	c.allocs[device.Ptr(p)] = n
+	c.allocs[p] = n
 	c.mu.Unlock()
 	c.used.Add(n)
-	return device.Ptr(p), nil
 }
 
-func (c *Context) MemFree(p device.Ptr) error {
-	if err := c.call("cuMemFree", func() int32 { return c.l.cuMemFree(uint64(p)) }); err != nil {
-		return err
-	}
+// untracked gives back what tracked counted for p, once the driver freed it.
+func (c *Context) untracked(p device.Ptr) {
 	c.mu.Lock()
 	n := c.allocs[p]
 	delete(c.allocs, p)
@@ -130,6 +125,22 @@ func (c *Context) MemFree(p device.Ptr) error {
 	if n > 0 {
 		c.used.Add(^(n - 1))
 	}
+}
+
+func (c *Context) MemAlloc(n uint64) (device.Ptr, error) {
+	var p uint64
+	if err := c.call("cuMemAlloc", func() int32 { return c.l.cuMemAlloc(&p, n) }); err != nil {
+		return 0, err
+	}
+	c.tracked(device.Ptr(p), n)
+	return device.Ptr(p), nil
+}
+
+func (c *Context) MemFree(p device.Ptr) error {
+	if err := c.call("cuMemFree", func() int32 { return c.l.cuMemFree(uint64(p)) }); err != nil {
+		return err
+	}
+	c.untracked(p)
 	return nil
 }
 
@@ -138,10 +149,7 @@ func (c *Context) MemAllocAsync(n uint64, s device.Stream) (device.Ptr, error) {
 	if err := c.call("cuMemAllocAsync", func() int32 { return c.l.cuMemAllocAsync(&p, n, uintptr(s)) }); err != nil {
 		return 0, err
 	}
-	c.mu.Lock()
-	c.allocs[device.Ptr(p)] = n
-	c.mu.Unlock()
-	c.used.Add(n)
+	c.tracked(device.Ptr(p), n)
 	return device.Ptr(p), nil
 }
 
@@ -149,13 +157,7 @@ func (c *Context) MemFreeAsync(p device.Ptr, s device.Stream) error {
 	if err := c.call("cuMemFreeAsync", func() int32 { return c.l.cuMemFreeAsync(uint64(p), uintptr(s)) }); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	n := c.allocs[p]
-	delete(c.allocs, p)
-	c.mu.Unlock()
-	if n > 0 {
-		c.used.Add(^(n - 1))
-	}
+	c.untracked(p)
 	return nil
 }
 
