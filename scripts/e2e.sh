@@ -71,10 +71,8 @@ echo "-- NVIDIA's libcudart.so.11.0 (shared) on vgpu's libcuda.so.1"
 run_all "$ct" --lib "$drv" --xfail graph_capture --logs "$logs/hostmode-nvrt-shared"
 echo "-- NVIDIA's static runtime on vgpu's libcuda.so.1"
 run_all "$cts" --lib "$drv" --xfail graph_capture --logs "$logs/hostmode-nvrt-static"
-echo "-- NVIDIA's libraries (cuBLAS, cuFFT, cuRAND, cuSPARSE 11) on vgpu's libcuda.so.1"
-# cusolver is left out: on sim its cusolverDnDgetrs answers 7 since the
-# TOOLS_CONTEXT 51/39 answers follow the H100's driver (issue 16, open).
-run_all "$cl" --lib "$drv" --logs "$logs/hostmode-nvidia-libs" cublas_gemm cufft curand cusparse
+echo "-- NVIDIA's libraries (cuBLAS, cuFFT, cuRAND, cuSPARSE, cuSOLVER 11) on vgpu's libcuda.so.1"
+run_all "$cl" --lib "$drv" --logs "$logs/hostmode-nvidia-libs" cublas_gemm cufft curand cusparse cusolver
 kill $srv; wait $srv 2>/dev/null || true
 trap - EXIT
 

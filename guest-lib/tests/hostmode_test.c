@@ -715,6 +715,20 @@ static void test_export_tables(void)
 	CHECK(query(ctx, NULL, &out) == 1);
 	CHECK(obj_of(ctx, 5, &again) == 801); /* a second argument never seen */
 	CHECK(obj_of((CUcontext)&out, 0, &again) == 201); /* not a context */
+	/* TOOLS_TLS slot 2: the current context into the first word of *arg0 (what
+	 * cuBLAS then hands to slot 51), the rest of the structure untouched */
+	static const uint8_t tools_tls_id[16] = {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
+						 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc};
+	const void *const *tt = NULL;
+	OK(cuGetExportTable((const void **)&tt, tools_tls_id));
+	CHECK(tt && (uintptr_t)tt[0] == 3 * sizeof(void *));
+	if (tt) {
+		int (*current)(void *, uint64_t) = (int (*)(void *, uint64_t))tt[2];
+		uint64_t cbdata[4] = {0x5151, 0x6e20, 0x8d30, 0x37};
+		OK(current(cbdata, 0x37));
+		CHECK(cbdata[0] == (uint64_t)(uintptr_t)ctx && cbdata[1] == 0x6e20 && cbdata[3] == 0x37);
+		CHECK(current(NULL, 0) == 1);
+	}
 	OK(cuCtxCreate_v2(&other, 0, dev));
 	void *obj2 = NULL;
 	OK(obj_of(other, 0, &obj2));

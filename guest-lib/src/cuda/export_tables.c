@@ -11,7 +11,7 @@
  *                      (wrapper or bare), what runtimes before 12.0 use;
  *                      7, 12: no-ops
  *   TOOLS_RUNTIME_CALLBACK_HOOKS  2, 6: a zeroed scratch buffer; others no-ops
- *   TOOLS_TLS          no-ops
+ *   TOOLS_TLS          slot 2: the current context; slot 1 a no-op
  *   CONTEXT_LOCAL_STORAGE  put/delete/get (context.c)
  *   CONTEXT_CHECKS     2: "not a wrapped context"; 3: 0; 1: NOT_SUPPORTED
  *   INTEGRITY_CHECK    1: HMAC-MD2 over what this library answers (§2)
@@ -157,7 +157,26 @@ static const void *const tools_hooks[7] = {
 
 /* ---------------- TOOLS_TLS ---------------- */
 
-static const void *const tools_tls[3] = {SIZE_WORD(3), W(ok_noop), W(ok_noop)};
+/* Slot 2: writes the calling thread's current context (NULL if none) to the
+ * first word of the structure arg0 points at, and returns 0 - measured on the
+ * H100's driver 580 (scripts/gpu-tablespy.sh, 2026-11-27): every call, from
+ * cuBLAS, cuBLASLt, cuSOLVER and PyTorch, changed only that word, to the
+ * context the next calls of TOOLS_CONTEXT slots 4 and 51 are given. cuBLAS and
+ * cuSOLVER pass that word on to slot 51, so leaving it untouched made their
+ * handle setup fail (cublasSgemm status 14, cusolverDn 7). The other
+ * arguments (a callback id or a pointer) are not read. */
+static CUresult toolstls_current_context(CUcontext *out)
+{
+	if (!out)
+		return VGPU_E_INVALID_VALUE;
+	CUcontext ctx = NULL;
+	if (cuCtxGetCurrent(&ctx))
+		ctx = NULL;
+	*out = ctx;
+	return 0;
+}
+
+static const void *const tools_tls[3] = {SIZE_WORD(3), W(ok_noop), W(toolstls_current_context)};
 
 /* ---------------- CONTEXT_LOCAL_STORAGE ---------------- */
 
