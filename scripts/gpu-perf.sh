@@ -13,7 +13,9 @@
 #      first each round: `vgpu bench calls` on rings (the default) and with
 #      VGPU_RING=0; `vgpu bench memcpy` (up to 256 MiB) natively, on rings
 #      with staging (pinned and pageable), and pageable with VGPU_RING=0 and
-#      with VGPU_STAGING=0 (inline, the old path); summary-ring.txt
+#      with VGPU_STAGING=0 (inline, the old path), and pageable with the
+#      staging chunks' memcpy on 1, 2 and 8 threads (VGPU_STAGING_THREADS;
+#      the default is 4 on 8 or more CPUs); summary-ring.txt
 # Writes calls-*.txt, memcpy-*.txt, the serve logs and summary*.txt to $OUT.
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
@@ -115,6 +117,12 @@ for run in 1 2; do
 	PATHS=pageable-auto ringhost "off-$run" VGPU_RING=0
 	step "run $run: host mode on rings, VGPU_STAGING=0 (pageable inline)"
 	PATHS=pageable-auto ringhost "nostage-$run" VGPU_STAGING=0
+	# staging chunks copied by 1 thread (before parcopy.c), 2, and 8 (the
+	# default, 4 on 8 or more CPUs, is ring-on above)
+	for n in 1 2 8; do
+		step "run $run: host mode on rings, staging, VGPU_STAGING_THREADS=$n"
+		PATHS=pageable-auto ringhost "thr$n-$run" VGPU_STAGING_THREADS=$n
+	done
 done
 step "summary: rings and staging"
 {
@@ -126,7 +134,7 @@ step "summary: rings and staging"
 				"$out/calls-native-ring-$run.txt" "$out/calls-$f-$run.txt" 2>/dev/null
 		done
 		# memcpy at 64 and 256 MiB against native pageable and pinned, same run
-		for f in ring-on-$run ring-off-$run ring-nostage-$run; do
+		for f in ring-on-$run ring-off-$run ring-nostage-$run ring-thr1-$run ring-thr2-$run ring-thr8-$run; do
 			awk -v f="$f" 'FNR==NR && $2~/^(H2D|D2H)$/ {n[$1" "$2" "$3]=$5; next}
 				$2~/^(H2D|D2H)$/ && ($3==67108864 || $3==268435456) {
 					pg=n["native-pageable "$2" "$3]; pn=n["native-pinned "$2" "$3]
