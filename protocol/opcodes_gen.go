@@ -5,14 +5,17 @@ package protocol
 
 // Opcodes: one per row of Ops (registry.go).
 const (
-	OpHello     Opcode = 0x0001
-	OpGoodbye   Opcode = 0x0002
-	OpSegments  Opcode = 0x0003
-	OpBatch     Opcode = 0x0004
-	OpPing      Opcode = 0x0005
-	OpSetOption Opcode = 0x0006
-	OpGetStats  Opcode = 0x0007
-	OpRingSetup Opcode = 0x0008
+	OpHello          Opcode = 0x0001
+	OpGoodbye        Opcode = 0x0002
+	OpSegments       Opcode = 0x0003
+	OpBatch          Opcode = 0x0004
+	OpPing           Opcode = 0x0005
+	OpSetOption      Opcode = 0x0006
+	OpGetStats       Opcode = 0x0007
+	OpRingSetup      Opcode = 0x0008
+	OpRingSetupGuest Opcode = 0x0009
+	OpRingBell       Opcode = 0x000a
+	OpRingTeardown   Opcode = 0x000b
 
 	OpDeviceGetCount     Opcode = 0x0101
 	OpDeviceGetInfo      Opcode = 0x0102
@@ -26,27 +29,35 @@ const (
 	OpDeviceGetProcesses Opcode = 0x010a
 	OpDeviceGetMonitor   Opcode = 0x010b
 
-	OpMemAlloc           Opcode = 0x0201
-	OpMemFree            Opcode = 0x0202
-	OpMemcpyHtoD         Opcode = 0x0203
-	OpMemcpyDtoH         Opcode = 0x0204
-	OpMemcpyDtoD         Opcode = 0x0205
-	OpMemset             Opcode = 0x0206
-	OpGuestRegister      Opcode = 0x0207
-	OpGuestUnregister    Opcode = 0x0208
-	OpMemGetAddressRange Opcode = 0x0209
-	OpHostShare          Opcode = 0x020a
-	OpHostUnshare        Opcode = 0x020b
-	OpMemAllocAsync      Opcode = 0x020c
-	OpMemFreeAsync       Opcode = 0x020d
-	OpMemAddressReserve  Opcode = 0x020e
-	OpMemAddressFree     Opcode = 0x020f
-	OpMemCreate          Opcode = 0x0210
-	OpMemRelease         Opcode = 0x0211
-	OpMemMap             Opcode = 0x0212
-	OpMemUnmap           Opcode = 0x0213
-	OpMemSetAccess       Opcode = 0x0214
-	OpMemGetGranularity  Opcode = 0x0280
+	OpMemAlloc            Opcode = 0x0201
+	OpMemFree             Opcode = 0x0202
+	OpMemcpyHtoD          Opcode = 0x0203
+	OpMemcpyDtoH          Opcode = 0x0204
+	OpMemcpyDtoD          Opcode = 0x0205
+	OpMemset              Opcode = 0x0206
+	OpGuestRegister       Opcode = 0x0207
+	OpGuestUnregister     Opcode = 0x0208
+	OpMemGetAddressRange  Opcode = 0x0209
+	OpHostShare           Opcode = 0x020a
+	OpHostUnshare         Opcode = 0x020b
+	OpMemAllocAsync       Opcode = 0x020c
+	OpMemFreeAsync        Opcode = 0x020d
+	OpMemAddressReserve   Opcode = 0x020e
+	OpMemAddressFree      Opcode = 0x020f
+	OpMemCreate           Opcode = 0x0210
+	OpMemRelease          Opcode = 0x0211
+	OpMemMap              Opcode = 0x0212
+	OpMemUnmap            Opcode = 0x0213
+	OpMemSetAccess        Opcode = 0x0214
+	OpMemPoolCreate       Opcode = 0x0215
+	OpMemPoolDestroy      Opcode = 0x0216
+	OpMemPoolSetAttribute Opcode = 0x0217
+	OpMemPoolGetAttribute Opcode = 0x0218
+	OpMemPoolTrimTo       Opcode = 0x0219
+	OpMemPoolSetAccess    Opcode = 0x021a
+	OpMemPoolGetAccess    Opcode = 0x021b
+	OpMemAllocFromPool    Opcode = 0x021c
+	OpMemGetGranularity   Opcode = 0x0280
 
 	OpModuleLoad           Opcode = 0x0301
 	OpModuleUnload         Opcode = 0x0302
@@ -95,4 +106,5 @@ const (
 	OpNotifyHostFunc Opcode = 0x0901
 	OpNotifyError    Opcode = 0x0902
 	OpNotifyOutput   Opcode = 0x0903
+	OpNotifyRingBell Opcode = 0x0904
 )

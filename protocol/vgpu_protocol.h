@@ -94,6 +94,10 @@ typedef float vgpu_f32;
 #define VGPU_RING_OFF_CLI_SLEEP 0x1c0u
 #define VGPU_RING_OFF_CLI_WAIT 0x200u
 #define VGPU_RING_OFF_CARRIERS 0x240u
+#define VGPU_RING_OFF_REQ_TAKEN 0x280u
+#define VGPU_RING_PAGE_SIZE 0x1000u
+#define VGPU_RING_BELL_REQUESTS 0x0u
+#define VGPU_RING_BELL_SPACE 0x1u
 #define VGPU_RING_CARRIER_SIZE 0x8u
 #define VGPU_RING_DEFAULT_BYTES 0x100000u
 #define VGPU_RING_DEFAULT_SPIN_NS 0x4e20u
@@ -107,6 +111,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_SET_OPTION 0x0006u
 #define VGPU_OP_GET_STATS 0x0007u
 #define VGPU_OP_RING_SETUP 0x0008u
+#define VGPU_OP_RING_SETUP_GUEST 0x0009u
+#define VGPU_OP_RING_BELL 0x000au
+#define VGPU_OP_RING_TEARDOWN 0x000bu
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -138,6 +145,14 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_MAP 0x0212u
 #define VGPU_OP_MEM_UNMAP 0x0213u
 #define VGPU_OP_MEM_SET_ACCESS 0x0214u
+#define VGPU_OP_MEMPOOL_CREATE 0x0215u
+#define VGPU_OP_MEMPOOL_DESTROY 0x0216u
+#define VGPU_OP_MEMPOOL_SET_ATTRIBUTE 0x0217u
+#define VGPU_OP_MEMPOOL_GET_ATTRIBUTE 0x0218u
+#define VGPU_OP_MEMPOOL_TRIM_TO 0x0219u
+#define VGPU_OP_MEMPOOL_SET_ACCESS 0x021au
+#define VGPU_OP_MEMPOOL_GET_ACCESS 0x021bu
+#define VGPU_OP_MEM_ALLOC_FROM_POOL 0x021cu
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -180,6 +195,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
 #define VGPU_OP_NOTIFY_ERROR 0x0902u
 #define VGPU_OP_NOTIFY_OUTPUT 0x0903u
+#define VGPU_OP_NOTIFY_RING_BELL 0x0904u
 
 struct vgpu_header {
 	uint32_t magic;
@@ -346,6 +362,14 @@ struct vgpu_ring_setup_req {
 _Static_assert(sizeof(struct vgpu_ring_setup_req) == 16, "vgpu_ring_setup_req size");
 _Static_assert(offsetof(struct vgpu_ring_setup_req, ring_bytes) == 0, "vgpu_ring_setup_req.ring_bytes");
 _Static_assert(offsetof(struct vgpu_ring_setup_req, flags) == 8, "vgpu_ring_setup_req.flags");
+
+struct vgpu_ring_bell_req {
+	uint32_t bell;
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct vgpu_ring_bell_req) == 8, "vgpu_ring_bell_req size");
+_Static_assert(offsetof(struct vgpu_ring_bell_req, bell) == 0, "vgpu_ring_bell_req.bell");
+_Static_assert(offsetof(struct vgpu_ring_bell_req, pad) == 4, "vgpu_ring_bell_req.pad");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -700,6 +724,84 @@ _Static_assert(offsetof(struct vgpu_mem_set_access_req, ptr) == 0, "vgpu_mem_set
 _Static_assert(offsetof(struct vgpu_mem_set_access_req, size) == 8, "vgpu_mem_set_access_req.size");
 _Static_assert(offsetof(struct vgpu_mem_set_access_req, device) == 16, "vgpu_mem_set_access_req.device");
 _Static_assert(offsetof(struct vgpu_mem_set_access_req, flags) == 20, "vgpu_mem_set_access_req.flags");
+
+struct vgpu_mem_pool_create_req {
+	uint32_t device;
+	uint32_t type;
+	uint32_t handle_types;
+	uint16_t usage;
+	uint16_t pad0;
+	uint64_t max_size;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_create_req) == 24, "vgpu_mem_pool_create_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, device) == 0, "vgpu_mem_pool_create_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, type) == 4, "vgpu_mem_pool_create_req.type");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, handle_types) == 8, "vgpu_mem_pool_create_req.handle_types");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, usage) == 12, "vgpu_mem_pool_create_req.usage");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, pad0) == 14, "vgpu_mem_pool_create_req.pad0");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, max_size) == 16, "vgpu_mem_pool_create_req.max_size");
+
+struct vgpu_mem_pool_attr_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t attr;
+	uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_attr_req) == 24, "vgpu_mem_pool_attr_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, pool) == 0, "vgpu_mem_pool_attr_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, device) == 8, "vgpu_mem_pool_attr_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, attr) == 12, "vgpu_mem_pool_attr_req.attr");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, value) == 16, "vgpu_mem_pool_attr_req.value");
+
+struct vgpu_value_reply {
+	uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_value_reply) == 8, "vgpu_value_reply size");
+_Static_assert(offsetof(struct vgpu_value_reply, value) == 0, "vgpu_value_reply.value");
+
+struct vgpu_mem_pool_trim_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t pad0;
+	uint64_t keep;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_trim_req) == 24, "vgpu_mem_pool_trim_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, pool) == 0, "vgpu_mem_pool_trim_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, device) == 8, "vgpu_mem_pool_trim_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, pad0) == 12, "vgpu_mem_pool_trim_req.pad0");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, keep) == 16, "vgpu_mem_pool_trim_req.keep");
+
+struct vgpu_mem_pool_access_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t peer;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_access_req) == 24, "vgpu_mem_pool_access_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, pool) == 0, "vgpu_mem_pool_access_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, device) == 8, "vgpu_mem_pool_access_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, peer) == 12, "vgpu_mem_pool_access_req.peer");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, flags) == 16, "vgpu_mem_pool_access_req.flags");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, pad0) == 20, "vgpu_mem_pool_access_req.pad0");
+
+struct vgpu_access_reply {
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_access_reply) == 8, "vgpu_access_reply size");
+_Static_assert(offsetof(struct vgpu_access_reply, flags) == 0, "vgpu_access_reply.flags");
+_Static_assert(offsetof(struct vgpu_access_reply, pad0) == 4, "vgpu_access_reply.pad0");
+
+struct vgpu_mem_alloc_from_pool_req {
+	uint64_t pool;
+	uint64_t stream;
+	uint64_t size;
+};
+_Static_assert(sizeof(struct vgpu_mem_alloc_from_pool_req) == 24, "vgpu_mem_alloc_from_pool_req size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, pool) == 0, "vgpu_mem_alloc_from_pool_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, stream) == 8, "vgpu_mem_alloc_from_pool_req.stream");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, size) == 16, "vgpu_mem_alloc_from_pool_req.size");
 
 struct vgpu_granularity_req {
 	uint32_t device;
@@ -1143,6 +1245,14 @@ _Static_assert(offsetof(struct vgpu_output_notify, flags) == 4, "vgpu_output_not
 _Static_assert(offsetof(struct vgpu_output_notify, len) == 8, "vgpu_output_notify.len");
 _Static_assert(offsetof(struct vgpu_output_notify, pad0) == 12, "vgpu_output_notify.pad0");
 
+struct vgpu_ring_bell_notify {
+	uint32_t bell;
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct vgpu_ring_bell_notify) == 8, "vgpu_ring_bell_notify size");
+_Static_assert(offsetof(struct vgpu_ring_bell_notify, bell) == 0, "vgpu_ring_bell_notify.bell");
+_Static_assert(offsetof(struct vgpu_ring_bell_notify, pad) == 4, "vgpu_ring_bell_notify.pad");
+
 /* Opcode names, for logs. */
 static inline const char *vgpu_op_name(uint16_t op)
 {
@@ -1155,6 +1265,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_SET_OPTION: return "SET_OPTION";
 	case VGPU_OP_GET_STATS: return "GET_STATS";
 	case VGPU_OP_RING_SETUP: return "RING_SETUP";
+	case VGPU_OP_RING_SETUP_GUEST: return "RING_SETUP_GUEST";
+	case VGPU_OP_RING_BELL: return "RING_BELL";
+	case VGPU_OP_RING_TEARDOWN: return "RING_TEARDOWN";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";
@@ -1186,6 +1299,14 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_MAP: return "MEM_MAP";
 	case VGPU_OP_MEM_UNMAP: return "MEM_UNMAP";
 	case VGPU_OP_MEM_SET_ACCESS: return "MEM_SET_ACCESS";
+	case VGPU_OP_MEMPOOL_CREATE: return "MEMPOOL_CREATE";
+	case VGPU_OP_MEMPOOL_DESTROY: return "MEMPOOL_DESTROY";
+	case VGPU_OP_MEMPOOL_SET_ATTRIBUTE: return "MEMPOOL_SET_ATTRIBUTE";
+	case VGPU_OP_MEMPOOL_GET_ATTRIBUTE: return "MEMPOOL_GET_ATTRIBUTE";
+	case VGPU_OP_MEMPOOL_TRIM_TO: return "MEMPOOL_TRIM_TO";
+	case VGPU_OP_MEMPOOL_SET_ACCESS: return "MEMPOOL_SET_ACCESS";
+	case VGPU_OP_MEMPOOL_GET_ACCESS: return "MEMPOOL_GET_ACCESS";
+	case VGPU_OP_MEM_ALLOC_FROM_POOL: return "MEM_ALLOC_FROM_POOL";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
@@ -1228,6 +1349,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";
 	case VGPU_OP_NOTIFY_ERROR: return "NOTIFY_ERROR";
 	case VGPU_OP_NOTIFY_OUTPUT: return "NOTIFY_OUTPUT";
+	case VGPU_OP_NOTIFY_RING_BELL: return "NOTIFY_RING_BELL";
 	default: return "UNKNOWN";
 	}
 }

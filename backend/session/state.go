@@ -152,6 +152,10 @@ type state struct {
 	reservedBytes uint64
 	phys          map[uint64]*physObj
 	maps          map[uint64]*mappingObj
+	// Memory pools (handlers_mempool.go): created pools by handle, and the
+	// release thresholds the guest set on default pools, by device.
+	pools        map[uint64]*poolObj
+	defThreshold map[int]*uint64
 }
 
 func (st *state) init() {
@@ -169,6 +173,7 @@ func (st *state) init() {
 	st.reserves = map[uint64]*reserveObj{}
 	st.phys = map[uint64]*physObj{}
 	st.maps = map[uint64]*mappingObj{}
+	st.pools = map[uint64]*poolObj{}
 }
 
 func (st *state) handle() uint64 {
@@ -301,6 +306,7 @@ func (s *Session) releaseAll(dev int) {
 		kept = append(kept, r)
 	}
 	st.ranges = kept
+	s.releasePools(match)
 	for id, r := range st.regions {
 		if match(r.dev) {
 			s.dropRegion(id, r)

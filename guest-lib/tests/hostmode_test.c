@@ -139,6 +139,21 @@ int cuMemAllocFromPoolAsync(unsigned long long *, size_t, void *, CUstream);
 int cuMemFreeAsync(unsigned long long, CUstream);
 int cuDeviceGetDefaultMemPool(void **, int);
 int cuDeviceGetMemPool(void **, int);
+int cuDeviceSetMemPool(int, void *);
+struct pool_props { /* CUmemPoolProps (cuda.h, 88 bytes) */
+	int alloc_type, handle_types, loc_type, loc_id;
+	void *win32;
+	size_t max_size;
+	unsigned short usage;
+	unsigned char reserved[54];
+};
+int cuMemPoolCreate(void **, const struct pool_props *);
+int cuMemPoolDestroy(void *);
+int cuMemPoolSetAttribute(void *, int, void *);
+int cuMemPoolGetAttribute(void *, int, void *);
+int cuMemPoolTrimTo(void *, size_t);
+int cuMemPoolGetAccess(int *, void *, const int *);
+int cuMemPoolExportToShareableHandle(void *, void *, int, unsigned long long);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemAddressFree(unsigned long long, size_t);
@@ -353,9 +368,12 @@ static void test_big_copy(void)
 }
 
 /* Host mode copies large pageable buffers through shared staging memory
- * (staging.c), in 4 MiB chunks: sizes around and between chunks, an
- * unaligned host pointer and device offset, both directions, bit-exact; a
- * copy to a freed pointer fails and the next one works. */
+ * (staging.c), in 4 MiB chunks through 4 slots, each chunk's memcpy split
+ * across threads (parcopy.c, 512 KiB parts at least): sizes 0 and 1 (inline),
+ * the staging threshold, around a part, a chunk and the slots' wrap, many
+ * chunks, an unaligned host pointer and device offset, both directions,
+ * bit-exact; a copy to a freed pointer fails and the next one works. run.sh
+ * runs it with VGPU_STAGING_THREADS=1 and 3 too. */
 static void test_staged_copy(void)
 {
 	const char *t = getenv("VGPU_TRANSPORT"), *sh = getenv("VGPU_HOST_SHARE"), *st = getenv("VGPU_STAGING");
@@ -363,9 +381,10 @@ static void test_staged_copy(void)
 	uint64_t (*staged)(void) = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "vgpu_staged_bytes");
 	CHECK(staged);
 	uint64_t before = staged();
-	static const size_t sizes[] = {256u << 10, (4u << 20) - 1, 4u << 20, (4u << 20) + 1, (17u << 20) + 123,
-				       (33u << 20) + 4095};
-	size_t max = (33u << 20) + 4095 + 64;
+	static const size_t sizes[] = {0, 1, (256u << 10) - 1, 256u << 10, (1u << 20) - 64, (1u << 20) + 1,
+				       (1536u << 10) + 65, (4u << 20) - 1, 4u << 20, (4u << 20) + 1, (16u << 20) - 1,
+				       (16u << 20) + 1, (17u << 20) + 123, (33u << 20) + 4095, (61u << 20) + 77};
+	size_t max = (61u << 20) + 77 + 64;
 	uint8_t *h = malloc(max), *b = malloc(max);
 	uint8_t *d;
 	CHECK(h && b);
@@ -381,7 +400,8 @@ static void test_staged_copy(void)
 		OK(cudaMemcpy(dst, d + 5, n, cudaMemcpyDeviceToHost));
 		CHECK(!memcmp(src, dst, n));
 		CHECK(b[2] == 0xee && dst[n] == 0xee); /* nothing written outside */
-		moved += 2 * (uint64_t)n;
+		if (n >= (256u << 10))
+			moved += 2 * (uint64_t)n;
 	}
 	CHECK(want_staged ? staged() - before == moved : staged() == before);
 	/* errors: past the allocation's end, and a freed pointer */
@@ -723,7 +743,18 @@ static void test_export_tables(void)
 	CHECK(out == 7);
 	CHECK(obj_of(ctx, 0, NULL) == 1);
 	CHECK(query(ctx, NULL, &out) == 1);
-	CHECK(obj_of(ctx, 5, &again) == 801); /* a second argument never seen */
+	/* cuBLAS 13.1: its own object behind the second argument, filled and
+	 * answered; 39 then says 13 for it (7 for the library's own object) */
+	uint64_t mine[8] = {0}, *holder[3] = {mine, 0, 0};
+	void *got = NULL;
+	OK(obj_of(ctx, (uint64_t)(uintptr_t)holder, &got));
+	CHECK(got == (void *)mine && mine[0] == 1 && mine[2] == (uint64_t)(uintptr_t)ctx);
+	OK(query(ctx, mine, &out));
+	CHECK(out == 13);
+	OK(query(ctx, obj, &out));
+	CHECK(out == 7);
+	holder[0] = NULL;
+	CHECK(obj_of(ctx, (uint64_t)(uintptr_t)holder, &got) == 1);
 	CHECK(obj_of((CUcontext)&out, 0, &again) == 201); /* not a context */
 	/* TOOLS_TLS slot 2: the current context into the first word of *arg0 (what
 	 * cuBLAS then hands to slot 51), the rest of the structure untouched */
@@ -1215,6 +1246,52 @@ static void test_driver_mempool(void)
 	OK(cuMemFreeAsync(b, s));
 	OK(cuStreamSynchronize(s));
 	CHECK(cuMemcpyDtoH_v2(buf, a, 8) != 0); /* freed */
+
+	/* A pool of the program's own, made the device's current pool. */
+	void *mine, *cur;
+	struct pool_props props = {.alloc_type = 1, .loc_type = 1, .loc_id = dev};
+	struct pool_props shared = props, host = props;
+	shared.handle_types = 1; /* POSIX file descriptor */
+	host.loc_type = 2;
+	CHECK(cuMemPoolCreate(&mine, &shared) == 801);
+	CHECK(cuMemPoolCreate(&mine, &host) == 801);
+	CHECK(cuMemPoolCreate(&mine, NULL) == 1);
+	OK(cuMemPoolCreate(&mine, &props));
+	CHECK(mine != pool);
+	OK(cuDeviceSetMemPool(dev, mine));
+	OK(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == mine);
+	OK(cuMemAllocAsync(&a, sizeof buf, s));
+	unsigned long long used = 0, thr = ~0ull, got = 0;
+	OK(cuMemPoolGetAttribute(mine, 7, &used)); /* USED_MEM_CURRENT */
+	CHECK(used >= sizeof buf);
+	OK(cuMemPoolSetAttribute(mine, 4, &thr)); /* RELEASE_THRESHOLD */
+	OK(cuMemPoolGetAttribute(mine, 4, &got));
+	CHECK(got == thr);
+	int on = 0, flag = 1;
+	OK(cuMemPoolSetAttribute(mine, 2, &on)); /* REUSE_ALLOW_OPPORTUNISTIC */
+	OK(cuMemPoolGetAttribute(mine, 2, &flag));
+	CHECK(flag == 0);
+	CHECK(cuMemPoolGetAttribute(mine, 99, &got) == 1);
+	CHECK(cuMemPoolSetAttribute(mine, 7, &got) == 1); /* read-only */
+	CHECK(cuMemPoolGetAttribute((void *)buf, 7, &got) == 1);
+	int loc[2] = {1, dev}, acc = 0;
+	OK(cuMemPoolGetAccess(&acc, mine, loc));
+	CHECK(acc == 3);
+	OK(cuMemPoolTrimTo(mine, 0));
+	CHECK(cuMemPoolExportToShareableHandle(buf, mine, 1, 0) == 801);
+	OK(cuMemsetD8Async(a, 0x2e, sizeof buf, s));
+	OK(cuStreamSynchronize(s));
+	/* Destroyed: its allocation lives on, the default pool is current. */
+	OK(cuMemPoolDestroy(mine));
+	CHECK(cuMemPoolDestroy(mine) == 1);
+	CHECK(cuMemPoolDestroy(pool) == 1); /* the default pool */
+	CHECK(cuMemAllocFromPoolAsync(&b, 8, mine, s) == 1);
+	OK(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == pool);
+	OK(cuMemcpyDtoH_v2(buf, a, sizeof buf));
+	CHECK(buf[0] == 0x2e && buf[sizeof buf - 1] == 0x2e);
+	OK(cuMemFreeAsync(a, s));
 	OK(cuStreamDestroy_v2(s));
 	OK(cuCtxDestroy_v2(ctx));
 }

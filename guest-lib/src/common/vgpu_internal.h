@@ -209,6 +209,10 @@ VGPU_PRIVATE int vgpu_share_alloc(struct vgpu_hostrange *r);
 /* Bytes copied through staging so far (tests, statistics). */
 VGPU_PRIVATE uint64_t vgpu_staged_bytes(void);
 VGPU_PRIVATE int vgpu_staged_copy(int to_dev, uint64_t dptr, void *host, uint64_t n, uint64_t stream, int *handled);
+/* memcpy split across up to vgpu_copy_threads() threads when n is large
+ * (parcopy.c; VGPU_STAGING_THREADS). */
+VGPU_PRIVATE void vgpu_par_copy(void *dst, const void *src, size_t n);
+VGPU_PRIVATE unsigned vgpu_copy_threads(void);
 
 /* ---- memory operations (device pointers are host GPU addresses) ---- */
 VGPU_PRIVATE int vgpu_mem_alloc(int dev, uint64_t size, uint64_t *ptr);
@@ -244,10 +248,18 @@ struct vgpu_func {
 	int32_t attrs[VGPU_MAX_FUNC_ATTRS];
 	struct vgpu_func *next;
 };
+/* A module global the backend named once (cuModuleGetGlobal): its address
+ * and size stay fixed while the module is loaded. */
+struct vgpu_global {
+	struct vgpu_global *next;
+	uint64_t ptr, size;
+	char name[];
+};
 struct vgpu_module {
 	uint64_t handle;
 	int dev;
 	struct vgpu_func *funcs;
+	struct vgpu_global *globals; /* what vgpu_module_get_global answered */
 	pthread_mutex_t mu;
 };
 /* kind: VGPU_IMAGE_*; image must stay valid during the call only. */
