@@ -46,6 +46,10 @@ const (
 	OpMemMap             Opcode = 0x0212
 	OpMemUnmap           Opcode = 0x0213
 	OpMemSetAccess       Opcode = 0x0214
+	OpArrayCreate        Opcode = 0x0220
+	OpArrayDestroy       Opcode = 0x0221
+	OpArrayGetDescriptor Opcode = 0x0222
+	OpMemcpy3D           Opcode = 0x0223
 	OpMemGetGranularity  Opcode = 0x0280
 
 	OpModuleLoad           Opcode = 0x0301

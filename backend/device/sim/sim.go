@@ -152,6 +152,7 @@ type Context struct {
 	modules  map[device.Module]*module
 	funcs    map[device.Function]*function
 	phys     map[device.MemHandle]*physMem
+	arrays   map[device.Array]*array
 	reserved []reservation
 	vmmNext  uint64
 	graphs   map[device.Graph]*graph
@@ -173,6 +174,7 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		funcs:   map[device.Function]*function{},
 		graphs:  map[device.Graph]*graph{},
 		phys:    map[device.MemHandle]*physMem{},
+		arrays:  map[device.Array]*array{},
 		execs:   map[device.GraphExec]*graph{},
 		limits:  defaultLimits(),
 		handles: 0x1000,
@@ -552,6 +554,7 @@ func (c *Context) Reset() error {
 		c.releaseLocked(&alloc{mem: pm.mem, mapped: pm.mapped})
 	}
 	clear(c.phys)
+	clear(c.arrays)
 	c.reserved = nil
 	c.allocs = nil
 	c.used = 0
