@@ -244,10 +244,18 @@ struct vgpu_func {
 	int32_t attrs[VGPU_MAX_FUNC_ATTRS];
 	struct vgpu_func *next;
 };
+/* A module global the backend named once (cuModuleGetGlobal): its address
+ * and size stay fixed while the module is loaded. */
+struct vgpu_global {
+	struct vgpu_global *next;
+	uint64_t ptr, size;
+	char name[];
+};
 struct vgpu_module {
 	uint64_t handle;
 	int dev;
 	struct vgpu_func *funcs;
+	struct vgpu_global *globals; /* what vgpu_module_get_global answered */
 	pthread_mutex_t mu;
 };
 /* kind: VGPU_IMAGE_*; image must stay valid during the call only. */

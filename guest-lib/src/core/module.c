@@ -98,6 +98,10 @@ int vgpu_module_unload(struct vgpu_module *m)
 		free(f->name);
 		free(f);
 	}
+	for (struct vgpu_global *g = m->globals, *n; g; g = n) {
+		n = g->next;
+		free(g);
+	}
 	pthread_mutex_destroy(&m->mu);
 	free(m);
 	return rc;
@@ -230,10 +234,24 @@ out:
 	return rc;
 }
 
+/* Answered from the module's cache after the first round trip per name:
+ * NVIDIA's runtime asks for the same symbol on every cudaMemcpyToSymbol
+ * (14 round trips where vgpu's libcudart made 3, memcpy_to_symbol on sim). */
 int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size)
 {
 	if (!m || !name)
 		return VGPU_E_INVALID_VALUE;
+	pthread_mutex_lock(&m->mu);
+	for (struct vgpu_global *g = m->globals; g; g = g->next)
+		if (!strcmp(g->name, name)) {
+			if (ptr)
+				*ptr = g->ptr;
+			if (size)
+				*size = g->size;
+			pthread_mutex_unlock(&m->mu);
+			return 0;
+		}
+	pthread_mutex_unlock(&m->mu);
 	struct name_req q;
 	int rc = name_req(&q, m->handle, name);
 	if (rc)
@@ -247,6 +265,17 @@ int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *pt
 		*ptr = r.ptr;
 	if (size)
 		*size = r.size;
+	size_t n = strlen(name);
+	struct vgpu_global *g = malloc(sizeof *g + n + 1);
+	if (g) { /* no memory: answered all the same, just not cached */
+		g->ptr = r.ptr;
+		g->size = r.size;
+		memcpy(g->name, name, n + 1);
+		pthread_mutex_lock(&m->mu);
+		g->next = m->globals;
+		m->globals = g;
+		pthread_mutex_unlock(&m->mu);
+	}
 	return 0;
 }
 
