@@ -5,14 +5,17 @@ package protocol
 
 // Opcodes: one per row of Ops (registry.go).
 const (
-	OpHello     Opcode = 0x0001
-	OpGoodbye   Opcode = 0x0002
-	OpSegments  Opcode = 0x0003
-	OpBatch     Opcode = 0x0004
-	OpPing      Opcode = 0x0005
-	OpSetOption Opcode = 0x0006
-	OpGetStats  Opcode = 0x0007
-	OpRingSetup Opcode = 0x0008
+	OpHello          Opcode = 0x0001
+	OpGoodbye        Opcode = 0x0002
+	OpSegments       Opcode = 0x0003
+	OpBatch          Opcode = 0x0004
+	OpPing           Opcode = 0x0005
+	OpSetOption      Opcode = 0x0006
+	OpGetStats       Opcode = 0x0007
+	OpRingSetup      Opcode = 0x0008
+	OpRingSetupGuest Opcode = 0x0009
+	OpRingBell       Opcode = 0x000a
+	OpRingTeardown   Opcode = 0x000b
 
 	OpDeviceGetCount     Opcode = 0x0101
 	OpDeviceGetInfo      Opcode = 0x0102
@@ -92,4 +95,5 @@ const (
 	OpNotifyHostFunc Opcode = 0x0901
 	OpNotifyError    Opcode = 0x0902
 	OpNotifyOutput   Opcode = 0x0903
+	OpNotifyRingBell Opcode = 0x0904
 )

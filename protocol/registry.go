@@ -46,6 +46,15 @@ var Ops = []OpInfo{
 	{Op: 0x0008, Name: "RING_SETUP", Req: RingSetupReq{RingBytes: RingDefaultBytes}, Reply: Empty{}, Shape: ShapeSync, FD: true,
 		Symbols: []string{"cuInit"}, NoDevice: "moves a host-mode session onto shared-memory rings (ring.go; sent after HELLO)",
 		Handler: "do(ringSetup)", Check: "checkRingSetup"},
+	{Op: 0x0009, Name: "RING_SETUP_GUEST", Req: RingSetupReq{RingBytes: RingMinBytes}, Reply: Empty{}, Shape: ShapeSync, Segments: true,
+		NoDevice: "adds request and completion rings in guest RAM to a guest's session (ring.go; vgpu.ko sends it, the segments name the pages)",
+		Handler:  "do(ringSetupGuest)", Check: "checkRingSetup"},
+	{Op: 0x000a, Name: "RING_BELL", Req: RingBellReq{}, Reply: Empty{}, Shape: ShapeSync,
+		NoDevice: "a doorbell of a guest's rings (vgpu.ko sends it with FlagNoReply)",
+		Handler:  "do(ringBell)", Check: "checkRingBell"},
+	{Op: 0x000b, Name: "RING_TEARDOWN", Req: Empty{}, Reply: Empty{}, Shape: ShapeSync,
+		NoDevice: "ends a guest's rings before vgpu.ko frees their pages",
+		Handler:  "do(ringTeardown)", Unchecked: "empty"},
 
 	// Device (0x01): devices, the driver, limits, NVML's readings.
 	{Op: 0x0101, Name: "DEVICE_GET_COUNT", Req: Empty{}, Reply: DeviceCountReply{Count: 1}, Shape: ShapeSync,
@@ -291,4 +300,6 @@ var Ops = []OpInfo{
 		NoDevice: "the session reports an asynchronous call's failure"},
 	{Op: 0x0903, Name: "NOTIFY_OUTPUT", Req: OutputNotify{Stream: OutputStdout, Flags: OutputFinal}, ReqTail: TailBytes, Shape: ShapeNotify,
 		NoDevice: "the session forwards device printf output"},
+	{Op: 0x0904, Name: "NOTIFY_RING_BELL", Req: RingBellNotify{}, Shape: ShapeNotify,
+		NoDevice: "the session rings the library's doorbell of guest rings (vgpu.ko wakes the process)"},
 }

@@ -40,6 +40,31 @@ package protocol
 // peer's eventfd. Waiting for space works the same with the wait words.
 //
 // Every header field is 8-byte aligned, on a 64-byte line of its own.
+//
+// A guest: rings in guest RAM (OpRingSetupGuest). The same header and
+// rings, in pages vgpu.ko allocates for one open file of /dev/vgpu and
+// maps into its process (mmap at VGPU_RING_MMAP_OFFSET). vgpu.ko sends
+// OpRingSetupGuest on the file's stream, its segments naming the pages in
+// order (the header page, the request ring's, the completion ring's;
+// RingPageSize each, any guest-physical order: the backend reads them page
+// by page through its guest-memory mapping, each checked to lie in guest
+// RAM). Only the guest kernel can send segments, so a process cannot name
+// another's memory. There are no eventfds: a doorbell to the backend is a
+// RING_BELL frame (FlagNoReply) that vgpu.ko sends on the stream when the
+// process asks (only when the backend's sleep or wait word is set), one to
+// the process a NOTIFY_RING_BELL frame on the stream that vgpu.ko turns
+// into a wake-up of the process waiting on it (sent only when the
+// library's word is set). The reply to OpRingSetupGuest comes on the
+// stream; the session then also takes frames from the request ring,
+// answers them on the completion ring, and sends notifications on the
+// stream, as before. Frames on the ring may not carry segments (the
+// process writes them): calls with buffers go on the stream through
+// vgpu.ko. The two paths join one order: the backend publishes in
+// RingOffReqTaken how many request bytes the session took, and the library
+// sends a frame on the stream only once that reached its request tail,
+// and writes the ring after a stream call only once its reply came (the
+// frame was taken). OpRingTeardown (vgpu.ko, before it frees the pages)
+// ends the rings; the end of the stream does too.
 const (
 	RingMagic      = 0x47524756 // "VGRG" little-endian
 	RingVersion    = 1
@@ -58,7 +83,9 @@ const (
 	RingOffCliSleep   = 448 // uint32, library: its reader sleeps on eventfd 3
 	RingOffCliWait    = 512 // uint32, library: a writer waits for request space on eventfd 4
 	RingOffCarriers   = 576 // uint64, library: fd carriers sent so far (see above)
+	RingOffReqTaken   = 640 // uint64, backend (guest rings): request bytes the session took in order (see below)
 	RingCarrierSize   = 8
+	RingPageSize      = 4096 // a guest ring's page (the header is one)
 	RingDefaultBytes  = 1 << 20
 	RingDefaultSpinNs = 20000
 )
@@ -69,4 +96,27 @@ const (
 type RingSetupReq struct {
 	RingBytes uint64 // each ring's size: a power of two in [RingMinBytes, RingMaxBytes]
 	Flags     uint64 // none defined: 0
+}
+
+// RingBell names a doorbell of guest rings (RingBellReq, RingBellNotify).
+const (
+	// RingBellRequests: to the backend, request bytes were written; to
+	// the library, completion bytes were.
+	RingBellRequests = 0
+	// RingBellSpace: ring space was freed (the completion ring's, to the
+	// backend; the request ring's, to the library).
+	RingBellSpace = 1
+)
+
+// RingBellReq rings a doorbell of the backend's side of a guest's rings
+// (OpRingBell, sent by vgpu.ko with FlagNoReply).
+type RingBellReq struct {
+	Bell uint32 // RingBellRequests or RingBellSpace
+	Pad  uint32
+}
+
+// RingBellNotify rings the library's doorbell (OpNotifyRingBell).
+type RingBellNotify struct {
+	Bell uint32 // RingBellRequests or RingBellSpace
+	Pad  uint32
 }

@@ -102,6 +102,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_SET_OPTION 0x0006u
 #define VGPU_OP_GET_STATS 0x0007u
 #define VGPU_OP_RING_SETUP 0x0008u
+#define VGPU_OP_RING_SETUP_GUEST 0x0009u
+#define VGPU_OP_RING_BELL 0x000au
+#define VGPU_OP_RING_TEARDOWN 0x000bu
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -172,6 +175,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
 #define VGPU_OP_NOTIFY_ERROR 0x0902u
 #define VGPU_OP_NOTIFY_OUTPUT 0x0903u
+#define VGPU_OP_NOTIFY_RING_BELL 0x0904u
 
 struct vgpu_header {
 	uint32_t magic;
@@ -338,6 +342,14 @@ struct vgpu_ring_setup_req {
 _Static_assert(sizeof(struct vgpu_ring_setup_req) == 16, "vgpu_ring_setup_req size");
 _Static_assert(offsetof(struct vgpu_ring_setup_req, ring_bytes) == 0, "vgpu_ring_setup_req.ring_bytes");
 _Static_assert(offsetof(struct vgpu_ring_setup_req, flags) == 8, "vgpu_ring_setup_req.flags");
+
+struct vgpu_ring_bell_req {
+	uint32_t bell;
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct vgpu_ring_bell_req) == 8, "vgpu_ring_bell_req size");
+_Static_assert(offsetof(struct vgpu_ring_bell_req, bell) == 0, "vgpu_ring_bell_req.bell");
+_Static_assert(offsetof(struct vgpu_ring_bell_req, pad) == 4, "vgpu_ring_bell_req.pad");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -1113,6 +1125,14 @@ _Static_assert(offsetof(struct vgpu_output_notify, flags) == 4, "vgpu_output_not
 _Static_assert(offsetof(struct vgpu_output_notify, len) == 8, "vgpu_output_notify.len");
 _Static_assert(offsetof(struct vgpu_output_notify, pad0) == 12, "vgpu_output_notify.pad0");
 
+struct vgpu_ring_bell_notify {
+	uint32_t bell;
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct vgpu_ring_bell_notify) == 8, "vgpu_ring_bell_notify size");
+_Static_assert(offsetof(struct vgpu_ring_bell_notify, bell) == 0, "vgpu_ring_bell_notify.bell");
+_Static_assert(offsetof(struct vgpu_ring_bell_notify, pad) == 4, "vgpu_ring_bell_notify.pad");
+
 /* Opcode names, for logs. */
 static inline const char *vgpu_op_name(uint16_t op)
 {
@@ -1125,6 +1145,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_SET_OPTION: return "SET_OPTION";
 	case VGPU_OP_GET_STATS: return "GET_STATS";
 	case VGPU_OP_RING_SETUP: return "RING_SETUP";
+	case VGPU_OP_RING_SETUP_GUEST: return "RING_SETUP_GUEST";
+	case VGPU_OP_RING_BELL: return "RING_BELL";
+	case VGPU_OP_RING_TEARDOWN: return "RING_TEARDOWN";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";
@@ -1195,6 +1218,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";
 	case VGPU_OP_NOTIFY_ERROR: return "NOTIFY_ERROR";
 	case VGPU_OP_NOTIFY_OUTPUT: return "NOTIFY_OUTPUT";
+	case VGPU_OP_NOTIFY_RING_BELL: return "NOTIFY_RING_BELL";
 	default: return "UNKNOWN";
 	}
 }

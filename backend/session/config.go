@@ -69,6 +69,13 @@ type Config struct {
 	// long a session that has ended waits for its client to read what is
 	// left. 0: DefaultFrameTimeout.
 	FrameTimeout time.Duration
+	// RingSpin is how long the backend's side of a guest's rings polls
+	// before it sleeps on its doorbell (0: shmring.DefaultSpin(); negative:
+	// never spins).
+	RingSpin time.Duration
+	// NoGuestRings: do not offer a guest request and completion rings in its RAM
+	// (FeatureShmRing, OpRingSetupGuest); its calls stay on the stream.
+	NoGuestRings bool
 	// HostFuncTimeout bounds how long a stream waits for the guest to run
 	// a host function once it has reached it; then the stream goes on and
 	// the guest gets CUDA_ERROR_TIMEOUT (909) as a deferred error of the

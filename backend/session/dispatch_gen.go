@@ -19,6 +19,9 @@ func init() {
 		protocol.OpSetOption:            do(setOption),
 		protocol.OpGetStats:             reply(getStats),
 		protocol.OpRingSetup:            do(ringSetup),
+		protocol.OpRingSetupGuest:       do(ringSetupGuest),
+		protocol.OpRingBell:             do(ringBell),
+		protocol.OpRingTeardown:         do(ringTeardown),
 		protocol.OpDeviceGetCount:       reply(deviceGetCount),
 		protocol.OpDeviceGetInfo:        reply(deviceGetInfo),
 		protocol.OpDriverGetVersion:     reply(driverGetVersion),
@@ -96,6 +99,9 @@ func init() {
 		protocol.OpSetOption:            args(checkSetOption),
 		protocol.OpGetStats:             none("empty"),
 		protocol.OpRingSetup:            args(checkRingSetup),
+		protocol.OpRingSetupGuest:       args(checkRingSetup),
+		protocol.OpRingBell:             args(checkRingBell),
+		protocol.OpRingTeardown:         none("empty"),
 		protocol.OpDeviceGetCount:       none("empty"),
 		protocol.OpDeviceGetInfo:        args(checkDeviceReq),
 		protocol.OpDriverGetVersion:     none("empty"),
@@ -166,6 +172,7 @@ func init() {
 		protocol.OpNotifyHostFunc:       none("host to guest only: no handler serves it"),
 		protocol.OpNotifyError:          none("host to guest only: no handler serves it"),
 		protocol.OpNotifyOutput:         none("host to guest only: no handler serves it"),
+		protocol.OpNotifyRingBell:       none("host to guest only: no handler serves it"),
 	}
 }
 

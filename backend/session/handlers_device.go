@@ -23,6 +23,8 @@ func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, erro
 	}
 	if rc, ok := s.conn.(transport.RingConn); ok && rc.RingOK() {
 		offer |= protocol.FeatureShmRing
+	} else if s.fdc == nil && s.segsOK && s.mem != nil && !s.cfg.NoGuestRings {
+		offer |= protocol.FeatureShmRing // rings in guest RAM (OpRingSetupGuest)
 	}
 	rep := protocol.HelloReply{
 		Major: uint16(protocol.Major), Minor: uint16(protocol.Minor),

@@ -86,6 +86,8 @@ type Session struct {
 	outMu    sync.Mutex // one flush of device output at a time
 	// ringOn: HELLO negotiated FeatureShmRing.
 	ringOn atomic.Bool
+	// gring: a guest's rings in its RAM (guestring.go).
+	gring guestRings
 	// broken is set when the recover boundary caught a panic: the
 	// session's state can no longer be trusted, so every later call fails
 	// with this error (as a sticky CUDA error would) until the guest
@@ -257,6 +259,7 @@ func (s *Session) Serve(ctx context.Context) error {
 	defer stop()
 
 	err := s.guardedReadLoop()
+	s.endGuestRings()
 	s.closeFDs(s.takeFDs()) // those of a frame that never arrived whole
 	close(s.closing)        // host functions waiting for the guest give up
 	s.closeExec()
@@ -340,7 +343,7 @@ func (s *Session) readHeader(hb []byte) error {
 }
 
 // readLoop reads frames and hands them to the executor; it answers
-// OpHostFuncDone itself.
+// OpHostFuncDone and OpRingBell itself.
 func (s *Session) readLoop() error {
 	var hb [protocol.HeaderSize]byte
 	for {
@@ -392,7 +395,9 @@ func (s *Session) readLoop() error {
 			s.strayFDs(&f.Header, fds)
 			fds = nil
 		}
-		if f.Opcode == protocol.OpHostFuncDone && f.NumSegs == 0 {
+		if (f.Opcode == protocol.OpHostFuncDone || f.Opcode == protocol.OpRingBell) && f.NumSegs == 0 {
+			// Never behind a call: a doorbell wakes the ring the call
+			// may wait on.
 			s.hostFuncDoneNow(f, recv, nil)
 			in.free()
 			continue

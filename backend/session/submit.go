@@ -39,6 +39,12 @@ var ErrSessionOver = errors.New("session: the session has ended (or Serve has no
 // Serve runs, from one goroutine per sink (replies to one sink are in
 // request order only if its frames are).
 //
+// A submitted frame may not carry guest-physical segments (FlagSegments,
+// FlagMoreSegments, OpSegments): the path it came on is written by a
+// process, and segments come only on the stream, from the guest kernel
+// (or a host-mode client naming its own shares). It is answered with
+// CUDA_ERROR_INVALID_VALUE.
+//
 // A frame whose header is invalid is answered on sink with
 // CUDA_ERROR_INVALID_VALUE when its request id can be trusted; the error
 // returned says what was wrong. A frame whose length disagrees with its
@@ -68,6 +74,15 @@ func (s *Session) Submit(frame []byte, sink ReplySink) error {
 	if uint64(len(frame)) != n {
 		s.stats.badFrames.Add(1)
 		return fmt.Errorf("session: submitted frame %v (request %d) is %d bytes, its header says %d", h.Opcode, h.RequestID, len(frame), n)
+	}
+	if h.Flags&(protocol.FlagSegments|protocol.FlagMoreSegments) != 0 || h.Opcode == protocol.OpSegments {
+		s.stats.badFrames.Add(1)
+		if h.Flags&protocol.FlagNoReply != 0 {
+			s.notifyError(h.RequestID, h.Opcode, device.ErrInvalidValue)
+		} else {
+			s.replyOn(sink, encodeFrame(protocol.Reply(&h, int32(device.ErrInvalidValue)), nil))
+		}
+		return fmt.Errorf("session: submitted frame %v (request %d) carries segments, which only the stream may", h.Opcode, h.RequestID)
 	}
 	in := newInFrame()
 	in.buf = getBuf(int(n))

@@ -1,8 +1,11 @@
-// Package shmring is host mode's shared-memory transport (FeatureShmRing):
-// a request ring and a completion ring in a memfd the library shares with
-// the backend, each a single-producer single-consumer byte stream carrying
-// the same frames the unix socket would, with eventfd doorbells. The
-// layout and rules are protocol/ring.go's.
+// Package shmring is the shared-memory transport (FeatureShmRing): a
+// request ring and a completion ring, each a single-producer
+// single-consumer byte stream carrying the same frames the stream would.
+// The layout and rules are protocol/ring.go's. Host mode keeps them in a
+// memfd the library shares with the backend, with eventfd doorbells
+// (NewServer); a guest keeps them in pages of its RAM that vgpu.ko
+// allocated, which the backend sees through its guest-memory mapping page
+// by page, with doorbells that travel as vsock frames (NewGuestServer).
 //
 // An Endpoint is one side: it reads its receive ring and writes its send
 // ring as a byte stream (io.Reader, io.Writer), so the session reads and
@@ -46,13 +49,47 @@ var (
 	ErrBadSetup = errors.New("shmring: bad ring setup")
 )
 
-// ring is one direction.
+// ring is one direction. Its bytes are in equal chunks of 1<<shift bytes
+// (host mode: one chunk, the whole ring; a guest: its pages, which need
+// not be contiguous in the backend's mapping).
 type ring struct {
-	data []byte
-	size uint64
-	tail *uint64 // producer's published position
-	head *uint64 // consumer's published position
+	chunks [][]byte
+	shift  uint
+	size   uint64
+	tail   *uint64 // producer's published position
+	head   *uint64 // consumer's published position
 }
+
+// copyOut copies len(b) bytes starting at position pos out of the ring.
+func (r *ring) copyOut(b []byte, pos uint64) {
+	mask := uint64(1)<<r.shift - 1
+	for len(b) > 0 {
+		off := pos % r.size
+		k := copy(b, r.chunks[off>>r.shift][off&mask:])
+		b = b[k:]
+		pos += uint64(k)
+	}
+}
+
+// copyIn copies b into the ring starting at position pos.
+func (r *ring) copyIn(pos uint64, b []byte) {
+	mask := uint64(1)<<r.shift - 1
+	for len(b) > 0 {
+		off := pos % r.size
+		k := copy(r.chunks[off>>r.shift][off&mask:], b)
+		b = b[k:]
+		pos += uint64(k)
+	}
+}
+
+// Bell names a doorbell of a guest ring (NewGuestServer).
+type Bell uint32
+
+// The doorbells, as protocol.RingBellReq and RingBellNotify name them.
+const (
+	BellRequests Bell = protocol.RingBellRequests // requests (or, to the guest, completions) were written
+	BellSpace    Bell = protocol.RingBellSpace    // ring space was freed
+)
 
 // Options tune an endpoint.
 type Options struct {
@@ -74,14 +111,21 @@ type Endpoint struct {
 	rxPos    uint64  // consumed (local, authoritative)
 	txPos    uint64  // produced (local, authoritative)
 	carriers *uint64 // the library's count of fd carriers sent
+	taken    *uint64 // request bytes the session took (guest mode)
 	mySleep  *uint32
 	myWait   *uint32
 	peerSlp  *uint32
 	peerWt   *uint32
-	// fds: rxBell and spaceBell are slept on; peerRx and peerSpace rung.
-	rxBell, spaceBell, peerRx, peerSpace int
-	wake                                 int
-	opt                                  Options
+	// rxBell and spaceBell are the eventfds slept on; ringPeer rings the
+	// peer's (for data, or for space); fds are closed on release.
+	rxBell, spaceBell int
+	ringPeer          func(Bell)
+	fds               []int
+	wake              int
+	opt               Options
+	// mem is unmapped on release (host mode); onRelease runs then (a
+	// guest's: drops its hold on guest memory).
+	onRelease func()
 
 	consumed  atomic.Uint64 // rxPos, for other goroutines
 	rmu, wmu  sync.Mutex
@@ -183,31 +227,139 @@ func newEndpoint(fds []int, ringBytes uint64, opt Options, server bool) (*Endpoi
 		return nil, fmt.Errorf("shmring: eventfd: %w", err)
 	}
 	_ = unix.Close(fds[0])
+	shift := uint(bits.TrailingZeros64(ringBytes))
+	reqData := [][]byte{mem[protocol.RingHeaderSize : protocol.RingHeaderSize+ringBytes]}
+	compData := [][]byte{mem[protocol.RingHeaderSize+ringBytes : size]}
+	e := assemble(mem[:protocol.RingHeaderSize], reqData, compData, shift, ringBytes, server, opt)
+	e.mem, e.wake = mem, wake
+	e.fds = append([]int(nil), fds[1:]...)
+	var peerRx, peerSpace int
+	if server {
+		e.rxBell, e.spaceBell, peerRx, peerSpace = fds[1], fds[2], fds[3], fds[4]
+	} else {
+		e.rxBell, e.spaceBell, peerRx, peerSpace = fds[3], fds[4], fds[1], fds[2]
+	}
+	e.ringPeer = func(b Bell) {
+		if b == BellSpace {
+			ringBell(peerSpace)
+		} else {
+			ringBell(peerRx)
+		}
+	}
+	return e, nil
+}
+
+// assemble builds an endpoint over a header (RingHeaderSize bytes) and the
+// two rings' chunks; the caller sets the doorbells and what to release.
+func assemble(hdr []byte, reqData, compData [][]byte, shift uint, ringBytes uint64, server bool, opt Options) *Endpoint {
 	if opt.Spin == 0 {
 		opt.Spin = DefaultSpin()
 	}
-	req := ring{data: mem[protocol.RingHeaderSize : protocol.RingHeaderSize+ringBytes], size: ringBytes,
-		tail: u64(mem, protocol.RingOffReqTail), head: u64(mem, protocol.RingOffReqHead)}
-	comp := ring{data: mem[protocol.RingHeaderSize+ringBytes : size], size: ringBytes,
-		tail: u64(mem, protocol.RingOffCompTail), head: u64(mem, protocol.RingOffCompHead)}
-	e := &Endpoint{mem: mem, wake: wake, opt: opt, carriers: u64(mem, protocol.RingOffCarriers)}
-	srvSleep, srvWait := u32(mem, protocol.RingOffSrvSleep), u32(mem, protocol.RingOffSrvWait)
-	cliSleep, cliWait := u32(mem, protocol.RingOffCliSleep), u32(mem, protocol.RingOffCliWait)
+	req := ring{chunks: reqData, shift: shift, size: ringBytes,
+		tail: u64(hdr, protocol.RingOffReqTail), head: u64(hdr, protocol.RingOffReqHead)}
+	comp := ring{chunks: compData, shift: shift, size: ringBytes,
+		tail: u64(hdr, protocol.RingOffCompTail), head: u64(hdr, protocol.RingOffCompHead)}
+	e := &Endpoint{opt: opt, carriers: u64(hdr, protocol.RingOffCarriers), taken: u64(hdr, protocol.RingOffReqTaken)}
+	srvSleep, srvWait := u32(hdr, protocol.RingOffSrvSleep), u32(hdr, protocol.RingOffSrvWait)
+	cliSleep, cliWait := u32(hdr, protocol.RingOffCliSleep), u32(hdr, protocol.RingOffCliWait)
 	if server {
 		e.rx, e.tx = req, comp
 		e.mySleep, e.myWait, e.peerSlp, e.peerWt = srvSleep, srvWait, cliSleep, cliWait
-		e.rxBell, e.spaceBell, e.peerRx, e.peerSpace = fds[1], fds[2], fds[3], fds[4]
 	} else {
 		e.rx, e.tx = comp, req
 		e.mySleep, e.myWait, e.peerSlp, e.peerWt = cliSleep, cliWait, srvSleep, srvWait
-		e.rxBell, e.spaceBell, e.peerRx, e.peerSpace = fds[3], fds[4], fds[1], fds[2]
 	}
 	// Positions start where the header says (the library zeroes them);
 	// ours are local from now on.
 	e.rxPos = atomic.LoadUint64(e.rx.head)
 	e.txPos = atomic.LoadUint64(e.tx.tail)
 	e.consumed.Store(e.rxPos)
+	return e
+}
+
+// GuestPages is the memory of a ring pair in guest RAM as the backend maps
+// it: the header page and the pages of each ring, in ring order, each
+// protocol.RingPageSize bytes (NewGuestServer).
+type GuestPages struct {
+	Header    []byte
+	Req, Comp [][]byte
+}
+
+// NewGuestServer is the backend's side of rings in guest RAM (a guest's
+// OpRingSetup with RingSetupGuestPages): pages as the session mapped them
+// (each page of guest RAM checked, and held until release runs); ringPeer
+// sends the guest a doorbell (a RingBellNotify frame), and Kick is how the
+// guest's doorbells (RingBellReq frames) reach the endpoint. release runs
+// once, when the endpoint is closed and nothing reads or writes the pages
+// any more.
+func NewGuestServer(pg GuestPages, ringBytes uint64, ringPeer func(Bell), release func(), opt Options) (*Endpoint, error) {
+	return newGuest(pg, ringBytes, true, ringPeer, release, opt)
+}
+
+// NewGuestClient is the library's side of rings in guest RAM (tests; the
+// guest's is guest-lib's): ringPeer sends the backend a doorbell, Kick
+// takes the backend's.
+func NewGuestClient(pg GuestPages, ringBytes uint64, ringPeer func(Bell), opt Options) (*Endpoint, error) {
+	return newGuest(pg, ringBytes, false, ringPeer, nil, opt)
+}
+
+func newGuest(pg GuestPages, ringBytes uint64, server bool, ringPeer func(Bell), release func(), opt Options) (*Endpoint, error) {
+	if err := CheckSize(ringBytes); err != nil {
+		return nil, err
+	}
+	n := ringBytes / protocol.RingPageSize
+	if len(pg.Header) < protocol.RingHeaderSize || uint64(len(pg.Req)) != n || uint64(len(pg.Comp)) != n {
+		return nil, fmt.Errorf("%w: guest rings of %d bytes need a %d-byte header and %d pages each (got %d, %d and %d)",
+			ErrBadSetup, ringBytes, protocol.RingHeaderSize, n, len(pg.Header), len(pg.Req), len(pg.Comp))
+	}
+	for _, p := range append(append([][]byte(nil), pg.Req...), pg.Comp...) {
+		if len(p) != protocol.RingPageSize {
+			return nil, fmt.Errorf("%w: a guest ring page of %d bytes (want %d)", ErrBadSetup, len(p), protocol.RingPageSize)
+		}
+	}
+	var fds [3]int
+	for i := range fds {
+		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			for _, x := range fds[:i] {
+				_ = unix.Close(x)
+			}
+			return nil, fmt.Errorf("shmring: eventfd: %w", err)
+		}
+		fds[i] = fd
+	}
+	opt.Sock, opt.OnSock = -1, nil
+	e := assemble(pg.Header, pg.Req, pg.Comp, uint(bits.TrailingZeros64(protocol.RingPageSize)), ringBytes, server, opt)
+	e.rxBell, e.spaceBell, e.wake = fds[0], fds[1], fds[2]
+	e.fds = fds[:2]
+	e.ringPeer, e.onRelease = ringPeer, release
 	return e, nil
+}
+
+// Kick is a doorbell from the peer (guest rings' endpoints): bytes to
+// read (BellRequests) or space to write (BellSpace).
+func (e *Endpoint) Kick(b Bell) {
+	e.use.RLock()
+	defer e.use.RUnlock()
+	if e.released {
+		return
+	}
+	if b == BellSpace {
+		ringBell(e.spaceBell)
+	} else {
+		ringBell(e.rxBell)
+	}
+}
+
+// NoteTaken publishes how many request-ring bytes the session has taken
+// in order (protocol.RingOffReqTaken; a guest's library sends a frame on
+// the stream only once this reached its tail).
+func (e *Endpoint) NoteTaken(pos uint64) {
+	e.use.RLock()
+	defer e.use.RUnlock()
+	if !e.released {
+		atomic.StoreUint64(e.taken, pos)
+	}
 }
 
 // InitMemfd writes a fresh header (tests: the library's part).
@@ -341,13 +493,11 @@ func (e *Endpoint) Read(b []byte) (int, error) {
 		}
 		if n > 0 {
 			n = min(n, uint64(len(b)))
-			off := e.rxPos % e.rx.size
-			k := copy(b[:n], e.rx.data[off:])
-			copy(b[k:n], e.rx.data)
+			e.rx.copyOut(b[:n], e.rxPos)
 			e.rxPos += n
 			e.consumed.Store(e.rxPos)
 			atomic.StoreUint64(e.rx.head, e.rxPos)
-			e.ringIf(e.peerWt, e.peerSpace)
+			e.ringIf(e.peerWt, BellSpace)
 			return int(n), nil
 		}
 		if e.ended.Load() {
@@ -386,12 +536,10 @@ func (e *Endpoint) Write(b []byte) (int, error) {
 			continue
 		}
 		n := min(free, uint64(len(b)-done))
-		off := e.txPos % e.tx.size
-		k := copy(e.tx.data[off:], b[done:done+int(n)])
-		copy(e.tx.data, b[done+k:done+int(n)])
+		e.tx.copyIn(e.txPos, b[done:done+int(n)])
 		e.txPos += n
 		atomic.StoreUint64(e.tx.tail, e.txPos)
-		e.ringIf(e.peerSlp, e.peerRx)
+		e.ringIf(e.peerSlp, BellRequests)
 		done += int(n)
 	}
 	return done, nil
@@ -415,20 +563,18 @@ func (e *Endpoint) TryWrite(b []byte) (int, error) {
 		return 0, err
 	}
 	n := min(free, uint64(len(b)))
-	off := e.txPos % e.tx.size
-	k := copy(e.tx.data[off:], b[:n])
-	copy(e.tx.data, b[k:n])
+	e.tx.copyIn(e.txPos, b[:n])
 	e.txPos += n
 	atomic.StoreUint64(e.tx.tail, e.txPos)
-	e.ringIf(e.peerSlp, e.peerRx)
+	e.ringIf(e.peerSlp, BellRequests)
 	return int(n), nil
 }
 
 // ringIf wakes the peer if its flag says it sleeps (1); the flag becomes 2
 // so a burst rings once; the peer clears it when it wakes.
-func (e *Endpoint) ringIf(flag *uint32, fd int) {
+func (e *Endpoint) ringIf(flag *uint32, b Bell) {
 	if atomic.LoadUint32(flag) == 1 && atomic.CompareAndSwapUint32(flag, 1, 2) {
-		ringBell(fd)
+		e.ringPeer(b)
 	}
 }
 
@@ -528,10 +674,15 @@ func (e *Endpoint) Close() error {
 		_, _ = unix.Write(e.wake, one[:])
 		e.use.Lock()
 		e.released = true
-		_ = unix.Munmap(e.mem)
-		e.mem = nil
-		for _, fd := range []int{e.rxBell, e.spaceBell, e.peerRx, e.peerSpace, e.wake} {
+		if e.mem != nil {
+			_ = unix.Munmap(e.mem)
+			e.mem = nil
+		}
+		for _, fd := range append(e.fds, e.wake) {
 			_ = unix.Close(fd)
+		}
+		if e.onRelease != nil {
+			e.onRelease()
 		}
 		if e.opt.Sock >= 0 {
 			_ = unix.Close(e.opt.Sock)

@@ -127,3 +127,98 @@ func TestCloseWakesReader(t *testing.T) {
 		t.Fatal("Read after Close succeeded")
 	}
 }
+
+// guestPair makes a server and a client endpoint over rings of n bytes
+// each in pages scattered in reverse order over one buffer (as a guest's
+// pages may lie), the doorbells wired to each other's Kick.
+func guestPair(t *testing.T, n uint64, spin time.Duration) (srv, cli *shmring.Endpoint, released *atomic.Bool) {
+	t.Helper()
+	k := int(n / protocol.RingPageSize)
+	buf := make([]byte, (2*k+1)*protocol.RingPageSize)
+	page := func(i int) []byte { return buf[i*protocol.RingPageSize : (i+1)*protocol.RingPageSize] }
+	pg := shmring.GuestPages{Header: page(2 * k)}
+	for i := 0; i < k; i++ {
+		pg.Req = append(pg.Req, page(2*k-1-i))
+		pg.Comp = append(pg.Comp, page(k-1-i))
+	}
+	released = new(atomic.Bool)
+	var s, c atomic.Pointer[shmring.Endpoint]
+	opt := shmring.Options{Spin: spin}
+	var err error
+	srv, err = shmring.NewGuestServer(pg, n, func(b shmring.Bell) { c.Load().Kick(b) }, func() { released.Store(true) }, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err = shmring.NewGuestClient(pg, n, func(b shmring.Bell) { s.Load().Kick(b) }, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Store(srv)
+	c.Store(cli)
+	t.Cleanup(func() { _ = srv.Close(); _ = cli.Close() })
+	return srv, cli, released
+}
+
+// TestGuestPagesStream: rings over scattered pages with doorbells that are
+// function calls (a guest's vsock frames) stream byte-exact both ways,
+// with and without spinning, and Close releases the pages once.
+func TestGuestPagesStream(t *testing.T) {
+	for _, spin := range []time.Duration{20 * time.Microsecond, -1} {
+		srv, cli, released := guestPair(t, protocol.RingMinBytes, spin)
+		data := make([]byte, 5*protocol.RingMinBytes+12345)
+		for i := range data {
+			data[i] = byte(i*29 + i>>11)
+		}
+		for _, dir := range []struct{ w, r *shmring.Endpoint }{{cli, srv}, {srv, cli}} {
+			errc := make(chan error, 1)
+			go func() { _, err := dir.w.Write(data); errc <- err }()
+			got := make([]byte, len(data))
+			if _, err := io.ReadFull(dir.r, got); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Fatalf("spin %v: the bytes differ", spin)
+			}
+		}
+		srv.NoteTaken(srv.ReadPos())
+		_ = srv.Close()
+		_ = srv.Close()
+		if !released.Load() {
+			t.Fatal("Close did not release the guest pages")
+		}
+		srv.Kick(shmring.BellRequests) // after release: nothing happens
+		srv.NoteTaken(1)
+	}
+}
+
+// TestGuestPagesRefused: pages that do not make up the rings are refused.
+func TestGuestPagesRefused(t *testing.T) {
+	n := uint64(protocol.RingMinBytes)
+	k := int(n / protocol.RingPageSize)
+	mk := func(req, comp, size int) shmring.GuestPages {
+		pg := shmring.GuestPages{Header: make([]byte, protocol.RingHeaderSize)}
+		for i := 0; i < req; i++ {
+			pg.Req = append(pg.Req, make([]byte, size))
+		}
+		for i := 0; i < comp; i++ {
+			pg.Comp = append(pg.Comp, make([]byte, size))
+		}
+		return pg
+	}
+	for name, pg := range map[string]shmring.GuestPages{
+		"a page short":   mk(k-1, k, protocol.RingPageSize),
+		"a page over":    mk(k, k+1, protocol.RingPageSize),
+		"short pages":    mk(k, k, protocol.RingPageSize/2),
+		"no header page": {Req: mk(k, k, protocol.RingPageSize).Req, Comp: mk(k, k, protocol.RingPageSize).Comp},
+	} {
+		if _, err := shmring.NewGuestServer(pg, n, func(shmring.Bell) {}, nil, shmring.Options{}); !errors.Is(err, shmring.ErrBadSetup) {
+			t.Errorf("%s: got %v, want ErrBadSetup", name, err)
+		}
+	}
+	if _, err := shmring.NewGuestServer(mk(k, k, protocol.RingPageSize), n+1, func(shmring.Bell) {}, nil, shmring.Options{}); !errors.Is(err, shmring.ErrBadSetup) {
+		t.Errorf("a ring size that is not a power of two: got %v", err)
+	}
+}

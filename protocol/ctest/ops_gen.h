@@ -15,6 +15,9 @@ static const struct op_golden {
 	{ "set_option", VGPU_OP_SET_OPTION, sizeof(struct vgpu_set_option_req), (long)0 },
 	{ "get_stats", VGPU_OP_GET_STATS, 0, (long)sizeof(struct vgpu_session_stats) },
 	{ "ring_setup", VGPU_OP_RING_SETUP, sizeof(struct vgpu_ring_setup_req), (long)0 },
+	{ "ring_setup_guest", VGPU_OP_RING_SETUP_GUEST, sizeof(struct vgpu_ring_setup_req), (long)0 },
+	{ "ring_bell", VGPU_OP_RING_BELL, sizeof(struct vgpu_ring_bell_req), (long)0 },
+	{ "ring_teardown", VGPU_OP_RING_TEARDOWN, 0, (long)0 },
 	{ "device_get_count", VGPU_OP_DEVICE_GET_COUNT, 0, (long)sizeof(struct vgpu_device_count_reply) },
 	{ "device_get_info", VGPU_OP_DEVICE_GET_INFO, sizeof(struct vgpu_device_req), (long)sizeof(struct vgpu_device_info) },
 	{ "driver_get_version", VGPU_OP_DRIVER_GET_VERSION, 0, (long)sizeof(struct vgpu_version_reply) },
@@ -85,4 +88,5 @@ static const struct op_golden {
 	{ "notify_host_func", VGPU_OP_NOTIFY_HOST_FUNC, sizeof(struct vgpu_host_func_notify), -1 },
 	{ "notify_error", VGPU_OP_NOTIFY_ERROR, sizeof(struct vgpu_error_notify), -1 },
 	{ "notify_output", VGPU_OP_NOTIFY_OUTPUT, sizeof(struct vgpu_output_notify), -1 },
+	{ "notify_ring_bell", VGPU_OP_NOTIFY_RING_BELL, sizeof(struct vgpu_ring_bell_notify), -1 },
 };
