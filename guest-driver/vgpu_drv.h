@@ -110,6 +110,7 @@ struct vgpu_req {
 };
 
 struct vgpu_mapping;
+struct vgpu_ring;
 
 /**
  * struct vgpu_region - a range registered with the host.
@@ -153,6 +154,10 @@ struct vgpu_region {
  * @max_payload: largest payload the host takes (host's HELLO).
  * @session_id:  the host's session id (host's HELLO).
  * @dropped:     notifications dropped because the queue was full.
+ * @ring_lock:   protects @ring.
+ * @ring:        the file's rings in guest RAM (vgpu_ring.c), or NULL.
+ * @ring_bells:  doorbells the host rang (VGPU_OP_NOTIFY_RING_BELL).
+ * @ring_wq:     woken when @ring_bells grows or the session dies.
  */
 struct vgpu_session {
 	struct socket *sock;
@@ -182,6 +187,11 @@ struct vgpu_session {
 	u32 max_payload;
 	u64 session_id;
 	unsigned long dropped;
+
+	struct mutex ring_lock;		/* ring */
+	struct vgpu_ring *ring;
+	atomic64_t ring_bells;
+	wait_queue_head_t ring_wq;
 };
 
 struct vgpu_session *vgpu_session_open(void);
@@ -203,6 +213,9 @@ int vgpu_session_driver_call(struct vgpu_session *s, u16 opcode,
 			     const void *payload, u32 payload_len,
 			     const struct vgpu_segment *segs, u32 nsegs,
 			     void *reply, u32 reply_len, s32 *status);
+int vgpu_session_driver_call_wait(struct vgpu_session *s, u16 opcode,
+				  const void *payload, u32 payload_len,
+				  s32 *status, bool killable);
 
 /* ---- pinning (vgpu_pin.c) ---- */
 
@@ -221,11 +234,22 @@ void vgpu_regions_release(struct vgpu_session *s);
 
 /* ---- mmap (vgpu_mmap.c) ---- */
 
+void vgpu_vma_set_flags(struct vm_area_struct *vma, unsigned long f);
+
 int vgpu_mmap(struct file *file, struct vm_area_struct *vma);
 int vgpu_mapping_lookup(struct file *file, u64 addr, u64 len,
 			struct vgpu_mapping **mapping, u64 *offset);
 int vgpu_mapping_segs(struct vgpu_mapping *m, u64 offset, u64 len,
 		      struct vgpu_seg_builder *b);
 void vgpu_mapping_put(struct vgpu_mapping *m);
+
+/* ---- rings in guest RAM (vgpu_ring.c) ---- */
+
+long vgpu_ioctl_ring_setup(struct vgpu_session *s, void __user *argp);
+long vgpu_ioctl_ring_bell(struct vgpu_session *s, void __user *argp);
+long vgpu_ioctl_ring_wait(struct vgpu_session *s, void __user *argp);
+void vgpu_ring_note_bell(struct vgpu_session *s);
+int vgpu_ring_mmap(struct vgpu_session *s, struct vm_area_struct *vma);
+void vgpu_ring_release(struct vgpu_session *s);
 
 #endif /* _VGPU_DRV_H */

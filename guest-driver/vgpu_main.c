@@ -229,6 +229,12 @@ static long vgpu_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return vgpu_ioctl_unregister(s, argp);
 	case VGPU_IOC_INFO:
 		return vgpu_ioctl_info(s, argp);
+	case VGPU_IOC_RING_SETUP:
+		return vgpu_ioctl_ring_setup(s, argp);
+	case VGPU_IOC_RING_BELL:
+		return vgpu_ioctl_ring_bell(s, argp);
+	case VGPU_IOC_RING_WAIT:
+		return vgpu_ioctl_ring_wait(s, argp);
 	default:
 		return -ENOTTY;
 	}

@@ -94,7 +94,12 @@ static const struct vm_operations_struct vgpu_vm_ops = {
 	.close = vgpu_vm_close,
 };
 
-static void vgpu_vma_set_flags(struct vm_area_struct *vma, unsigned long f)
+/**
+ * vgpu_vma_set_flags() - set VMA flags on any kernel version.
+ * @vma: the mapping.
+ * @f:   VM_* flags.
+ */
+void vgpu_vma_set_flags(struct vm_area_struct *vma, unsigned long f)
 {
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
 	vm_flags_set(vma, f);
@@ -149,7 +154,8 @@ free_chunks:
 /**
  * vgpu_mmap() - map new driver-allocated pinned memory.
  * @file: the open /dev/vgpu file.
- * @vma:  a MAP_SHARED mapping at offset 0.
+ * @vma:  a MAP_SHARED mapping at offset 0 (VGPU_RING_MMAP_OFFSET: the
+ *        file's rings, vgpu_ring.c).
  *
  * Context: process, mmap_lock held for writing.
  * Return: 0; -EINVAL (private mapping, non-zero offset); -E2BIG (larger than
@@ -161,6 +167,8 @@ int vgpu_mmap(struct file *file, struct vm_area_struct *vma)
 	struct vgpu_mapping *m;
 	int err;
 
+	if (vma->vm_pgoff == VGPU_RING_MMAP_OFFSET >> PAGE_SHIFT)
+		return vgpu_ring_mmap(file->private_data, vma);
 	if (!(vma->vm_flags & VM_SHARED) || vma->vm_pgoff)
 		return -EINVAL;
 	if (nr > ((u64)vgpu_max_pin_mb << (20 - PAGE_SHIFT)))

@@ -200,6 +200,7 @@ static void vgpu_session_kill(struct vgpu_session *s, int err)
 	spin_unlock(&s->lock);
 	wake_up_all(&s->notify_wq);
 	wake_up_all(&s->drain_wq);
+	wake_up_all(&s->ring_wq);
 }
 
 static void vgpu_queue_notify(struct vgpu_session *s, struct vgpu_frame *f)
@@ -232,6 +233,12 @@ static void vgpu_dispatch(struct vgpu_session *s, struct vgpu_frame *f)
 	struct vgpu_req *req, *found = NULL;
 
 	if (!(h->flags & VGPU_FLAG_REPLY)) {
+		if (h->opcode == VGPU_OP_NOTIFY_RING_BELL) {
+			/* A doorbell: a wake-up, never queued for RECV. */
+			vgpu_ring_note_bell(s);
+			kvfree(f);
+			return;
+		}
 		vgpu_queue_notify(s, f);
 		return;
 	}
@@ -374,6 +381,8 @@ struct vgpu_session *vgpu_session_open(void)
 	init_waitqueue_head(&s->drain_wq);
 	mutex_init(&s->reg_lock);
 	INIT_LIST_HEAD(&s->regions);
+	mutex_init(&s->ring_lock);
+	init_waitqueue_head(&s->ring_wq);
 	s->max_payload = VGPU_DEFAULT_MAX_PAYLOAD;
 	/*
 	 * The PID in the initial namespace: unique in the guest (processes of
@@ -446,6 +455,7 @@ void vgpu_session_close(struct vgpu_session *s)
 		pr_warn_ratelimited("vgpu: session %llu: host still busy with a call after %u ms; closing\n",
 				    s->session_id, ms);
 
+	vgpu_ring_release(s);
 	kernel_sock_shutdown(s->sock, SHUT_RDWR);
 	kthread_stop(s->reader);
 	put_task_struct(s->reader);
@@ -778,8 +788,8 @@ int vgpu_session_recv(struct vgpu_session *s, struct vgpu_recv *arg,
 }
 
 /**
- * vgpu_session_driver_call() - a call of the driver's own (register,
- * unregister), waited for killably up to the call timeout.
+ * vgpu_driver_call() - a call of the driver's own (register,
+ * unregister, rings), waited for up to the call timeout.
  * @s:           the session.
  * @opcode:      VGPU_OP_*.
  * @payload:     request payload.
@@ -789,6 +799,8 @@ int vgpu_session_recv(struct vgpu_session *s, struct vgpu_recv *arg,
  * @reply:       where the reply payload goes.
  * @reply_len:   bytes expected at @reply (a shorter reply is -EPROTO).
  * @status:      out: the host's status (CUresult).
+ * @killable:    a fatal signal ends the wait (vgpu_session_driver_call()
+ *               always; the rings' teardown at release never).
  *
  * Context: process; sleeps. The caller keeps anything @segs points at
  * pinned until this returns, or until the file is closed if it returns
@@ -796,10 +808,11 @@ int vgpu_session_recv(struct vgpu_session *s, struct vgpu_recv *arg,
  * Return: 0 (check @status); -ENOMEM; -EPROTO; -ETIMEDOUT; -EINTR (fatal
  * signal); -EPIPE; -E2BIG.
  */
-int vgpu_session_driver_call(struct vgpu_session *s, u16 opcode,
-			     const void *payload, u32 payload_len,
-			     const struct vgpu_segment *segs, u32 nsegs,
-			     void *reply, u32 reply_len, s32 *status)
+static int vgpu_driver_call(struct vgpu_session *s, u16 opcode,
+			    const void *payload, u32 payload_len,
+			    const struct vgpu_segment *segs, u32 nsegs,
+			    void *reply, u32 reply_len, s32 *status,
+			    bool killable)
 {
 	struct vgpu_header hdr = {
 		.magic = VGPU_MAGIC,
@@ -832,9 +845,14 @@ int vgpu_session_driver_call(struct vgpu_session *s, u16 opcode,
 		return err;
 	}
 
-	ret = wait_for_completion_killable_timeout(&req->done, ms ?
-						   msecs_to_jiffies(ms) :
-						   MAX_SCHEDULE_TIMEOUT);
+	if (killable)
+		ret = wait_for_completion_killable_timeout(&req->done, ms ?
+							   msecs_to_jiffies(ms) :
+							   MAX_SCHEDULE_TIMEOUT);
+	else
+		ret = wait_for_completion_timeout(&req->done, ms ?
+						  msecs_to_jiffies(ms) :
+						  MAX_SCHEDULE_TIMEOUT);
 	if (ret <= 0) {
 		spin_lock(&s->lock);
 		if (!completion_done(&req->done)) {
@@ -860,4 +878,35 @@ int vgpu_session_driver_call(struct vgpu_session *s, u16 opcode,
 free_req:
 	vgpu_req_free(req);
 	return err;
+}
+
+int vgpu_session_driver_call(struct vgpu_session *s, u16 opcode,
+			     const void *payload, u32 payload_len,
+			     const struct vgpu_segment *segs, u32 nsegs,
+			     void *reply, u32 reply_len, s32 *status)
+{
+	return vgpu_driver_call(s, opcode, payload, payload_len, segs, nsegs,
+				reply, reply_len, status, true);
+}
+
+/**
+ * vgpu_session_driver_call_wait() - a driver call without segments or reply
+ * payload that may also wait where a fatal signal is pending (file release
+ * in a killed task), up to the call timeout.
+ * @s:           the session.
+ * @opcode:      VGPU_OP_*.
+ * @payload:     request payload.
+ * @payload_len: its length.
+ * @status:      out: the host's status.
+ * @killable:    a fatal signal ends the wait (-EINTR).
+ *
+ * Context: process; sleeps.
+ * Return: as vgpu_session_driver_call().
+ */
+int vgpu_session_driver_call_wait(struct vgpu_session *s, u16 opcode,
+				  const void *payload, u32 payload_len,
+				  s32 *status, bool killable)
+{
+	return vgpu_driver_call(s, opcode, payload, payload_len, NULL, 0,
+				NULL, 0, status, killable);
 }

@@ -51,7 +51,8 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define VGPU_UAPI_VERSION 1
+/* 2: VGPU_IOC_RING_SETUP, RING_BELL, RING_WAIT (an older driver answers ENOTTY). */
+#define VGPU_UAPI_VERSION 2
 
 /* Direction of a user buffer, seen from the host. */
 #define VGPU_BUF_TO_HOST   0x1 /* host reads it (e.g. H2D source) */
@@ -202,6 +203,59 @@ struct vgpu_info {
 	__u64 session_id;
 };
 
+/**
+ * struct vgpu_ring_setup - argument of VGPU_IOC_RING_SETUP: request and
+ * completion rings in guest RAM for this file (protocol/ring.go's layout).
+ * @ring_bytes:  each ring's size: a power of two in [VGPU_RING_MIN_BYTES,
+ *               VGPU_RING_MAX_BYTES]; 0: VGPU_RING_DEFAULT_BYTES (out: the
+ *               size used).
+ * @flags:       0.
+ * @mmap_offset: out: mmap() this offset (MAP_SHARED, @map_len bytes) to
+ *               reach the header page and the two rings.
+ * @map_len:     out: VGPU_RING_HEADER_SIZE + 2 * @ring_bytes.
+ * @status:      out: when the ioctl fails with EREMOTEIO, the host's
+ *               CUresult (an older backend answers NOT_SUPPORTED).
+ * @pad:         0.
+ *
+ * The driver allocates the pages, writes the header, and registers them
+ * with the host (VGPU_OP_RING_SETUP_GUEST, its segments naming them). The
+ * pages stay the driver's until the file is closed; then the driver ends
+ * the rings (VGPU_OP_RING_TEARDOWN) and frees them once the host answered
+ * (never before: a host that does not answer keeps them). One ring pair
+ * per file. Errors: EINVAL, EBUSY (rings exist), ENOMEM, EREMOTEIO
+ * (@status), ETIMEDOUT or EINTR (the rings may exist: they end at close),
+ * EPIPE.
+ */
+struct vgpu_ring_setup {
+	__u64 ring_bytes;
+	__u64 flags;
+	__u64 mmap_offset;
+	__u64 map_len;
+	__s32 status;
+	__u32 pad;
+};
+
+/**
+ * struct vgpu_ring_wait - argument of VGPU_IOC_RING_WAIT: wait until the
+ * host rang this file's doorbell (VGPU_OP_NOTIFY_RING_BELL) since @seen.
+ * @seen:       in: the count of doorbells the caller last saw (0 at
+ *              first); out: the count now.
+ * @timeout_ms: most milliseconds to wait (0: return at once).
+ * @pad:        0.
+ *
+ * Returns 0 when the count differs from @seen or the time is up (compare
+ * @seen), EINTR on a signal, EPIPE (or the session's error) when the
+ * session is dead, ENXIO without rings.
+ */
+struct vgpu_ring_wait {
+	__u64 seen;
+	__u32 timeout_ms;
+	__u32 pad;
+};
+
+/* The mmap() offset of the rings (struct vgpu_ring_setup.mmap_offset). */
+#define VGPU_RING_MMAP_OFFSET (1ULL << 40)
+
 #define VGPU_IOC_MAGIC 'V'
 #define VGPU_IOC_CALL       _IOWR(VGPU_IOC_MAGIC, 0x01, struct vgpu_call)
 #define VGPU_IOC_SUBMIT     _IOW(VGPU_IOC_MAGIC, 0x02, struct vgpu_call)
@@ -209,6 +263,11 @@ struct vgpu_info {
 #define VGPU_IOC_REGISTER   _IOWR(VGPU_IOC_MAGIC, 0x04, struct vgpu_register)
 #define VGPU_IOC_UNREGISTER _IOW(VGPU_IOC_MAGIC, 0x05, __u64)
 #define VGPU_IOC_INFO       _IOR(VGPU_IOC_MAGIC, 0x06, struct vgpu_info)
+#define VGPU_IOC_RING_SETUP _IOWR(VGPU_IOC_MAGIC, 0x07, struct vgpu_ring_setup)
+/* Ring the host's doorbell of this file's rings (argument: __u32, a
+ * VGPU_RING_BELL_* value): sends VGPU_OP_RING_BELL without waiting. */
+#define VGPU_IOC_RING_BELL  _IOW(VGPU_IOC_MAGIC, 0x08, __u32)
+#define VGPU_IOC_RING_WAIT  _IOWR(VGPU_IOC_MAGIC, 0x09, struct vgpu_ring_wait)
 
 /*
  * mmap(): maps driver-allocated, pinned, zeroed memory (for cudaMallocHost
