@@ -55,6 +55,8 @@ type Config struct {
 	AllowUnprivilegedSegments bool
 	// Trace: sessions stamp every request per layer (session.Config.Trace).
 	Trace bool
+	// DtoHSmall: session.Config.DtoHSmall.
+	DtoHSmall session.DtoHMode
 	// ExclusiveContext: this process serves one session (a worker).
 	ExclusiveContext bool
 	Version          string
@@ -310,6 +312,7 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		CallTimeout:               s.cfg.CallTimeout,
 		OnCallTimeout:             s.cfg.OnCallTimeout,
 		Trace:                     s.cfg.Trace,
+		DtoHSmall:                 s.cfg.DtoHSmall,
 	})
 	err := sess.Serve(ctx)
 	if err != nil {

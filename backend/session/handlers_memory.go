@@ -213,6 +213,15 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 		// The bytes go straight into the reply frame's buffer.
 		n := int(r.Dst.Len)
 		c.frame, c.frameN = getBuf(protocol.HeaderSize+int(protocol.PadLen(uint32(n)))), n
+		dst := (*c.frame)[protocol.HeaderSize : protocol.HeaderSize+n]
+		if s.cfg.DtoHSmall == DtoHBounce && n <= engine.BounceSize {
+			// In st's order through pinned memory, waited for: the
+			// guest's async flag changes nothing (the bytes travel in
+			// the reply).
+			err = s.eng.ReadBounce(ctx, dst, device.Ptr(r.Src), st)
+			s.copied(engine.DtoH, r.Dst.Len, err)
+			return err
+		}
 		if async || st != device.DefaultStream {
 			// Ordered after the stream's work and complete before the
 			// reply; no asynchronous DMA into Go memory. A synchronous
@@ -225,7 +234,7 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 				return err
 			}
 		}
-		err = ctx.MemcpyDtoH((*c.frame)[protocol.HeaderSize:protocol.HeaderSize+n], device.Ptr(r.Src), st, false)
+		err = ctx.MemcpyDtoH(dst, device.Ptr(r.Src), st, false)
 		s.copied(engine.DtoH, r.Dst.Len, err)
 		return err
 	}

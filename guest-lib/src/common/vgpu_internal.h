@@ -209,6 +209,10 @@ VGPU_PRIVATE int vgpu_share_alloc(struct vgpu_hostrange *r);
 /* Bytes copied through staging so far (tests, statistics). */
 VGPU_PRIVATE uint64_t vgpu_staged_bytes(void);
 VGPU_PRIVATE int vgpu_staged_copy(int to_dev, uint64_t dptr, void *host, uint64_t n, uint64_t stream, int *handled);
+/* memcpy split across up to vgpu_copy_threads() threads when n is large
+ * (parcopy.c; VGPU_STAGING_THREADS). */
+VGPU_PRIVATE void vgpu_par_copy(void *dst, const void *src, size_t n);
+VGPU_PRIVATE unsigned vgpu_copy_threads(void);
 
 /* ---- memory operations (device pointers are host GPU addresses) ---- */
 VGPU_PRIVATE int vgpu_mem_alloc(int dev, uint64_t size, uint64_t *ptr);
