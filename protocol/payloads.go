@@ -702,6 +702,73 @@ type MemFreeAsyncReq struct {
 	Stream uint64
 }
 
+// Memory pools (cuMemPoolCreate, cuMemPoolSetAttribute, ...). A pool is
+// named by Pool, a handle MEMPOOL_CREATE gave the session, or by Pool 0
+// and Device: that device's default pool. Device is the pool's device in
+// either case.
+
+// MemPoolCreateReq creates a memory pool on device Device
+// (MEMPOOL_CREATE): the fields of a CUmemPoolProps of location type
+// device.
+type MemPoolCreateReq struct {
+	Device      uint32
+	Type        uint32 // CUmemAllocationType: 1 pinned
+	HandleTypes uint32 // CUmemAllocationHandleType bits: none served
+	Usage       uint16 // CUmemPoolProps.usage: 0
+	Pad0        uint16
+	MaxSize     uint64 // the pool's most bytes; 0: the driver's default
+}
+
+// MemPoolAttrReq sets or gets attribute Attr (CUmemPool_attribute) of a
+// pool (MEMPOOL_SET_ATTRIBUTE, MEMPOOL_GET_ATTRIBUTE): Value is the new
+// value (an int attribute's in the low 32 bits); a get sends 0.
+type MemPoolAttrReq struct {
+	Pool   uint64
+	Device uint32
+	Attr   uint32
+	Value  uint64
+}
+
+// ValueReply is one 64-bit value (MEMPOOL_GET_ATTRIBUTE).
+type ValueReply struct {
+	Value uint64
+}
+
+// MemPoolTrimReq releases a pool's unused memory down to Keep bytes
+// (MEMPOOL_TRIM_TO).
+type MemPoolTrimReq struct {
+	Pool   uint64
+	Device uint32
+	Pad0   uint32
+	Keep   uint64
+}
+
+// MemPoolAccessReq sets (MEMPOOL_SET_ACCESS) or gets (MEMPOOL_GET_ACCESS,
+// Flags 0) device Peer's access to a pool's memory: CUmemAccess_flags,
+// 3 read-write.
+type MemPoolAccessReq struct {
+	Pool   uint64
+	Device uint32
+	Peer   uint32
+	Flags  uint32
+	Pad0   uint32
+}
+
+// AccessReply is a CUmemAccess_flags (MEMPOOL_GET_ACCESS).
+type AccessReply struct {
+	Flags uint32
+	Pad0  uint32
+}
+
+// MemAllocFromPoolReq allocates device memory from pool Pool (never 0: the
+// default pool's allocations are MEM_ALLOC_ASYNC's) in stream order
+// (MEM_ALLOC_FROM_POOL).
+type MemAllocFromPoolReq struct {
+	Pool   uint64
+	Stream uint64
+	Size   uint64
+}
+
 // The virtual-memory API (cuMemAddressReserve, cuMemCreate, cuMemMap,
 // cuMemSetAccess): device memory the guest maps into address ranges it
 // reserved.

@@ -151,6 +151,10 @@ type state struct {
 	maps          map[uint64]*mappingObj
 	// arrays are the session's CUDA arrays (handlers_array.go).
 	arrays map[uint64]*arrayObj
+	// Memory pools (handlers_mempool.go): created pools by handle, and the
+	// release thresholds the guest set on default pools, by device.
+	pools        map[uint64]*poolObj
+	defThreshold map[int]*uint64
 }
 
 func (st *state) init() {
@@ -168,6 +172,7 @@ func (st *state) init() {
 	st.phys = map[uint64]*physObj{}
 	st.maps = map[uint64]*mappingObj{}
 	st.arrays = map[uint64]*arrayObj{}
+	st.pools = map[uint64]*poolObj{}
 }
 
 func (st *state) handle() uint64 {
@@ -301,6 +306,7 @@ func (s *Session) releaseAll(dev int) {
 		kept = append(kept, r)
 	}
 	st.ranges = kept
+	s.releasePools(match)
 	for id, r := range st.regions {
 		if match(r.dev) {
 			s.dropRegion(id, r)

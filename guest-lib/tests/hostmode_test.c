@@ -142,6 +142,21 @@ int cuMemAllocFromPoolAsync(unsigned long long *, size_t, void *, CUstream);
 int cuMemFreeAsync(unsigned long long, CUstream);
 int cuDeviceGetDefaultMemPool(void **, int);
 int cuDeviceGetMemPool(void **, int);
+int cuDeviceSetMemPool(int, void *);
+struct pool_props { /* CUmemPoolProps (cuda.h, 88 bytes) */
+	int alloc_type, handle_types, loc_type, loc_id;
+	void *win32;
+	size_t max_size;
+	unsigned short usage;
+	unsigned char reserved[54];
+};
+int cuMemPoolCreate(void **, const struct pool_props *);
+int cuMemPoolDestroy(void *);
+int cuMemPoolSetAttribute(void *, int, void *);
+int cuMemPoolGetAttribute(void *, int, void *);
+int cuMemPoolTrimTo(void *, size_t);
+int cuMemPoolGetAccess(int *, void *, const int *);
+int cuMemPoolExportToShareableHandle(void *, void *, int, unsigned long long);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemAddressFree(unsigned long long, size_t);
@@ -1079,6 +1094,52 @@ static void test_driver_mempool(void)
 	OK(cuMemFreeAsync(b, s));
 	OK(cuStreamSynchronize(s));
 	CHECK(cuMemcpyDtoH_v2(buf, a, 8) != 0); /* freed */
+
+	/* A pool of the program's own, made the device's current pool. */
+	void *mine, *cur;
+	struct pool_props props = {.alloc_type = 1, .loc_type = 1, .loc_id = dev};
+	struct pool_props shared = props, host = props;
+	shared.handle_types = 1; /* POSIX file descriptor */
+	host.loc_type = 2;
+	CHECK(cuMemPoolCreate(&mine, &shared) == 801);
+	CHECK(cuMemPoolCreate(&mine, &host) == 801);
+	CHECK(cuMemPoolCreate(&mine, NULL) == 1);
+	OK(cuMemPoolCreate(&mine, &props));
+	CHECK(mine != pool);
+	OK(cuDeviceSetMemPool(dev, mine));
+	OK(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == mine);
+	OK(cuMemAllocAsync(&a, sizeof buf, s));
+	unsigned long long used = 0, thr = ~0ull, got = 0;
+	OK(cuMemPoolGetAttribute(mine, 7, &used)); /* USED_MEM_CURRENT */
+	CHECK(used >= sizeof buf);
+	OK(cuMemPoolSetAttribute(mine, 4, &thr)); /* RELEASE_THRESHOLD */
+	OK(cuMemPoolGetAttribute(mine, 4, &got));
+	CHECK(got == thr);
+	int on = 0, flag = 1;
+	OK(cuMemPoolSetAttribute(mine, 2, &on)); /* REUSE_ALLOW_OPPORTUNISTIC */
+	OK(cuMemPoolGetAttribute(mine, 2, &flag));
+	CHECK(flag == 0);
+	CHECK(cuMemPoolGetAttribute(mine, 99, &got) == 1);
+	CHECK(cuMemPoolSetAttribute(mine, 7, &got) == 1); /* read-only */
+	CHECK(cuMemPoolGetAttribute((void *)buf, 7, &got) == 1);
+	int loc[2] = {1, dev}, acc = 0;
+	OK(cuMemPoolGetAccess(&acc, mine, loc));
+	CHECK(acc == 3);
+	OK(cuMemPoolTrimTo(mine, 0));
+	CHECK(cuMemPoolExportToShareableHandle(buf, mine, 1, 0) == 801);
+	OK(cuMemsetD8Async(a, 0x2e, sizeof buf, s));
+	OK(cuStreamSynchronize(s));
+	/* Destroyed: its allocation lives on, the default pool is current. */
+	OK(cuMemPoolDestroy(mine));
+	CHECK(cuMemPoolDestroy(mine) == 1);
+	CHECK(cuMemPoolDestroy(pool) == 1); /* the default pool */
+	CHECK(cuMemAllocFromPoolAsync(&b, 8, mine, s) == 1);
+	OK(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == pool);
+	OK(cuMemcpyDtoH_v2(buf, a, sizeof buf));
+	CHECK(buf[0] == 0x2e && buf[sizeof buf - 1] == 0x2e);
+	OK(cuMemFreeAsync(a, s));
 	OK(cuStreamDestroy_v2(s));
 	OK(cuCtxDestroy_v2(ctx));
 }

@@ -44,6 +44,15 @@ type lib struct {
 	cuMemAlloc                func(p *uint64, n uint64) int32
 	cuMemAllocAsync           func(p *uint64, n uint64, s uintptr) int32
 	cuMemFreeAsync            func(p uint64, s uintptr) int32
+	cuMemPoolCreate           func(pool *uintptr, props *poolProps) int32
+	cuMemPoolDestroy          func(pool uintptr) int32
+	cuMemPoolSetAttribute     func(pool uintptr, attr int32, v unsafe.Pointer) int32
+	cuMemPoolGetAttribute     func(pool uintptr, attr int32, v unsafe.Pointer) int32
+	cuMemPoolTrimTo           func(pool uintptr, keep uint64) int32
+	cuMemPoolSetAccess        func(pool uintptr, desc *accessDesc, count uint64) int32
+	cuMemPoolGetAccess        func(flags *uint32, pool uintptr, loc *memLocation) int32
+	cuMemAllocFromPoolAsync   func(p *uint64, n uint64, pool, s uintptr) int32
+	cuDeviceGetDefaultMemPool func(pool *uintptr, dev int32) int32
 	cuMemAddressReserve       func(p *uint64, size, align, addr, flags uint64) int32
 	cuMemAddressFree          func(p, size uint64) int32
 	cuMemCreate               func(h *uint64, size uint64, prop *allocProp, flags uint64) int32
@@ -188,6 +197,11 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuCtxSynchronize, "cuCtxSynchronize"}, {&l.cuCtxSetLimit, "cuCtxSetLimit"}, {&l.cuCtxGetLimit, "cuCtxGetLimit"},
 		{&l.cuMemAlloc, "cuMemAlloc"}, {&l.cuMemFree, "cuMemFree"}, {&l.cuMemGetInfo, "cuMemGetInfo"},
 		{&l.cuMemAllocAsync, "cuMemAllocAsync"}, {&l.cuMemFreeAsync, "cuMemFreeAsync"},
+		{&l.cuMemPoolCreate, "cuMemPoolCreate"}, {&l.cuMemPoolDestroy, "cuMemPoolDestroy"},
+		{&l.cuMemPoolSetAttribute, "cuMemPoolSetAttribute"}, {&l.cuMemPoolGetAttribute, "cuMemPoolGetAttribute"},
+		{&l.cuMemPoolTrimTo, "cuMemPoolTrimTo"}, {&l.cuMemPoolSetAccess, "cuMemPoolSetAccess"},
+		{&l.cuMemPoolGetAccess, "cuMemPoolGetAccess"}, {&l.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync"},
+		{&l.cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool"},
 		{&l.cuMemAddressReserve, "cuMemAddressReserve"}, {&l.cuMemAddressFree, "cuMemAddressFree"},
 		{&l.cuMemCreate, "cuMemCreate"}, {&l.cuMemRelease, "cuMemRelease"}, {&l.cuMemMap, "cuMemMap"},
 		{&l.cuMemUnmap, "cuMemUnmap"}, {&l.cuMemSetAccess, "cuMemSetAccess"},

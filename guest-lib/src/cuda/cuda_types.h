@@ -156,6 +156,17 @@ struct mem_alloc_prop {
 };
 _Static_assert(sizeof(struct mem_alloc_prop) == 32, "CUmemAllocationProp");
 
+/* CUmemLocation and CUmemAccessDesc (cuda.h): vmm.c, mempool.c. */
+struct mem_location {
+	int32_t type; /* CUmemLocationType: 1 device */
+	int32_t id;
+};
+struct mem_access_desc {
+	struct mem_location location;
+	int32_t flags; /* CUmemAccess_flags: 0 none, 1 read, 3 read-write */
+};
+_Static_assert(sizeof(struct mem_access_desc) == 12, "CUmemAccessDesc");
+
 /* Graphs (calls_gen.c, graph.c): captures in progress, the host's status. */
 VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
 int vgpu_cu_captures_active(void);
