@@ -57,6 +57,10 @@ const (
 	OpMemPoolSetAccess    Opcode = 0x021a
 	OpMemPoolGetAccess    Opcode = 0x021b
 	OpMemAllocFromPool    Opcode = 0x021c
+	OpArrayCreate         Opcode = 0x0220
+	OpArrayDestroy        Opcode = 0x0221
+	OpArrayGetDescriptor  Opcode = 0x0222
+	OpMemcpy3D            Opcode = 0x0223
 	OpMemGetGranularity   Opcode = 0x0280
 
 	OpModuleLoad           Opcode = 0x0301

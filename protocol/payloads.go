@@ -914,3 +914,60 @@ type MemSetAccessReq struct {
 	Device uint32
 	Flags  uint32
 }
+
+// CUDA arrays (cuArrayCreate, cuArray3DCreate, cuMemcpy3D): opaque,
+// driver-laid-out device memory of Width x Height x Depth elements of
+// Channels channels of Format (CUarray_format). Height 0 is a 1D array,
+// Depth 0 a 1D or 2D one, as in CUDA_ARRAY3D_DESCRIPTOR.
+
+// ArrayCreateReq creates an array on device Device (ARRAY_CREATE): the
+// fields of a CUDA_ARRAY3D_DESCRIPTOR.
+type ArrayCreateReq struct {
+	Device   uint32
+	Format   uint32 // CUarray_format: 0x01 u8 ... 0x20 f32
+	Channels uint32 // 1, 2 or 4
+	Flags    uint32 // CUDA_ARRAY3D_* flags: LAYERED 1, SURFACE_LDST 2, TEXTURE_GATHER 8
+	Width    uint64
+	Height   uint64
+	Depth    uint64
+}
+
+// ArrayDescReply is an array's descriptor (ARRAY_GET_DESCRIPTOR), as it
+// was created.
+type ArrayDescReply struct {
+	Width    uint64
+	Height   uint64
+	Depth    uint64
+	Format   uint32
+	Channels uint32
+	Flags    uint32
+	Pad0     uint32
+}
+
+// CopySide is one side of a 3D copy: the array Array when it is not 0,
+// else linear device memory at Ptr laid out in rows of Pitch bytes and
+// slices of Height rows. X is in bytes, Y in rows, Z in slices.
+type CopySide struct {
+	Ptr    uint64
+	Array  uint64
+	X      uint64
+	Y      uint64
+	Z      uint64
+	Pitch  uint64
+	Height uint64
+}
+
+// BoxCopyReq copies a box of Width bytes x Height rows x Depth slices
+// between device memory and arrays, or between arrays (MEMCPY_3D). Host
+// sides are not sent here: the library stages them through device memory
+// with MEMCPY_HTOD and MEMCPY_DTOH, the copies that read guest memory.
+type BoxCopyReq struct {
+	Src    CopySide
+	Dst    CopySide
+	Width  uint64
+	Height uint64
+	Depth  uint64
+	Stream uint64
+	Flags  uint32 // CopyAsync
+	Pad0   uint32
+}

@@ -153,6 +153,10 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEMPOOL_SET_ACCESS 0x021au
 #define VGPU_OP_MEMPOOL_GET_ACCESS 0x021bu
 #define VGPU_OP_MEM_ALLOC_FROM_POOL 0x021cu
+#define VGPU_OP_ARRAY_CREATE 0x0220u
+#define VGPU_OP_ARRAY_DESTROY 0x0221u
+#define VGPU_OP_ARRAY_GET_DESCRIPTOR 0x0222u
+#define VGPU_OP_MEMCPY_3D 0x0223u
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -803,6 +807,80 @@ _Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, pool) == 0, "vgpu_m
 _Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, stream) == 8, "vgpu_mem_alloc_from_pool_req.stream");
 _Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, size) == 16, "vgpu_mem_alloc_from_pool_req.size");
 
+struct vgpu_array_create_req {
+	uint32_t device;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+};
+_Static_assert(sizeof(struct vgpu_array_create_req) == 40, "vgpu_array_create_req size");
+_Static_assert(offsetof(struct vgpu_array_create_req, device) == 0, "vgpu_array_create_req.device");
+_Static_assert(offsetof(struct vgpu_array_create_req, format) == 4, "vgpu_array_create_req.format");
+_Static_assert(offsetof(struct vgpu_array_create_req, channels) == 8, "vgpu_array_create_req.channels");
+_Static_assert(offsetof(struct vgpu_array_create_req, flags) == 12, "vgpu_array_create_req.flags");
+_Static_assert(offsetof(struct vgpu_array_create_req, width) == 16, "vgpu_array_create_req.width");
+_Static_assert(offsetof(struct vgpu_array_create_req, height) == 24, "vgpu_array_create_req.height");
+_Static_assert(offsetof(struct vgpu_array_create_req, depth) == 32, "vgpu_array_create_req.depth");
+
+struct vgpu_array_desc_reply {
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_array_desc_reply) == 40, "vgpu_array_desc_reply size");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, width) == 0, "vgpu_array_desc_reply.width");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, height) == 8, "vgpu_array_desc_reply.height");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, depth) == 16, "vgpu_array_desc_reply.depth");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, format) == 24, "vgpu_array_desc_reply.format");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, channels) == 28, "vgpu_array_desc_reply.channels");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, flags) == 32, "vgpu_array_desc_reply.flags");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, pad0) == 36, "vgpu_array_desc_reply.pad0");
+
+struct vgpu_copy_side {
+	uint64_t ptr;
+	uint64_t array;
+	uint64_t x;
+	uint64_t y;
+	uint64_t z;
+	uint64_t pitch;
+	uint64_t height;
+};
+_Static_assert(sizeof(struct vgpu_copy_side) == 56, "vgpu_copy_side size");
+_Static_assert(offsetof(struct vgpu_copy_side, ptr) == 0, "vgpu_copy_side.ptr");
+_Static_assert(offsetof(struct vgpu_copy_side, array) == 8, "vgpu_copy_side.array");
+_Static_assert(offsetof(struct vgpu_copy_side, x) == 16, "vgpu_copy_side.x");
+_Static_assert(offsetof(struct vgpu_copy_side, y) == 24, "vgpu_copy_side.y");
+_Static_assert(offsetof(struct vgpu_copy_side, z) == 32, "vgpu_copy_side.z");
+_Static_assert(offsetof(struct vgpu_copy_side, pitch) == 40, "vgpu_copy_side.pitch");
+_Static_assert(offsetof(struct vgpu_copy_side, height) == 48, "vgpu_copy_side.height");
+
+struct vgpu_box_copy_req {
+	struct vgpu_copy_side src;
+	struct vgpu_copy_side dst;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint64_t stream;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_box_copy_req) == 152, "vgpu_box_copy_req size");
+_Static_assert(offsetof(struct vgpu_box_copy_req, src) == 0, "vgpu_box_copy_req.src");
+_Static_assert(offsetof(struct vgpu_box_copy_req, dst) == 56, "vgpu_box_copy_req.dst");
+_Static_assert(offsetof(struct vgpu_box_copy_req, width) == 112, "vgpu_box_copy_req.width");
+_Static_assert(offsetof(struct vgpu_box_copy_req, height) == 120, "vgpu_box_copy_req.height");
+_Static_assert(offsetof(struct vgpu_box_copy_req, depth) == 128, "vgpu_box_copy_req.depth");
+_Static_assert(offsetof(struct vgpu_box_copy_req, stream) == 136, "vgpu_box_copy_req.stream");
+_Static_assert(offsetof(struct vgpu_box_copy_req, flags) == 144, "vgpu_box_copy_req.flags");
+_Static_assert(offsetof(struct vgpu_box_copy_req, pad0) == 148, "vgpu_box_copy_req.pad0");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -1307,6 +1385,10 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEMPOOL_SET_ACCESS: return "MEMPOOL_SET_ACCESS";
 	case VGPU_OP_MEMPOOL_GET_ACCESS: return "MEMPOOL_GET_ACCESS";
 	case VGPU_OP_MEM_ALLOC_FROM_POOL: return "MEM_ALLOC_FROM_POOL";
+	case VGPU_OP_ARRAY_CREATE: return "ARRAY_CREATE";
+	case VGPU_OP_ARRAY_DESTROY: return "ARRAY_DESTROY";
+	case VGPU_OP_ARRAY_GET_DESCRIPTOR: return "ARRAY_GET_DESCRIPTOR";
+	case VGPU_OP_MEMCPY_3D: return "MEMCPY_3D";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";

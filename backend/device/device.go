@@ -243,6 +243,13 @@ type Context interface {
 	// allocation on this device (option 0 minimum, 1 recommended).
 	MemGetGranularity(p AllocProp, option uint32) (uint64, error)
 
+	// CUDA arrays: ArrayCreate makes one (cuArray3DCreate), ArrayDestroy
+	// frees it; Memcpy3D copies a box between device memory and arrays
+	// (cuMemcpy3D with no host side).
+	ArrayCreate(d ArrayDesc) (Array, error)
+	ArrayDestroy(a Array) error
+	Memcpy3D(p Copy3D, s Stream, async bool) error
+
 	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
 	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error
 	MemcpyDtoD(dst, src Ptr, n uint64, s Stream, async bool) error

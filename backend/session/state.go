@@ -152,6 +152,8 @@ type state struct {
 	reservedBytes uint64
 	phys          map[uint64]*physObj
 	maps          map[uint64]*mappingObj
+	// arrays are the session's CUDA arrays (handlers_array.go).
+	arrays map[uint64]*arrayObj
 	// Memory pools (handlers_mempool.go): created pools by handle, and the
 	// release thresholds the guest set on default pools, by device.
 	pools        map[uint64]*poolObj
@@ -173,6 +175,7 @@ func (st *state) init() {
 	st.reserves = map[uint64]*reserveObj{}
 	st.phys = map[uint64]*physObj{}
 	st.maps = map[uint64]*mappingObj{}
+	st.arrays = map[uint64]*arrayObj{}
 	st.pools = map[uint64]*poolObj{}
 }
 
@@ -292,6 +295,7 @@ func (s *Session) releaseAll(dev int) {
 		}
 	}
 	s.releaseVMM(match)
+	s.releaseArrays(match)
 	kept := st.ranges[:0]
 	for _, r := range st.ranges {
 		if r.kind == kindAlloc && match(r.dev) {

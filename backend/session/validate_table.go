@@ -770,3 +770,21 @@ func checkGraphAddMemsetNode(s *Session, c *call, r *protocol.GraphAddMemsetNode
 	}
 	return checkDepsTail[protocol.GraphAddMemsetNodeReq](c, r.NumDeps, 0)
 }
+
+func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	d := device.ArrayDesc{Width: r.Width, Height: r.Height, Depth: r.Depth, Format: r.Format, Channels: r.Channels, Flags: r.Flags}
+	return d.Validate(c.f.Opcode.String(), s.props(int(r.Device)))
+}
+
+func checkMemcpy3D(s *Session, c *call, r *protocol.BoxCopyReq) error {
+	if err := checkCopyFlags(c, r.Flags); err != nil {
+		return err
+	}
+	if m := s.maxDeviceMem(); m != 0 && (r.Width > m || r.Height > m || r.Depth > m) {
+		return invalid(c, "a copy of %dx%dx%d: larger than any device (%d bytes)", r.Width, r.Height, r.Depth, m)
+	}
+	return nil
+}

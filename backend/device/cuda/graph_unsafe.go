@@ -25,25 +25,6 @@ type kernelNodeParams struct {
 	ctx                    uintptr
 }
 
-// memcpy3D is CUDA_MEMCPY3D.
-type memcpy3D struct {
-	srcX, srcY, srcZ, srcLOD uint64
-	srcType                  uint32
-	_                        uint32
-	srcHost                  uintptr
-	srcDevice                uint64
-	srcArray, reserved0      uintptr
-	srcPitch, srcHeight      uint64
-	dstX, dstY, dstZ, dstLOD uint64
-	dstType                  uint32
-	_                        uint32
-	dstHost                  uintptr
-	dstDevice                uint64
-	dstArray, reserved1      uintptr
-	dstPitch, dstHeight      uint64
-	width, height, depth     uint64
-}
-
 // memsetNodeParams is CUDA_MEMSET_NODE_PARAMS.
 type memsetNodeParams struct {
 	dst           uint64
@@ -53,11 +34,8 @@ type memsetNodeParams struct {
 	width, height uint64
 }
 
-// CUmemorytype (cuda.h).
-const (
-	memoryTypeHost   = 1
-	memoryTypeDevice = 2
-)
+// memTypeHost is CU_MEMORYTYPE_HOST (cuda.h; the others: array_unsafe.go).
+const memTypeHost = 1
 
 // depsArg returns the driver's (dependencies, count) for deps.
 func depsArg(deps []device.GraphNode) (*uintptr, uintptr) {
@@ -145,17 +123,17 @@ func (c *Context) GraphAddMemcpyNode(g device.Graph, deps []device.GraphNode, cp
 		if uint64(len(cp.SrcHost)) != cp.N {
 			return 0, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(cp.SrcHost), cp.N)
 		}
-		p.srcType, p.srcHost = memoryTypeHost, uintptr(ptrOf(cp.SrcHost)) // mmapped memory, not Go's
+		p.srcType, p.srcHost = memTypeHost, uintptr(ptrOf(cp.SrcHost)) // mmapped memory, not Go's
 	} else {
-		p.srcType, p.srcDevice = memoryTypeDevice, uint64(cp.Src)
+		p.srcType, p.srcDevice = memTypeDevice, uint64(cp.Src)
 	}
 	if cp.DstHost != nil {
 		if uint64(len(cp.DstHost)) != cp.N {
 			return 0, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(cp.DstHost), cp.N)
 		}
-		p.dstType, p.dstHost = memoryTypeHost, uintptr(ptrOf(cp.DstHost))
+		p.dstType, p.dstHost = memTypeHost, uintptr(ptrOf(cp.DstHost))
 	} else {
-		p.dstType, p.dstDevice = memoryTypeDevice, uint64(cp.Dst)
+		p.dstType, p.dstDevice = memTypeDevice, uint64(cp.Dst)
 	}
 	d, nd := depsArg(deps)
 	var n uintptr

@@ -153,6 +153,7 @@ type Context struct {
 	modules  map[device.Module]*module
 	funcs    map[device.Function]*function
 	phys     map[device.MemHandle]*physMem
+	arrays   map[device.Array]*array
 	pools    map[device.MemPool]*memPool
 	defPool  *memPool
 	reserved []reservation
@@ -178,6 +179,7 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		graphs:  map[device.Graph]*graph{},
 		nodes:   map[device.GraphNode]*node{},
 		phys:    map[device.MemHandle]*physMem{},
+		arrays:  map[device.Array]*array{},
 		pools:   map[device.MemPool]*memPool{},
 		defPool: newMemPool(0),
 		execs:   map[device.GraphExec]*graph{},
@@ -572,6 +574,7 @@ func (c *Context) Reset() error {
 		c.releaseLocked(&alloc{mem: pm.mem, mapped: pm.mapped})
 	}
 	clear(c.phys)
+	clear(c.arrays)
 	c.reserved = nil
 	c.allocs = nil
 	c.used = 0
