@@ -702,6 +702,73 @@ type MemFreeAsyncReq struct {
 	Stream uint64
 }
 
+// Memory pools (cuMemPoolCreate, cuMemPoolSetAttribute, ...). A pool is
+// named by Pool, a handle MEMPOOL_CREATE gave the session, or by Pool 0
+// and Device: that device's default pool. Device is the pool's device in
+// either case.
+
+// MemPoolCreateReq creates a memory pool on device Device
+// (MEMPOOL_CREATE): the fields of a CUmemPoolProps of location type
+// device.
+type MemPoolCreateReq struct {
+	Device      uint32
+	Type        uint32 // CUmemAllocationType: 1 pinned
+	HandleTypes uint32 // CUmemAllocationHandleType bits: none served
+	Usage       uint16 // CUmemPoolProps.usage: 0
+	Pad0        uint16
+	MaxSize     uint64 // the pool's most bytes; 0: the driver's default
+}
+
+// MemPoolAttrReq sets or gets attribute Attr (CUmemPool_attribute) of a
+// pool (MEMPOOL_SET_ATTRIBUTE, MEMPOOL_GET_ATTRIBUTE): Value is the new
+// value (an int attribute's in the low 32 bits); a get sends 0.
+type MemPoolAttrReq struct {
+	Pool   uint64
+	Device uint32
+	Attr   uint32
+	Value  uint64
+}
+
+// ValueReply is one 64-bit value (MEMPOOL_GET_ATTRIBUTE).
+type ValueReply struct {
+	Value uint64
+}
+
+// MemPoolTrimReq releases a pool's unused memory down to Keep bytes
+// (MEMPOOL_TRIM_TO).
+type MemPoolTrimReq struct {
+	Pool   uint64
+	Device uint32
+	Pad0   uint32
+	Keep   uint64
+}
+
+// MemPoolAccessReq sets (MEMPOOL_SET_ACCESS) or gets (MEMPOOL_GET_ACCESS,
+// Flags 0) device Peer's access to a pool's memory: CUmemAccess_flags,
+// 3 read-write.
+type MemPoolAccessReq struct {
+	Pool   uint64
+	Device uint32
+	Peer   uint32
+	Flags  uint32
+	Pad0   uint32
+}
+
+// AccessReply is a CUmemAccess_flags (MEMPOOL_GET_ACCESS).
+type AccessReply struct {
+	Flags uint32
+	Pad0  uint32
+}
+
+// MemAllocFromPoolReq allocates device memory from pool Pool (never 0: the
+// default pool's allocations are MEM_ALLOC_ASYNC's) in stream order
+// (MEM_ALLOC_FROM_POOL).
+type MemAllocFromPoolReq struct {
+	Pool   uint64
+	Stream uint64
+	Size   uint64
+}
+
 // The virtual-memory API (cuMemAddressReserve, cuMemCreate, cuMemMap,
 // cuMemSetAccess): device memory the guest maps into address ranges it
 // reserved.
@@ -752,4 +819,61 @@ type MemSetAccessReq struct {
 	Size   uint64
 	Device uint32
 	Flags  uint32
+}
+
+// CUDA arrays (cuArrayCreate, cuArray3DCreate, cuMemcpy3D): opaque,
+// driver-laid-out device memory of Width x Height x Depth elements of
+// Channels channels of Format (CUarray_format). Height 0 is a 1D array,
+// Depth 0 a 1D or 2D one, as in CUDA_ARRAY3D_DESCRIPTOR.
+
+// ArrayCreateReq creates an array on device Device (ARRAY_CREATE): the
+// fields of a CUDA_ARRAY3D_DESCRIPTOR.
+type ArrayCreateReq struct {
+	Device   uint32
+	Format   uint32 // CUarray_format: 0x01 u8 ... 0x20 f32
+	Channels uint32 // 1, 2 or 4
+	Flags    uint32 // CUDA_ARRAY3D_* flags: LAYERED 1, SURFACE_LDST 2, TEXTURE_GATHER 8
+	Width    uint64
+	Height   uint64
+	Depth    uint64
+}
+
+// ArrayDescReply is an array's descriptor (ARRAY_GET_DESCRIPTOR), as it
+// was created.
+type ArrayDescReply struct {
+	Width    uint64
+	Height   uint64
+	Depth    uint64
+	Format   uint32
+	Channels uint32
+	Flags    uint32
+	Pad0     uint32
+}
+
+// CopySide is one side of a 3D copy: the array Array when it is not 0,
+// else linear device memory at Ptr laid out in rows of Pitch bytes and
+// slices of Height rows. X is in bytes, Y in rows, Z in slices.
+type CopySide struct {
+	Ptr    uint64
+	Array  uint64
+	X      uint64
+	Y      uint64
+	Z      uint64
+	Pitch  uint64
+	Height uint64
+}
+
+// BoxCopyReq copies a box of Width bytes x Height rows x Depth slices
+// between device memory and arrays, or between arrays (MEMCPY_3D). Host
+// sides are not sent here: the library stages them through device memory
+// with MEMCPY_HTOD and MEMCPY_DTOH, the copies that read guest memory.
+type BoxCopyReq struct {
+	Src    CopySide
+	Dst    CopySide
+	Width  uint64
+	Height uint64
+	Depth  uint64
+	Stream uint64
+	Flags  uint32 // CopyAsync
+	Pad0   uint32
 }

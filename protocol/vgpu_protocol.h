@@ -140,6 +140,18 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_MAP 0x0212u
 #define VGPU_OP_MEM_UNMAP 0x0213u
 #define VGPU_OP_MEM_SET_ACCESS 0x0214u
+#define VGPU_OP_MEMPOOL_CREATE 0x0215u
+#define VGPU_OP_MEMPOOL_DESTROY 0x0216u
+#define VGPU_OP_MEMPOOL_SET_ATTRIBUTE 0x0217u
+#define VGPU_OP_MEMPOOL_GET_ATTRIBUTE 0x0218u
+#define VGPU_OP_MEMPOOL_TRIM_TO 0x0219u
+#define VGPU_OP_MEMPOOL_SET_ACCESS 0x021au
+#define VGPU_OP_MEMPOOL_GET_ACCESS 0x021bu
+#define VGPU_OP_MEM_ALLOC_FROM_POOL 0x021cu
+#define VGPU_OP_ARRAY_CREATE 0x0220u
+#define VGPU_OP_ARRAY_DESTROY 0x0221u
+#define VGPU_OP_ARRAY_GET_DESCRIPTOR 0x0222u
+#define VGPU_OP_MEMCPY_3D 0x0223u
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -705,6 +717,158 @@ _Static_assert(offsetof(struct vgpu_mem_set_access_req, size) == 8, "vgpu_mem_se
 _Static_assert(offsetof(struct vgpu_mem_set_access_req, device) == 16, "vgpu_mem_set_access_req.device");
 _Static_assert(offsetof(struct vgpu_mem_set_access_req, flags) == 20, "vgpu_mem_set_access_req.flags");
 
+struct vgpu_mem_pool_create_req {
+	uint32_t device;
+	uint32_t type;
+	uint32_t handle_types;
+	uint16_t usage;
+	uint16_t pad0;
+	uint64_t max_size;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_create_req) == 24, "vgpu_mem_pool_create_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, device) == 0, "vgpu_mem_pool_create_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, type) == 4, "vgpu_mem_pool_create_req.type");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, handle_types) == 8, "vgpu_mem_pool_create_req.handle_types");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, usage) == 12, "vgpu_mem_pool_create_req.usage");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, pad0) == 14, "vgpu_mem_pool_create_req.pad0");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, max_size) == 16, "vgpu_mem_pool_create_req.max_size");
+
+struct vgpu_mem_pool_attr_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t attr;
+	uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_attr_req) == 24, "vgpu_mem_pool_attr_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, pool) == 0, "vgpu_mem_pool_attr_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, device) == 8, "vgpu_mem_pool_attr_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, attr) == 12, "vgpu_mem_pool_attr_req.attr");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, value) == 16, "vgpu_mem_pool_attr_req.value");
+
+struct vgpu_value_reply {
+	uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_value_reply) == 8, "vgpu_value_reply size");
+_Static_assert(offsetof(struct vgpu_value_reply, value) == 0, "vgpu_value_reply.value");
+
+struct vgpu_mem_pool_trim_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t pad0;
+	uint64_t keep;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_trim_req) == 24, "vgpu_mem_pool_trim_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, pool) == 0, "vgpu_mem_pool_trim_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, device) == 8, "vgpu_mem_pool_trim_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, pad0) == 12, "vgpu_mem_pool_trim_req.pad0");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, keep) == 16, "vgpu_mem_pool_trim_req.keep");
+
+struct vgpu_mem_pool_access_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t peer;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_access_req) == 24, "vgpu_mem_pool_access_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, pool) == 0, "vgpu_mem_pool_access_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, device) == 8, "vgpu_mem_pool_access_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, peer) == 12, "vgpu_mem_pool_access_req.peer");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, flags) == 16, "vgpu_mem_pool_access_req.flags");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, pad0) == 20, "vgpu_mem_pool_access_req.pad0");
+
+struct vgpu_access_reply {
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_access_reply) == 8, "vgpu_access_reply size");
+_Static_assert(offsetof(struct vgpu_access_reply, flags) == 0, "vgpu_access_reply.flags");
+_Static_assert(offsetof(struct vgpu_access_reply, pad0) == 4, "vgpu_access_reply.pad0");
+
+struct vgpu_mem_alloc_from_pool_req {
+	uint64_t pool;
+	uint64_t stream;
+	uint64_t size;
+};
+_Static_assert(sizeof(struct vgpu_mem_alloc_from_pool_req) == 24, "vgpu_mem_alloc_from_pool_req size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, pool) == 0, "vgpu_mem_alloc_from_pool_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, stream) == 8, "vgpu_mem_alloc_from_pool_req.stream");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, size) == 16, "vgpu_mem_alloc_from_pool_req.size");
+
+struct vgpu_array_create_req {
+	uint32_t device;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+};
+_Static_assert(sizeof(struct vgpu_array_create_req) == 40, "vgpu_array_create_req size");
+_Static_assert(offsetof(struct vgpu_array_create_req, device) == 0, "vgpu_array_create_req.device");
+_Static_assert(offsetof(struct vgpu_array_create_req, format) == 4, "vgpu_array_create_req.format");
+_Static_assert(offsetof(struct vgpu_array_create_req, channels) == 8, "vgpu_array_create_req.channels");
+_Static_assert(offsetof(struct vgpu_array_create_req, flags) == 12, "vgpu_array_create_req.flags");
+_Static_assert(offsetof(struct vgpu_array_create_req, width) == 16, "vgpu_array_create_req.width");
+_Static_assert(offsetof(struct vgpu_array_create_req, height) == 24, "vgpu_array_create_req.height");
+_Static_assert(offsetof(struct vgpu_array_create_req, depth) == 32, "vgpu_array_create_req.depth");
+
+struct vgpu_array_desc_reply {
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_array_desc_reply) == 40, "vgpu_array_desc_reply size");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, width) == 0, "vgpu_array_desc_reply.width");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, height) == 8, "vgpu_array_desc_reply.height");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, depth) == 16, "vgpu_array_desc_reply.depth");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, format) == 24, "vgpu_array_desc_reply.format");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, channels) == 28, "vgpu_array_desc_reply.channels");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, flags) == 32, "vgpu_array_desc_reply.flags");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, pad0) == 36, "vgpu_array_desc_reply.pad0");
+
+struct vgpu_copy_side {
+	uint64_t ptr;
+	uint64_t array;
+	uint64_t x;
+	uint64_t y;
+	uint64_t z;
+	uint64_t pitch;
+	uint64_t height;
+};
+_Static_assert(sizeof(struct vgpu_copy_side) == 56, "vgpu_copy_side size");
+_Static_assert(offsetof(struct vgpu_copy_side, ptr) == 0, "vgpu_copy_side.ptr");
+_Static_assert(offsetof(struct vgpu_copy_side, array) == 8, "vgpu_copy_side.array");
+_Static_assert(offsetof(struct vgpu_copy_side, x) == 16, "vgpu_copy_side.x");
+_Static_assert(offsetof(struct vgpu_copy_side, y) == 24, "vgpu_copy_side.y");
+_Static_assert(offsetof(struct vgpu_copy_side, z) == 32, "vgpu_copy_side.z");
+_Static_assert(offsetof(struct vgpu_copy_side, pitch) == 40, "vgpu_copy_side.pitch");
+_Static_assert(offsetof(struct vgpu_copy_side, height) == 48, "vgpu_copy_side.height");
+
+struct vgpu_box_copy_req {
+	struct vgpu_copy_side src;
+	struct vgpu_copy_side dst;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint64_t stream;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_box_copy_req) == 152, "vgpu_box_copy_req size");
+_Static_assert(offsetof(struct vgpu_box_copy_req, src) == 0, "vgpu_box_copy_req.src");
+_Static_assert(offsetof(struct vgpu_box_copy_req, dst) == 56, "vgpu_box_copy_req.dst");
+_Static_assert(offsetof(struct vgpu_box_copy_req, width) == 112, "vgpu_box_copy_req.width");
+_Static_assert(offsetof(struct vgpu_box_copy_req, height) == 120, "vgpu_box_copy_req.height");
+_Static_assert(offsetof(struct vgpu_box_copy_req, depth) == 128, "vgpu_box_copy_req.depth");
+_Static_assert(offsetof(struct vgpu_box_copy_req, stream) == 136, "vgpu_box_copy_req.stream");
+_Static_assert(offsetof(struct vgpu_box_copy_req, flags) == 144, "vgpu_box_copy_req.flags");
+_Static_assert(offsetof(struct vgpu_box_copy_req, pad0) == 148, "vgpu_box_copy_req.pad0");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -1105,6 +1269,18 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_MAP: return "MEM_MAP";
 	case VGPU_OP_MEM_UNMAP: return "MEM_UNMAP";
 	case VGPU_OP_MEM_SET_ACCESS: return "MEM_SET_ACCESS";
+	case VGPU_OP_MEMPOOL_CREATE: return "MEMPOOL_CREATE";
+	case VGPU_OP_MEMPOOL_DESTROY: return "MEMPOOL_DESTROY";
+	case VGPU_OP_MEMPOOL_SET_ATTRIBUTE: return "MEMPOOL_SET_ATTRIBUTE";
+	case VGPU_OP_MEMPOOL_GET_ATTRIBUTE: return "MEMPOOL_GET_ATTRIBUTE";
+	case VGPU_OP_MEMPOOL_TRIM_TO: return "MEMPOOL_TRIM_TO";
+	case VGPU_OP_MEMPOOL_SET_ACCESS: return "MEMPOOL_SET_ACCESS";
+	case VGPU_OP_MEMPOOL_GET_ACCESS: return "MEMPOOL_GET_ACCESS";
+	case VGPU_OP_MEM_ALLOC_FROM_POOL: return "MEM_ALLOC_FROM_POOL";
+	case VGPU_OP_ARRAY_CREATE: return "ARRAY_CREATE";
+	case VGPU_OP_ARRAY_DESTROY: return "ARRAY_DESTROY";
+	case VGPU_OP_ARRAY_GET_DESCRIPTOR: return "ARRAY_GET_DESCRIPTOR";
+	case VGPU_OP_MEMCPY_3D: return "MEMCPY_3D";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";

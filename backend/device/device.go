@@ -41,7 +41,35 @@ type (
 	Graph uintptr
 	// GraphExec is an instantiated graph (CUgraphExec).
 	GraphExec uintptr
+	// MemPool is a memory pool (CUmemoryPool); DefaultPool (0) is the
+	// device's default pool.
+	MemPool uintptr
 )
+
+// DefaultPool names the device's default memory pool.
+const DefaultPool MemPool = 0
+
+// Memory pool attributes (CUmemPool_attribute, cuda.h). The three REUSE
+// ones are ints (0 or 1), the rest 64-bit byte counts; the two CURRENT
+// ones are read-only and the two HIGH ones may only be set to 0 (a reset).
+const (
+	PoolReuseFollowEventDeps    = 1
+	PoolReuseAllowOpportunistic = 2
+	PoolReuseAllowInternalDeps  = 3
+	PoolReleaseThreshold        = 4
+	PoolReservedMemCurrent      = 5
+	PoolReservedMemHigh         = 6
+	PoolUsedMemCurrent          = 7
+	PoolUsedMemHigh             = 8
+	PoolAttrMax                 = 8
+)
+
+// PoolProps are a CUmemPoolProps for a pool of pinned memory on the
+// context's device with no export handle types.
+type PoolProps struct {
+	MaxSize uint64 // 0: the driver's default
+	Usage   uint16
+}
 
 // Stream capture modes (CUstreamCaptureMode) and statuses
 // (CUstreamCaptureStatus), cuda.h.
@@ -159,6 +187,21 @@ type Context interface {
 	MemAllocAsync(size uint64, s Stream) (Ptr, error)
 	MemFreeAsync(p Ptr, s Stream) error
 
+	// Memory pools. MemPoolCreate makes a pool of this device's memory;
+	// MemPoolDestroy destroys it (its live allocations stay valid until
+	// freed). The attribute, trim and access calls take DefaultPool for
+	// the device's default pool; access is only this device's own
+	// (CUmemAccess_flags). MemAllocFromPoolAsync allocates from a created
+	// pool in s's order (freed with MemFreeAsync or MemFree).
+	MemPoolCreate(p PoolProps) (MemPool, error)
+	MemPoolDestroy(p MemPool) error
+	MemPoolSetAttribute(p MemPool, attr int, v uint64) error
+	MemPoolGetAttribute(p MemPool, attr int) (uint64, error)
+	MemPoolTrimTo(p MemPool, keep uint64) error
+	MemPoolSetAccess(p MemPool, flags uint32) error
+	MemPoolGetAccess(p MemPool) (uint32, error)
+	MemAllocFromPoolAsync(size uint64, p MemPool, s Stream) (Ptr, error)
+
 	// The virtual-memory API. MemAddressReserve reserves an address range
 	// (align 0: the granularity); MemCreate makes physical memory on this
 	// device (pinned, no export handles); MemMap maps part of it into a
@@ -175,6 +218,13 @@ type Context interface {
 	// MemGetGranularity is cuMemGetAllocationGranularity for an
 	// allocation on this device (option 0 minimum, 1 recommended).
 	MemGetGranularity(p AllocProp, option uint32) (uint64, error)
+
+	// CUDA arrays: ArrayCreate makes one (cuArray3DCreate), ArrayDestroy
+	// frees it; Memcpy3D copies a box between device memory and arrays
+	// (cuMemcpy3D with no host side).
+	ArrayCreate(d ArrayDesc) (Array, error)
+	ArrayDestroy(a Array) error
+	Memcpy3D(p Copy3D, s Stream, async bool) error
 
 	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
 	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error

@@ -446,7 +446,9 @@ func repoRoot() string {
 func TestGPUStreamCapture(t *testing.T)  { testStreamCapture(t, opts{drv: gpuDriver(t)}) }
 func TestGPUGraphsReleased(t *testing.T) { testGraphsReleased(t, opts{drv: gpuDriver(t)}) }
 func TestGPUMemAllocAsync(t *testing.T)  { testMemAllocAsync(t, opts{drv: gpuDriver(t)}) }
+func TestGPUMemPools(t *testing.T)       { testMemPools(t, opts{drv: gpuDriver(t)}) }
 func TestGPUVirtualMemory(t *testing.T)  { testVirtualMemory(t, opts{drv: gpuDriver(t)}) }
+func TestGPUArrays(t *testing.T)         { testArrays(t, opts{drv: gpuDriver(t)}) }
 func TestGPUVirtualMemoryReleased(t *testing.T) {
 	testVirtualMemoryReleased(t, opts{drv: gpuDriver(t)})
 }

@@ -149,6 +149,12 @@ type state struct {
 	reservedBytes uint64
 	phys          map[uint64]*physObj
 	maps          map[uint64]*mappingObj
+	// arrays are the session's CUDA arrays (handlers_array.go).
+	arrays map[uint64]*arrayObj
+	// Memory pools (handlers_mempool.go): created pools by handle, and the
+	// release thresholds the guest set on default pools, by device.
+	pools        map[uint64]*poolObj
+	defThreshold map[int]*uint64
 }
 
 func (st *state) init() {
@@ -165,6 +171,8 @@ func (st *state) init() {
 	st.reserves = map[uint64]*reserveObj{}
 	st.phys = map[uint64]*physObj{}
 	st.maps = map[uint64]*mappingObj{}
+	st.arrays = map[uint64]*arrayObj{}
+	st.pools = map[uint64]*poolObj{}
 }
 
 func (st *state) handle() uint64 {
@@ -283,6 +291,7 @@ func (s *Session) releaseAll(dev int) {
 		}
 	}
 	s.releaseVMM(match)
+	s.releaseArrays(match)
 	kept := st.ranges[:0]
 	for _, r := range st.ranges {
 		if r.kind == kindAlloc && match(r.dev) {
@@ -297,6 +306,7 @@ func (s *Session) releaseAll(dev int) {
 		kept = append(kept, r)
 	}
 	st.ranges = kept
+	s.releasePools(match)
 	for id, r := range st.regions {
 		if match(r.dev) {
 			s.dropRegion(id, r)

@@ -593,6 +593,91 @@ func checkMemCreate(s *Session, c *call, r *protocol.MemCreateReq) error {
 	return nil
 }
 
+func checkMemPoolCreate(s *Session, c *call, r *protocol.MemPoolCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch {
+	case r.Type != 1:
+		return invalid(c, "allocation type %d (1 pinned is served)", r.Type)
+	case r.HandleTypes != 0:
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "pool export handle types %#x: memory of one VM is never shared with another process (create the pool with handleTypes 0)", r.HandleTypes)
+	case r.Usage != 0:
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "pool usage %#x: only plain pools (usage 0) are served", r.Usage)
+	}
+	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.MaxSize > p.TotalMem {
+		return invalid(c, "a pool of at most %d bytes on a device of %d", r.MaxSize, p.TotalMem)
+	}
+	return nil
+}
+
+// checkMemPoolSetAttr: the reuse flags are ints 0 or 1, the release
+// threshold any size, the two HIGH counters may only be reset (0), the two
+// CURRENT ones are read-only.
+func checkMemPoolSetAttr(s *Session, c *call, r *protocol.MemPoolAttrReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch r.Attr {
+	case device.PoolReuseFollowEventDeps, device.PoolReuseAllowOpportunistic, device.PoolReuseAllowInternalDeps:
+		if r.Value > 1 {
+			return invalid(c, "memory pool attribute %d is 0 or 1, not %d", r.Attr, r.Value)
+		}
+	case device.PoolReleaseThreshold:
+	case device.PoolReservedMemHigh, device.PoolUsedMemHigh:
+		if r.Value != 0 {
+			return invalid(c, "memory pool attribute %d may only be reset to 0, not set to %d", r.Attr, r.Value)
+		}
+	case device.PoolReservedMemCurrent, device.PoolUsedMemCurrent:
+		return invalid(c, "memory pool attribute %d is read-only", r.Attr)
+	default:
+		return invalid(c, "memory pool attribute %d (1..%d)", r.Attr, device.PoolAttrMax)
+	}
+	return nil
+}
+
+func checkMemPoolGetAttr(s *Session, c *call, r *protocol.MemPoolAttrReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Attr < 1 || r.Attr > device.PoolAttrMax {
+		return invalid(c, "memory pool attribute %d (1..%d)", r.Attr, device.PoolAttrMax)
+	}
+	if r.Value != 0 {
+		return invalid(c, "value %d in a get (0)", r.Value)
+	}
+	return nil
+}
+
+func checkMemPoolTrim(s *Session, c *call, r *protocol.MemPoolTrimReq) error {
+	return checkDevice(s, c, r.Device)
+}
+
+// checkMemPoolAccess: the flags of a set are CUmemAccess_flags (0 none,
+// 1 read, 3 read-write), a get sends 0; another device than the pool's
+// may not be given access (no peer access).
+func checkMemPoolAccess(s *Session, c *call, r *protocol.MemPoolAccessReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if err := checkDevice(s, c, r.Peer); err != nil {
+		return err
+	}
+	if c.f.Opcode == protocol.OpMemPoolGetAccess {
+		if r.Flags != 0 {
+			return invalid(c, "flags %d in a get (0)", r.Flags)
+		}
+		return nil
+	}
+	switch {
+	case r.Flags != 0 && r.Flags != 1 && r.Flags != memAccessReadWrite:
+		return invalid(c, "access flags %d (0 none, 1 read, 3 read-write)", r.Flags)
+	case r.Peer != r.Device && r.Flags != 0:
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "access of device %d to a pool of device %d: peer access is not served", r.Peer, r.Device)
+	}
+	return nil
+}
+
 // CUmemAccess_flags: PROT_READWRITE (3) is what is served.
 const memAccessReadWrite = 3
 
@@ -605,6 +690,24 @@ func checkMemSetAccess(s *Session, c *call, r *protocol.MemSetAccessReq) error {
 	}
 	if r.Size == 0 {
 		return invalid(c, "size 0")
+	}
+	return nil
+}
+
+func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	d := device.ArrayDesc{Width: r.Width, Height: r.Height, Depth: r.Depth, Format: r.Format, Channels: r.Channels, Flags: r.Flags}
+	return d.Validate(c.f.Opcode.String(), s.props(int(r.Device)))
+}
+
+func checkMemcpy3D(s *Session, c *call, r *protocol.BoxCopyReq) error {
+	if err := checkCopyFlags(c, r.Flags); err != nil {
+		return err
+	}
+	if m := s.maxDeviceMem(); m != 0 && (r.Width > m || r.Height > m || r.Depth > m) {
+		return invalid(c, "a copy of %dx%dx%d: larger than any device (%d bytes)", r.Width, r.Height, r.Depth, m)
 	}
 	return nil
 }

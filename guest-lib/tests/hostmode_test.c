@@ -94,6 +94,19 @@ int cuOccupancyMaxActiveClusters(int *, void *, const CUlaunchConfig *);
 int cuMemGetAllocationGranularity(size_t *, const void *, int);
 int cuMemAllocPitch_v2(unsigned long long *, size_t *, size_t, size_t, unsigned);
 int cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
+int cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *, CUstream);
+int cuMemcpy3D_v2(const CUDA_MEMCPY3D *);
+int cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *, CUstream);
+int cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+int cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+int cuArrayDestroy(CUarray);
+int cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *, CUarray);
+int cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *, CUarray);
+int cuMemcpyHtoA_v2(CUarray, size_t, const void *, size_t);
+int cuMemcpyAtoH_v2(void *, CUarray, size_t, size_t);
+int cuMemcpyAtoD_v2(unsigned long long, CUarray, size_t, size_t);
+int cuMemcpyDtoA_v2(CUarray, size_t, unsigned long long, size_t);
+int cuMemcpyAtoA_v2(CUarray, size_t, CUarray, size_t, size_t);
 int cuMemsetD2D8_v2(unsigned long long, size_t, unsigned char, size_t, size_t);
 int cuPointerGetAttribute(void *, int, unsigned long long);
 cudaError_t cudaMemcpy3D(const struct rt_3d *);
@@ -129,6 +142,21 @@ int cuMemAllocFromPoolAsync(unsigned long long *, size_t, void *, CUstream);
 int cuMemFreeAsync(unsigned long long, CUstream);
 int cuDeviceGetDefaultMemPool(void **, int);
 int cuDeviceGetMemPool(void **, int);
+int cuDeviceSetMemPool(int, void *);
+struct pool_props { /* CUmemPoolProps (cuda.h, 88 bytes) */
+	int alloc_type, handle_types, loc_type, loc_id;
+	void *win32;
+	size_t max_size;
+	unsigned short usage;
+	unsigned char reserved[54];
+};
+int cuMemPoolCreate(void **, const struct pool_props *);
+int cuMemPoolDestroy(void *);
+int cuMemPoolSetAttribute(void *, int, void *);
+int cuMemPoolGetAttribute(void *, int, void *);
+int cuMemPoolTrimTo(void *, size_t);
+int cuMemPoolGetAccess(int *, void *, const int *);
+int cuMemPoolExportToShareableHandle(void *, void *, int, unsigned long long);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemAddressFree(unsigned long long, size_t);
@@ -1066,6 +1094,52 @@ static void test_driver_mempool(void)
 	OK(cuMemFreeAsync(b, s));
 	OK(cuStreamSynchronize(s));
 	CHECK(cuMemcpyDtoH_v2(buf, a, 8) != 0); /* freed */
+
+	/* A pool of the program's own, made the device's current pool. */
+	void *mine, *cur;
+	struct pool_props props = {.alloc_type = 1, .loc_type = 1, .loc_id = dev};
+	struct pool_props shared = props, host = props;
+	shared.handle_types = 1; /* POSIX file descriptor */
+	host.loc_type = 2;
+	CHECK(cuMemPoolCreate(&mine, &shared) == 801);
+	CHECK(cuMemPoolCreate(&mine, &host) == 801);
+	CHECK(cuMemPoolCreate(&mine, NULL) == 1);
+	OK(cuMemPoolCreate(&mine, &props));
+	CHECK(mine != pool);
+	OK(cuDeviceSetMemPool(dev, mine));
+	OK(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == mine);
+	OK(cuMemAllocAsync(&a, sizeof buf, s));
+	unsigned long long used = 0, thr = ~0ull, got = 0;
+	OK(cuMemPoolGetAttribute(mine, 7, &used)); /* USED_MEM_CURRENT */
+	CHECK(used >= sizeof buf);
+	OK(cuMemPoolSetAttribute(mine, 4, &thr)); /* RELEASE_THRESHOLD */
+	OK(cuMemPoolGetAttribute(mine, 4, &got));
+	CHECK(got == thr);
+	int on = 0, flag = 1;
+	OK(cuMemPoolSetAttribute(mine, 2, &on)); /* REUSE_ALLOW_OPPORTUNISTIC */
+	OK(cuMemPoolGetAttribute(mine, 2, &flag));
+	CHECK(flag == 0);
+	CHECK(cuMemPoolGetAttribute(mine, 99, &got) == 1);
+	CHECK(cuMemPoolSetAttribute(mine, 7, &got) == 1); /* read-only */
+	CHECK(cuMemPoolGetAttribute((void *)buf, 7, &got) == 1);
+	int loc[2] = {1, dev}, acc = 0;
+	OK(cuMemPoolGetAccess(&acc, mine, loc));
+	CHECK(acc == 3);
+	OK(cuMemPoolTrimTo(mine, 0));
+	CHECK(cuMemPoolExportToShareableHandle(buf, mine, 1, 0) == 801);
+	OK(cuMemsetD8Async(a, 0x2e, sizeof buf, s));
+	OK(cuStreamSynchronize(s));
+	/* Destroyed: its allocation lives on, the default pool is current. */
+	OK(cuMemPoolDestroy(mine));
+	CHECK(cuMemPoolDestroy(mine) == 1);
+	CHECK(cuMemPoolDestroy(pool) == 1); /* the default pool */
+	CHECK(cuMemAllocFromPoolAsync(&b, 8, mine, s) == 1);
+	OK(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == pool);
+	OK(cuMemcpyDtoH_v2(buf, a, sizeof buf));
+	CHECK(buf[0] == 0x2e && buf[sizeof buf - 1] == 0x2e);
+	OK(cuMemFreeAsync(a, s));
 	OK(cuStreamDestroy_v2(s));
 	OK(cuCtxDestroy_v2(ctx));
 }
@@ -1112,6 +1186,104 @@ static void test_driver_vmm(void)
 	OK(cuMemRelease(h1));
 	CHECK(cuMemRelease(h1) == 1);
 	OK(cuMemAddressFree(va, 2 * gran));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* CUDA arrays: 2D copies from pitched host memory into an array and back
+ * (a sub-box too), a 3D array through cuMemcpy3D (sync and async), the 1D
+ * copies, and what a bad handle or box gets. */
+static void test_driver_arrays(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream s;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	enum { W = 32, H = 6, P = 200 }; /* 32 floats x 6 rows; host pitch 200 bytes */
+	static uint8_t img[P * H], back[P * H];
+	for (size_t i = 0; i < sizeof img; i++)
+		img[i] = (uint8_t)(i * 13 + 1);
+	CUarray a;
+	CUDA_ARRAY_DESCRIPTOR ad = {.Width = W, .Height = H, .Format = 0x20, .NumChannels = 1};
+	OK(cuArrayCreate_v2(&a, &ad));
+	CUDA_ARRAY_DESCRIPTOR got = {0};
+	OK(cuArrayGetDescriptor_v2(&got, a));
+	CHECK(got.Width == W && got.Height == H && got.Format == 0x20 && got.NumChannels == 1);
+	CUDA_MEMCPY2D in = {.srcMemoryType = 1, .srcHost = img, .srcPitch = P, .dstMemoryType = 3, .dstArray = a,
+			    .WidthInBytes = W * 4, .Height = H};
+	OK(cuMemcpy2D_v2(&in));
+	CUDA_MEMCPY2D out = {.srcMemoryType = 3, .srcArray = a, .dstMemoryType = 1, .dstHost = back, .dstPitch = P,
+			     .WidthInBytes = W * 4, .Height = H};
+	OK(cuMemcpy2DAsync_v2(&out, s));
+	OK(cuStreamSynchronize(s));
+	for (int y = 0; y < H; y++)
+		CHECK(!memcmp(back + y * P, img + y * P, W * 4));
+	/* a sub-box: elements 4..7 of rows 2..3, to device memory and back */
+	unsigned long long d;
+	OK(cuMemAlloc_v2(&d, 64));
+	CUDA_MEMCPY2D sub = {.srcMemoryType = 3, .srcArray = a, .srcXInBytes = 16, .srcY = 2, .dstMemoryType = 2,
+			     .dstDevice = d, .dstPitch = 16, .WidthInBytes = 16, .Height = 2};
+	OK(cuMemcpy2D_v2(&sub));
+	uint8_t small[32];
+	OK(cuMemcpyDtoH_v2(small, d, 32));
+	CHECK(!memcmp(small, img + 2 * P + 16, 16) && !memcmp(small + 16, img + 3 * P + 16, 16));
+	/* outside the array, a bad handle */
+	sub.srcY = H - 1;
+	CHECK(cuMemcpy2D_v2(&sub) == 1);
+	sub.srcY = 0;
+	sub.srcArray = (CUarray)(uintptr_t)0x7777;
+	CHECK(cuMemcpy2D_v2(&sub) == 400);
+	CHECK(cuArrayGetDescriptor_v2(&got, (CUarray)(uintptr_t)0x7777) == 400);
+
+	/* 3D: 8 x 3 x 4 of u16 x 2 channels (32-byte rows), from a host box of
+	 * pitch 40 and 5 rows a slice */
+	CUarray a3;
+	CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 8, .Height = 3, .Depth = 4, .Format = 0x02, .NumChannels = 2};
+	OK(cuArray3DCreate_v2(&a3, &d3));
+	CUDA_ARRAY3D_DESCRIPTOR g3 = {0};
+	OK(cuArray3DGetDescriptor_v2(&g3, a3));
+	CHECK(g3.Width == 8 && g3.Height == 3 && g3.Depth == 4 && g3.Format == 0x02 && g3.NumChannels == 2);
+	static uint8_t box[40 * 5 * 4], box2[32 * 3 * 4];
+	for (size_t i = 0; i < sizeof box; i++)
+		box[i] = (uint8_t)(i * 5 + 3);
+	CUDA_MEMCPY3D m = {.srcMemoryType = 1, .srcHost = box, .srcPitch = 40, .srcHeight = 5, .dstMemoryType = 3,
+			   .dstArray = a3, .WidthInBytes = 32, .Height = 3, .Depth = 4};
+	OK(cuMemcpy3D_v2(&m));
+	CUDA_MEMCPY3D m2 = {.srcMemoryType = 3, .srcArray = a3, .dstMemoryType = 1, .dstHost = box2, .dstPitch = 32,
+			    .dstHeight = 3, .WidthInBytes = 32, .Height = 3, .Depth = 4};
+	OK(cuMemcpy3DAsync_v2(&m2, s));
+	OK(cuStreamSynchronize(s));
+	int same = 1;
+	for (int z = 0; z < 4; z++)
+		for (int y = 0; y < 3; y++)
+			same &= !memcmp(box2 + (z * 3 + y) * 32, box + (z * 5 + y) * 40, 32);
+	CHECK(same);
+	m2.Depth = 5; /* past the array's slices */
+	CHECK(cuMemcpy3D_v2(&m2) == 1);
+
+	/* the 1D copies: bytes of the first row */
+	CUarray a1;
+	CUDA_ARRAY_DESCRIPTOR d1 = {.Width = 64, .Format = 0x01, .NumChannels = 1};
+	OK(cuArrayCreate_v2(&a1, &d1));
+	OK(cuMemcpyHtoA_v2(a1, 8, img, 32));
+	OK(cuMemcpyAtoA_v2(a, 0, a1, 8, 32)); /* into a's first row */
+	OK(cuMemcpyAtoD_v2(d, a, 0, 32));
+	memset(small, 0, sizeof small);
+	OK(cuMemcpyDtoH_v2(small, d, 32));
+	CHECK(!memcmp(small, img, 32));
+	OK(cuMemcpyDtoA_v2(a1, 0, d, 16));
+	OK(cuMemcpyAtoH_v2(small, a1, 0, 24)); /* 16 from d, then 8 of the first copy */
+	CHECK(!memcmp(small, img, 16) && !memcmp(small + 16, img + 8, 8));
+	CHECK(cuMemcpyHtoA_v2(a1, 60, img, 8) == 1); /* past the end */
+
+	OK(cuArrayDestroy(a1));
+	OK(cuArrayDestroy(a3));
+	OK(cuArrayDestroy(a));
+	CHECK(cuArrayDestroy(a) == 400);
+	OK(cuMemFree_v2(d));
+	OK(cuStreamDestroy_v2(s));
 	OK(cuCtxDestroy_v2(ctx));
 }
 
@@ -1200,6 +1372,7 @@ static const struct {
 	{"driver_capture", test_driver_capture},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
+	{"driver_arrays", test_driver_arrays},
 	{"threads", test_threads},
 	{"nvml", test_nvml},
 };

@@ -129,6 +129,7 @@ type alloc struct {
 	host   bool     // registered host memory
 	mapped bool     // mem is an anonymous mapping (large allocations), not Go heap
 	phys   *physMem // a mapping of physical memory (vmm.go): mem is part of it
+	pool   *memPool // the pool it came from (mempool.go), nil for cuMemAlloc's
 }
 
 func (a *alloc) end() uint64 { return uint64(a.base) + uint64(len(a.mem)) }
@@ -152,6 +153,9 @@ type Context struct {
 	modules  map[device.Module]*module
 	funcs    map[device.Function]*function
 	phys     map[device.MemHandle]*physMem
+	arrays   map[device.Array]*array
+	pools    map[device.MemPool]*memPool
+	defPool  *memPool
 	reserved []reservation
 	vmmNext  uint64
 	graphs   map[device.Graph]*graph
@@ -173,6 +177,9 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		funcs:   map[device.Function]*function{},
 		graphs:  map[device.Graph]*graph{},
 		phys:    map[device.MemHandle]*physMem{},
+		arrays:  map[device.Array]*array{},
+		pools:   map[device.MemPool]*memPool{},
+		defPool: newMemPool(0),
 		execs:   map[device.GraphExec]*graph{},
 		limits:  defaultLimits(),
 		handles: 0x1000,
@@ -347,6 +354,9 @@ func (c *Context) MemFree(p device.Ptr) error {
 	}
 	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
 	c.used -= uint64(len(a.mem))
+	if a.pool != nil {
+		a.pool.used -= uint64(len(a.mem))
+	}
 	c.releaseLocked(a)
 	return c.broken("cuMemFree") // freed all the same: the process's memory goes with it
 }
@@ -552,6 +562,7 @@ func (c *Context) Reset() error {
 		c.releaseLocked(&alloc{mem: pm.mem, mapped: pm.mapped})
 	}
 	clear(c.phys)
+	clear(c.arrays)
 	c.reserved = nil
 	c.allocs = nil
 	c.used = 0
@@ -564,6 +575,8 @@ func (c *Context) Reset() error {
 	clear(c.funcs)
 	clear(c.graphs)
 	clear(c.execs)
+	clear(c.pools)
+	c.defPool = newMemPool(0)
 	c.limits = defaultLimits()
 	return nil
 }
