@@ -57,6 +57,10 @@ const (
 	OpMemPoolSetAccess    Opcode = 0x021a
 	OpMemPoolGetAccess    Opcode = 0x021b
 	OpMemAllocFromPool    Opcode = 0x021c
+	OpArrayCreate         Opcode = 0x0220
+	OpArrayDestroy        Opcode = 0x0221
+	OpArrayGetDescriptor  Opcode = 0x0222
+	OpMemcpy3D            Opcode = 0x0223
 	OpMemGetGranularity   Opcode = 0x0280
 
 	OpModuleLoad           Opcode = 0x0301
@@ -95,6 +99,13 @@ const (
 	OpGraphLaunch        Opcode = 0x0705
 	OpGraphExecDestroy   Opcode = 0x0706
 	OpGraphDestroy       Opcode = 0x0707
+	OpGraphCreate        Opcode = 0x0708
+	OpGraphGetNodes      Opcode = 0x0709
+	OpGraphNodeGetType   Opcode = 0x070a
+	OpGraphAddKernelNode Opcode = 0x070b
+	OpGraphAddMemcpyNode Opcode = 0x070c
+	OpGraphAddMemsetNode Opcode = 0x070d
+	OpGraphAddEmptyNode  Opcode = 0x070e
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

@@ -67,6 +67,11 @@ typedef float vgpu_f32;
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
 #define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
+#define VGPU_MAX_GRAPH_NODE_LIST 0x1000u
+#define VGPU_MAX_GRAPH_DEPS 0x400u
+#define VGPU_GRAPH_COPY_HTOD 0x1u
+#define VGPU_GRAPH_COPY_DTOH 0x2u
+#define VGPU_GRAPH_COPY_DTOD 0x3u
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
 #define VGPU_OUTPUT_STDOUT 0x1u
@@ -148,6 +153,10 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEMPOOL_SET_ACCESS 0x021au
 #define VGPU_OP_MEMPOOL_GET_ACCESS 0x021bu
 #define VGPU_OP_MEM_ALLOC_FROM_POOL 0x021cu
+#define VGPU_OP_ARRAY_CREATE 0x0220u
+#define VGPU_OP_ARRAY_DESTROY 0x0221u
+#define VGPU_OP_ARRAY_GET_DESCRIPTOR 0x0222u
+#define VGPU_OP_MEMCPY_3D 0x0223u
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -181,6 +190,13 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_LAUNCH 0x0705u
 #define VGPU_OP_GRAPH_EXEC_DESTROY 0x0706u
 #define VGPU_OP_GRAPH_DESTROY 0x0707u
+#define VGPU_OP_GRAPH_CREATE 0x0708u
+#define VGPU_OP_GRAPH_GET_NODES 0x0709u
+#define VGPU_OP_GRAPH_NODE_GET_TYPE 0x070au
+#define VGPU_OP_GRAPH_ADD_KERNEL_NODE 0x070bu
+#define VGPU_OP_GRAPH_ADD_MEMCPY_NODE 0x070cu
+#define VGPU_OP_GRAPH_ADD_MEMSET_NODE 0x070du
+#define VGPU_OP_GRAPH_ADD_EMPTY_NODE 0x070eu
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -794,6 +810,80 @@ _Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, pool) == 0, "vgpu_m
 _Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, stream) == 8, "vgpu_mem_alloc_from_pool_req.stream");
 _Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, size) == 16, "vgpu_mem_alloc_from_pool_req.size");
 
+struct vgpu_array_create_req {
+	uint32_t device;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+};
+_Static_assert(sizeof(struct vgpu_array_create_req) == 40, "vgpu_array_create_req size");
+_Static_assert(offsetof(struct vgpu_array_create_req, device) == 0, "vgpu_array_create_req.device");
+_Static_assert(offsetof(struct vgpu_array_create_req, format) == 4, "vgpu_array_create_req.format");
+_Static_assert(offsetof(struct vgpu_array_create_req, channels) == 8, "vgpu_array_create_req.channels");
+_Static_assert(offsetof(struct vgpu_array_create_req, flags) == 12, "vgpu_array_create_req.flags");
+_Static_assert(offsetof(struct vgpu_array_create_req, width) == 16, "vgpu_array_create_req.width");
+_Static_assert(offsetof(struct vgpu_array_create_req, height) == 24, "vgpu_array_create_req.height");
+_Static_assert(offsetof(struct vgpu_array_create_req, depth) == 32, "vgpu_array_create_req.depth");
+
+struct vgpu_array_desc_reply {
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_array_desc_reply) == 40, "vgpu_array_desc_reply size");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, width) == 0, "vgpu_array_desc_reply.width");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, height) == 8, "vgpu_array_desc_reply.height");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, depth) == 16, "vgpu_array_desc_reply.depth");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, format) == 24, "vgpu_array_desc_reply.format");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, channels) == 28, "vgpu_array_desc_reply.channels");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, flags) == 32, "vgpu_array_desc_reply.flags");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, pad0) == 36, "vgpu_array_desc_reply.pad0");
+
+struct vgpu_copy_side {
+	uint64_t ptr;
+	uint64_t array;
+	uint64_t x;
+	uint64_t y;
+	uint64_t z;
+	uint64_t pitch;
+	uint64_t height;
+};
+_Static_assert(sizeof(struct vgpu_copy_side) == 56, "vgpu_copy_side size");
+_Static_assert(offsetof(struct vgpu_copy_side, ptr) == 0, "vgpu_copy_side.ptr");
+_Static_assert(offsetof(struct vgpu_copy_side, array) == 8, "vgpu_copy_side.array");
+_Static_assert(offsetof(struct vgpu_copy_side, x) == 16, "vgpu_copy_side.x");
+_Static_assert(offsetof(struct vgpu_copy_side, y) == 24, "vgpu_copy_side.y");
+_Static_assert(offsetof(struct vgpu_copy_side, z) == 32, "vgpu_copy_side.z");
+_Static_assert(offsetof(struct vgpu_copy_side, pitch) == 40, "vgpu_copy_side.pitch");
+_Static_assert(offsetof(struct vgpu_copy_side, height) == 48, "vgpu_copy_side.height");
+
+struct vgpu_box_copy_req {
+	struct vgpu_copy_side src;
+	struct vgpu_copy_side dst;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint64_t stream;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_box_copy_req) == 152, "vgpu_box_copy_req size");
+_Static_assert(offsetof(struct vgpu_box_copy_req, src) == 0, "vgpu_box_copy_req.src");
+_Static_assert(offsetof(struct vgpu_box_copy_req, dst) == 56, "vgpu_box_copy_req.dst");
+_Static_assert(offsetof(struct vgpu_box_copy_req, width) == 112, "vgpu_box_copy_req.width");
+_Static_assert(offsetof(struct vgpu_box_copy_req, height) == 120, "vgpu_box_copy_req.height");
+_Static_assert(offsetof(struct vgpu_box_copy_req, depth) == 128, "vgpu_box_copy_req.depth");
+_Static_assert(offsetof(struct vgpu_box_copy_req, stream) == 136, "vgpu_box_copy_req.stream");
+_Static_assert(offsetof(struct vgpu_box_copy_req, flags) == 144, "vgpu_box_copy_req.flags");
+_Static_assert(offsetof(struct vgpu_box_copy_req, pad0) == 148, "vgpu_box_copy_req.pad0");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -1140,6 +1230,102 @@ _Static_assert(sizeof(struct vgpu_graph_launch_req) == 16, "vgpu_graph_launch_re
 _Static_assert(offsetof(struct vgpu_graph_launch_req, exec) == 0, "vgpu_graph_launch_req.exec");
 _Static_assert(offsetof(struct vgpu_graph_launch_req, stream) == 8, "vgpu_graph_launch_req.stream");
 
+struct vgpu_graph_create_req {
+	uint32_t device;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct vgpu_graph_create_req) == 8, "vgpu_graph_create_req size");
+_Static_assert(offsetof(struct vgpu_graph_create_req, device) == 0, "vgpu_graph_create_req.device");
+_Static_assert(offsetof(struct vgpu_graph_create_req, flags) == 4, "vgpu_graph_create_req.flags");
+
+struct vgpu_graph_nodes_req {
+	uint64_t graph;
+	uint32_t roots;
+	uint32_t first;
+};
+_Static_assert(sizeof(struct vgpu_graph_nodes_req) == 16, "vgpu_graph_nodes_req size");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, graph) == 0, "vgpu_graph_nodes_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, roots) == 8, "vgpu_graph_nodes_req.roots");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, first) == 12, "vgpu_graph_nodes_req.first");
+
+struct vgpu_graph_nodes_reply {
+	uint32_t total;
+	uint32_t count;
+};
+_Static_assert(sizeof(struct vgpu_graph_nodes_reply) == 8, "vgpu_graph_nodes_reply size");
+_Static_assert(offsetof(struct vgpu_graph_nodes_reply, total) == 0, "vgpu_graph_nodes_reply.total");
+_Static_assert(offsetof(struct vgpu_graph_nodes_reply, count) == 4, "vgpu_graph_nodes_reply.count");
+
+struct vgpu_graph_node_type_reply {
+	uint32_t type;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_type_reply) == 8, "vgpu_graph_node_type_reply size");
+_Static_assert(offsetof(struct vgpu_graph_node_type_reply, type) == 0, "vgpu_graph_node_type_reply.type");
+_Static_assert(offsetof(struct vgpu_graph_node_type_reply, pad0) == 4, "vgpu_graph_node_type_reply.pad0");
+
+struct vgpu_graph_add_kernel_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t pad0;
+	struct vgpu_launch_req launch;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_kernel_node_req) == 64, "vgpu_graph_add_kernel_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, graph) == 0, "vgpu_graph_add_kernel_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, num_deps) == 8, "vgpu_graph_add_kernel_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, pad0) == 12, "vgpu_graph_add_kernel_node_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, launch) == 16, "vgpu_graph_add_kernel_node_req.launch");
+
+struct vgpu_graph_add_memcpy_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t dir;
+	uint64_t dst;
+	uint64_t src;
+	uint64_t size;
+	struct vgpu_buf_ref host;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_memcpy_node_req) == 72, "vgpu_graph_add_memcpy_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, graph) == 0, "vgpu_graph_add_memcpy_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, num_deps) == 8, "vgpu_graph_add_memcpy_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, dir) == 12, "vgpu_graph_add_memcpy_node_req.dir");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, dst) == 16, "vgpu_graph_add_memcpy_node_req.dst");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, src) == 24, "vgpu_graph_add_memcpy_node_req.src");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, size) == 32, "vgpu_graph_add_memcpy_node_req.size");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, host) == 40, "vgpu_graph_add_memcpy_node_req.host");
+
+struct vgpu_graph_add_memset_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t elem_size;
+	uint64_t dst;
+	uint32_t value;
+	uint32_t pad0;
+	uint64_t width;
+	uint64_t height;
+	uint64_t pitch;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_memset_node_req) == 56, "vgpu_graph_add_memset_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, graph) == 0, "vgpu_graph_add_memset_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, num_deps) == 8, "vgpu_graph_add_memset_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, elem_size) == 12, "vgpu_graph_add_memset_node_req.elem_size");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, dst) == 16, "vgpu_graph_add_memset_node_req.dst");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, value) == 24, "vgpu_graph_add_memset_node_req.value");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, pad0) == 28, "vgpu_graph_add_memset_node_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, width) == 32, "vgpu_graph_add_memset_node_req.width");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, height) == 40, "vgpu_graph_add_memset_node_req.height");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, pitch) == 48, "vgpu_graph_add_memset_node_req.pitch");
+
+struct vgpu_graph_add_empty_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_empty_node_req) == 16, "vgpu_graph_add_empty_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, graph) == 0, "vgpu_graph_add_empty_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, num_deps) == 8, "vgpu_graph_add_empty_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, pad0) == 12, "vgpu_graph_add_empty_node_req.pad0");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1252,6 +1438,10 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEMPOOL_SET_ACCESS: return "MEMPOOL_SET_ACCESS";
 	case VGPU_OP_MEMPOOL_GET_ACCESS: return "MEMPOOL_GET_ACCESS";
 	case VGPU_OP_MEM_ALLOC_FROM_POOL: return "MEM_ALLOC_FROM_POOL";
+	case VGPU_OP_ARRAY_CREATE: return "ARRAY_CREATE";
+	case VGPU_OP_ARRAY_DESTROY: return "ARRAY_DESTROY";
+	case VGPU_OP_ARRAY_GET_DESCRIPTOR: return "ARRAY_GET_DESCRIPTOR";
+	case VGPU_OP_MEMCPY_3D: return "MEMCPY_3D";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
@@ -1285,6 +1475,13 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_LAUNCH: return "GRAPH_LAUNCH";
 	case VGPU_OP_GRAPH_EXEC_DESTROY: return "GRAPH_EXEC_DESTROY";
 	case VGPU_OP_GRAPH_DESTROY: return "GRAPH_DESTROY";
+	case VGPU_OP_GRAPH_CREATE: return "GRAPH_CREATE";
+	case VGPU_OP_GRAPH_GET_NODES: return "GRAPH_GET_NODES";
+	case VGPU_OP_GRAPH_NODE_GET_TYPE: return "GRAPH_NODE_GET_TYPE";
+	case VGPU_OP_GRAPH_ADD_KERNEL_NODE: return "GRAPH_ADD_KERNEL_NODE";
+	case VGPU_OP_GRAPH_ADD_MEMCPY_NODE: return "GRAPH_ADD_MEMCPY_NODE";
+	case VGPU_OP_GRAPH_ADD_MEMSET_NODE: return "GRAPH_ADD_MEMSET_NODE";
+	case VGPU_OP_GRAPH_ADD_EMPTY_NODE: return "GRAPH_ADD_EMPTY_NODE";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

@@ -19,7 +19,9 @@
 #      with staging (pinned and pageable), and pageable with VGPU_RING=0 and
 #      with VGPU_STAGING=0 (inline, the old path), and pageable with the
 #      staging chunks' memcpy on 1, 2 and 8 threads (VGPU_STAGING_THREADS;
-#      the default is 4 on 8 or more CPUs); summary-ring.txt
+#      the default is 4 on 8 or more CPUs), and `bench calls` with
+#      VGPU_BATCH_FIRST=4096 (a burst in one batch, as before the batches
+#      grew from 32 calls); summary-ring.txt
 # Writes calls-*.txt, memcpy-*.txt, the serve logs and summary*.txt to $OUT.
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
@@ -109,7 +111,8 @@ ringhost() {
 	wait_socket "$sock"
 	env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" VGPU_LOG=info timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-ring-$name.txt" 2>&1 ||
 		tail -5 "$out/calls-ring-$name.txt"
-	env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 300 "$vgpu" bench memcpy --max-size 256M --paths "${PATHS:-pinned,pageable-auto}" >"$out/memcpy-ring-$name.txt" 2>&1 ||
+	[[ ${PATHS:-} == none ]] ||
+		env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 300 "$vgpu" bench memcpy --max-size 256M --paths "${PATHS:-pinned,pageable-auto}" >"$out/memcpy-ring-$name.txt" 2>&1 ||
 		tail -5 "$out/memcpy-ring-$name.txt"
 	kill $srv
 	wait $srv 2>/dev/null
@@ -130,12 +133,15 @@ for run in 1 2; do
 		step "run $run: host mode on rings, staging, VGPU_STAGING_THREADS=$n"
 		PATHS=pageable-auto ringhost "thr$n-$run" VGPU_STAGING_THREADS=$n
 	done
+	# a burst of launches in one batch (before the batches grew from 32)
+	step "run $run: host mode on rings, VGPU_BATCH_FIRST=4096"
+	PATHS=none ringhost "batch4096-$run" VGPU_BATCH_FIRST=4096
 done
 step "summary: rings and staging"
 {
 	for run in 1 2; do
 		echo "### run $run (ring on: $(grep -c 'on shared-memory rings' "$out/calls-ring-on-$run.txt") connection(s) on rings)"
-		for f in ring-on ring-off; do
+		for f in ring-on ring-off ring-batch4096; do
 			awk -v f="$f" 'FNR==NR && $1=="native" {n[$2]=$4; next}
 				$1=="vgpu" && NF==5 && ($2 in n) {printf "calls %-9s %-14s %8.2f us %6.2fx native\n", f, $2, $4, $4/n[$2]}' \
 				"$out/calls-native-ring-$run.txt" "$out/calls-$f-$run.txt" 2>/dev/null

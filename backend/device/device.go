@@ -41,6 +41,8 @@ type (
 	Graph uintptr
 	// GraphExec is an instantiated graph (CUgraphExec).
 	GraphExec uintptr
+	// GraphNode is a node of a graph (CUgraphNode).
+	GraphNode uintptr
 	// MemPool is a memory pool (CUmemoryPool); DefaultPool (0) is the
 	// device's default pool.
 	MemPool uintptr
@@ -167,6 +169,28 @@ type StreamAttr struct {
 	Window AccessPolicyWindow
 }
 
+// GraphCopy is a 1D copy of a graph memcpy node: from SrcHost (host
+// memory) or Src (device memory) to DstHost or Dst, N bytes (the length of
+// the host slice when there is one).
+type GraphCopy struct {
+	Dst, Src         Ptr
+	DstHost, SrcHost []byte
+	N                uint64
+}
+
+// CUgraphNodeType (cuda.h) values the devices report.
+const (
+	GraphNodeKernel      = 0
+	GraphNodeMemcpy      = 1
+	GraphNodeMemset      = 2
+	GraphNodeHost        = 3
+	GraphNodeEmpty       = 5
+	GraphNodeWaitEvent   = 6
+	GraphNodeEventRecord = 7
+	GraphNodeMemAlloc    = 10
+	GraphNodeMemFree     = 11
+)
+
 // AllocProp is a CUmemAllocationProp for memory on the context's device,
 // as cuMemGetAllocationGranularity takes it (cuda.h numbering).
 type AllocProp struct {
@@ -248,6 +272,13 @@ type Context interface {
 	// allocation on this device (option 0 minimum, 1 recommended).
 	MemGetGranularity(p AllocProp, option uint32) (uint64, error)
 
+	// CUDA arrays: ArrayCreate makes one (cuArray3DCreate), ArrayDestroy
+	// frees it; Memcpy3D copies a box between device memory and arrays
+	// (cuMemcpy3D with no host side).
+	ArrayCreate(d ArrayDesc) (Array, error)
+	ArrayDestroy(a Array) error
+	Memcpy3D(p Copy3D, s Stream, async bool) error
+
 	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
 	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error
 	MemcpyDtoD(dst, src Ptr, n uint64, s Stream, async bool) error
@@ -316,6 +347,21 @@ type Context interface {
 	GraphLaunch(e GraphExec, s Stream) error
 	GraphExecDestroy(e GraphExec) error
 	GraphDestroy(g Graph) error
+	// Graphs node by node. GraphCreate makes an empty graph; GraphNodes
+	// lists its nodes (roots: only those without dependencies), in the
+	// order they were added or captured; GraphNodeType is a node's
+	// CUgraphNodeType (GraphNode*). Each GraphAdd*Node adds a node after
+	// deps (nodes of g). A kernel node's params are packed as for Launch
+	// (cfg.Stream unused); a memcpy node's host memory (GraphCopy) must
+	// stay mapped until every graph and executable graph holding it is
+	// destroyed, and should be HostRegister'ed memory.
+	GraphCreate() (Graph, error)
+	GraphNodes(g Graph, roots bool) ([]GraphNode, error)
+	GraphNodeType(n GraphNode) (int, error)
+	GraphAddKernelNode(g Graph, deps []GraphNode, f Function, cfg LaunchConfig, params []byte) (GraphNode, error)
+	GraphAddMemcpyNode(g Graph, deps []GraphNode, cp GraphCopy) (GraphNode, error)
+	GraphAddMemsetNode(g Graph, deps []GraphNode, dst Ptr, value uint32, elemSize int, width, height, pitch uint64) (GraphNode, error)
+	GraphAddEmptyNode(g Graph, deps []GraphNode) (GraphNode, error)
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

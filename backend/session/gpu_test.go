@@ -449,6 +449,7 @@ func TestGPUMemAllocAsync(t *testing.T)    { testMemAllocAsync(t, opts{drv: gpuD
 func TestGPUMemPools(t *testing.T)         { testMemPools(t, opts{drv: gpuDriver(t)}) }
 func TestGPUStreamAttributes(t *testing.T) { testStreamAttributes(t, opts{drv: gpuDriver(t)}) }
 func TestGPUVirtualMemory(t *testing.T)    { testVirtualMemory(t, opts{drv: gpuDriver(t)}) }
+func TestGPUArrays(t *testing.T)           { testArrays(t, opts{drv: gpuDriver(t)}) }
 func TestGPUVirtualMemoryReleased(t *testing.T) {
 	testVirtualMemoryReleased(t, opts{drv: gpuDriver(t)})
 }

@@ -91,6 +91,15 @@ var unservedAttrs = []int{
 	105, // HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED
 	110, // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: no RDMA into a VM's memory
 	119, // MEMPOOL_SUPPORTED_HANDLE_TYPES: a pool's export handle types (bits), none
+	// Managed memory is not served (docs/ARCHITECTURE.md, "Managed
+	// memory"): cuMemAllocManaged answers CUDA_ERROR_NOT_SUPPORTED, and the
+	// guest sees a device without it, so runtimes and libraries take their
+	// cudaMalloc paths.
+	83,  // MANAGED_MEMORY
+	88,  // PAGEABLE_MEMORY_ACCESS: the GPU cannot read a guest's pageable memory
+	89,  // CONCURRENT_MANAGED_ACCESS
+	100, // PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES
+	101, // DIRECT_MANAGED_MEM_ACCESS_FROM_HOST
 }
 
 func driverGetVersion(s *Session, c *call, _ *protocol.Empty) (protocol.VersionReply, error) {

@@ -171,6 +171,12 @@ if start_server; then
 				fail "host mode, staged copies with VGPU_STAGING_THREADS=$n: $(grep FAIL "$T/staged-$n.out" | head -3 | tr '\n' ' ')"
 			fi
 		done
+		# batches sent from the first queued call on (1, 2, 4, ... calls)
+		if VGPU_BATCH_FIRST=1 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/batch1.out" 2>&1; then
+			pass "host mode (sim), VGPU_BATCH_FIRST=1: bursts sent in batches of 1, 2, 4, ..."
+		else
+			fail "host mode with VGPU_BATCH_FIRST=1: $(grep FAIL "$T/batch1.out" | head -3 | tr '\n' ' ')"
+		fi
 		# the same with pinned memory inline (an older backend, or VGPU_HOST_SHARE=0)
 		if VGPU_HOST_SHARE=0 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/noshare.out" 2>&1; then
 			pass "host mode (sim), VGPU_HOST_SHARE=0: pinned memory inline, no zero-copy"
