@@ -96,6 +96,13 @@ const (
 	OpGraphLaunch        Opcode = 0x0705
 	OpGraphExecDestroy   Opcode = 0x0706
 	OpGraphDestroy       Opcode = 0x0707
+	OpGraphCreate        Opcode = 0x0708
+	OpGraphGetNodes      Opcode = 0x0709
+	OpGraphNodeGetType   Opcode = 0x070a
+	OpGraphAddKernelNode Opcode = 0x070b
+	OpGraphAddMemcpyNode Opcode = 0x070c
+	OpGraphAddMemsetNode Opcode = 0x070d
+	OpGraphAddEmptyNode  Opcode = 0x070e
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

@@ -687,6 +687,100 @@ type GraphLaunchReq struct {
 	Stream uint64
 }
 
+// GraphCreateReq makes an empty graph on a device (GRAPH_CREATE:
+// cuGraphCreate; Flags must be 0, as cuda.h defines none).
+type GraphCreateReq struct {
+	Device uint32
+	Flags  uint32
+}
+
+// GraphNodesReq lists a graph's nodes (GRAPH_GET_NODES: cuGraphGetNodes,
+// or its root nodes, cuGraphGetRootNodes, when Roots is 1), from node
+// First on.
+type GraphNodesReq struct {
+	Graph uint64
+	Roots uint32
+	First uint32
+}
+
+// GraphNodesReply answers GRAPH_GET_NODES: the graph has Total nodes (of
+// the kind asked); Count node handles (uint64 each) follow from First on,
+// at most MaxGraphNodeList of them (ask again from First+Count for more).
+type GraphNodesReply struct {
+	Total uint32
+	Count uint32
+}
+
+// MaxGraphNodeList bounds the node handles one GraphNodesReply carries.
+const MaxGraphNodeList = 4096
+
+// GraphNodeTypeReply answers GRAPH_NODE_GET_TYPE: a CUgraphNodeType
+// (0 kernel, 1 memcpy, 2 memset, 3 host, 4 child graph, 5 empty, 6 wait
+// event, 7 event record, ...).
+type GraphNodeTypeReply struct {
+	Type uint32
+	Pad0 uint32
+}
+
+// MaxGraphDeps bounds the dependencies of one added node.
+const MaxGraphDeps = 1024
+
+// GraphAddKernelNodeReq adds a kernel node (GRAPH_ADD_KERNEL_NODE:
+// cuGraphAddKernelNode). The tail holds NumDeps node handles (uint64
+// each), then the packed parameter block of Launch.ParamSize bytes, laid
+// out as for LAUNCH_KERNEL; Launch.Stream is unused (0).
+type GraphAddKernelNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Pad0    uint32
+	Launch  LaunchReq
+}
+
+// Directions of a graph memcpy node (GraphAddMemcpyNodeReq.Dir).
+const (
+	GraphCopyHtoD uint32 = 1 // Host (a registered region) to Dst
+	GraphCopyDtoH uint32 = 2 // Src to Host (a registered region)
+	GraphCopyDtoD uint32 = 3 // Src to Dst, Size bytes
+)
+
+// GraphAddMemcpyNodeReq adds a 1D memcpy node (GRAPH_ADD_MEMCPY_NODE:
+// cuGraphAddMemcpyNode). Host memory must be pinned: Host is a BufRegion
+// (a registration's id, offset and length) for GraphCopyHtoD and
+// GraphCopyDtoH, and its Len is the copy's size; GraphCopyDtoD uses Size.
+// The tail holds NumDeps node handles.
+type GraphAddMemcpyNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Dir     uint32
+	Dst     uint64
+	Src     uint64
+	Size    uint64
+	Host    BufRef
+}
+
+// GraphAddMemsetNodeReq adds a memset node (GRAPH_ADD_MEMSET_NODE:
+// cuGraphAddMemsetNode): Height rows (0 or 1: one) of Width elements of
+// ElemSize bytes, Pitch bytes apart. The tail holds NumDeps node handles.
+type GraphAddMemsetNodeReq struct {
+	Graph    uint64
+	NumDeps  uint32
+	ElemSize uint32
+	Dst      uint64
+	Value    uint32
+	Pad0     uint32
+	Width    uint64
+	Height   uint64
+	Pitch    uint64
+}
+
+// GraphAddEmptyNodeReq adds an empty node (GRAPH_ADD_EMPTY_NODE:
+// cuGraphAddEmptyNode). The tail holds NumDeps node handles.
+type GraphAddEmptyNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Pad0    uint32
+}
+
 // MemAllocAsyncReq allocates device memory in stream order
 // (MEM_ALLOC_ASYNC: cuMemAllocAsync, from the device's default pool).
 type MemAllocAsyncReq struct {

@@ -310,6 +310,30 @@ var Ops = []OpInfo{
 		Symbols: []string{"cuGraphDestroy"}, Device: "GraphDestroy",
 		Handler: "do(graphDestroy)", Unchecked: "a handle",
 		Stubs: []CStub{{Symbol: "cuGraphDestroy", Params: []CParam{{C: "CUgraph hGraph", Field: "Handle", Kind: InHandle}}}}},
+	// Graphs built node by node (issue 16): node handles are the
+	// session's, each of one graph; host memory in a memcpy node must be a
+	// registered region (pinned memory), never a guest address.
+	{Op: 0x0708, Name: "GRAPH_CREATE", Req: GraphCreateReq{}, Reply: HandleReply{Handle: 3}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphCreate"}, Device: "GraphCreate",
+		Handler: "reply(graphCreate)", Check: "checkGraphCreate"},
+	{Op: 0x0709, Name: "GRAPH_GET_NODES", Req: GraphNodesReq{Graph: 3}, Reply: GraphNodesReply{Total: 1, Count: 1}, ReplyTail: TailBytes, Shape: ShapeSync,
+		Symbols: []string{"cuGraphGetNodes", "cuGraphGetRootNodes"}, Device: "GraphNodes",
+		Handler: "do(graphGetNodes)", Check: "checkGraphNodes"},
+	{Op: 0x070a, Name: "GRAPH_NODE_GET_TYPE", Req: HandleReq{Handle: 6}, Reply: GraphNodeTypeReply{Type: 1}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphNodeGetType"}, Device: "GraphNodeType",
+		Handler: "reply(graphNodeGetType)", Unchecked: "a node handle"},
+	{Op: 0x070b, Name: "GRAPH_ADD_KERNEL_NODE", Req: GraphAddKernelNodeReq{Graph: 3, Launch: LaunchReq{Func: 5, GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}}, ReqTail: TailBytes, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphAddKernelNode", "cuGraphAddKernelNode_v2"}, Device: "GraphAddKernelNode",
+		Handler: "reply(graphAddKernelNode)", Check: "checkGraphAddKernelNode"},
+	{Op: 0x070c, Name: "GRAPH_ADD_MEMCPY_NODE", Req: GraphAddMemcpyNodeReq{Graph: 3, Dir: GraphCopyDtoH, Src: 0x7f0000000000, Host: BufRef{Kind: BufRegion, Region: 7, Len: 4096}}, ReqTail: TailBytes, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphAddMemcpyNode"}, Device: "GraphAddMemcpyNode",
+		Handler: "reply(graphAddMemcpyNode)", Check: "checkGraphAddMemcpyNode"},
+	{Op: 0x070d, Name: "GRAPH_ADD_MEMSET_NODE", Req: GraphAddMemsetNodeReq{Graph: 3, ElemSize: 4, Dst: 0x7f0000000000, Width: 1024, Height: 1}, ReqTail: TailBytes, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphAddMemsetNode"}, Device: "GraphAddMemsetNode",
+		Handler: "reply(graphAddMemsetNode)", Check: "checkGraphAddMemsetNode"},
+	{Op: 0x070e, Name: "GRAPH_ADD_EMPTY_NODE", Req: GraphAddEmptyNodeReq{Graph: 3}, ReqTail: TailBytes, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphAddEmptyNode"}, Device: "GraphAddEmptyNode",
+		Handler: "reply(graphAddEmptyNode)", Check: "checkGraphDeps"},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

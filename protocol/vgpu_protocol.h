@@ -67,6 +67,11 @@ typedef float vgpu_f32;
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
 #define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
+#define VGPU_MAX_GRAPH_NODE_LIST 0x1000u
+#define VGPU_MAX_GRAPH_DEPS 0x400u
+#define VGPU_GRAPH_COPY_HTOD 0x1u
+#define VGPU_GRAPH_COPY_DTOH 0x2u
+#define VGPU_GRAPH_COPY_DTOD 0x3u
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
 #define VGPU_OUTPUT_STDOUT 0x1u
@@ -182,6 +187,13 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_LAUNCH 0x0705u
 #define VGPU_OP_GRAPH_EXEC_DESTROY 0x0706u
 #define VGPU_OP_GRAPH_DESTROY 0x0707u
+#define VGPU_OP_GRAPH_CREATE 0x0708u
+#define VGPU_OP_GRAPH_GET_NODES 0x0709u
+#define VGPU_OP_GRAPH_NODE_GET_TYPE 0x070au
+#define VGPU_OP_GRAPH_ADD_KERNEL_NODE 0x070bu
+#define VGPU_OP_GRAPH_ADD_MEMCPY_NODE 0x070cu
+#define VGPU_OP_GRAPH_ADD_MEMSET_NODE 0x070du
+#define VGPU_OP_GRAPH_ADD_EMPTY_NODE 0x070eu
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -1165,6 +1177,102 @@ _Static_assert(sizeof(struct vgpu_graph_launch_req) == 16, "vgpu_graph_launch_re
 _Static_assert(offsetof(struct vgpu_graph_launch_req, exec) == 0, "vgpu_graph_launch_req.exec");
 _Static_assert(offsetof(struct vgpu_graph_launch_req, stream) == 8, "vgpu_graph_launch_req.stream");
 
+struct vgpu_graph_create_req {
+	uint32_t device;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct vgpu_graph_create_req) == 8, "vgpu_graph_create_req size");
+_Static_assert(offsetof(struct vgpu_graph_create_req, device) == 0, "vgpu_graph_create_req.device");
+_Static_assert(offsetof(struct vgpu_graph_create_req, flags) == 4, "vgpu_graph_create_req.flags");
+
+struct vgpu_graph_nodes_req {
+	uint64_t graph;
+	uint32_t roots;
+	uint32_t first;
+};
+_Static_assert(sizeof(struct vgpu_graph_nodes_req) == 16, "vgpu_graph_nodes_req size");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, graph) == 0, "vgpu_graph_nodes_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, roots) == 8, "vgpu_graph_nodes_req.roots");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, first) == 12, "vgpu_graph_nodes_req.first");
+
+struct vgpu_graph_nodes_reply {
+	uint32_t total;
+	uint32_t count;
+};
+_Static_assert(sizeof(struct vgpu_graph_nodes_reply) == 8, "vgpu_graph_nodes_reply size");
+_Static_assert(offsetof(struct vgpu_graph_nodes_reply, total) == 0, "vgpu_graph_nodes_reply.total");
+_Static_assert(offsetof(struct vgpu_graph_nodes_reply, count) == 4, "vgpu_graph_nodes_reply.count");
+
+struct vgpu_graph_node_type_reply {
+	uint32_t type;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_type_reply) == 8, "vgpu_graph_node_type_reply size");
+_Static_assert(offsetof(struct vgpu_graph_node_type_reply, type) == 0, "vgpu_graph_node_type_reply.type");
+_Static_assert(offsetof(struct vgpu_graph_node_type_reply, pad0) == 4, "vgpu_graph_node_type_reply.pad0");
+
+struct vgpu_graph_add_kernel_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t pad0;
+	struct vgpu_launch_req launch;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_kernel_node_req) == 64, "vgpu_graph_add_kernel_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, graph) == 0, "vgpu_graph_add_kernel_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, num_deps) == 8, "vgpu_graph_add_kernel_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, pad0) == 12, "vgpu_graph_add_kernel_node_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, launch) == 16, "vgpu_graph_add_kernel_node_req.launch");
+
+struct vgpu_graph_add_memcpy_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t dir;
+	uint64_t dst;
+	uint64_t src;
+	uint64_t size;
+	struct vgpu_buf_ref host;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_memcpy_node_req) == 72, "vgpu_graph_add_memcpy_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, graph) == 0, "vgpu_graph_add_memcpy_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, num_deps) == 8, "vgpu_graph_add_memcpy_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, dir) == 12, "vgpu_graph_add_memcpy_node_req.dir");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, dst) == 16, "vgpu_graph_add_memcpy_node_req.dst");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, src) == 24, "vgpu_graph_add_memcpy_node_req.src");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, size) == 32, "vgpu_graph_add_memcpy_node_req.size");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, host) == 40, "vgpu_graph_add_memcpy_node_req.host");
+
+struct vgpu_graph_add_memset_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t elem_size;
+	uint64_t dst;
+	uint32_t value;
+	uint32_t pad0;
+	uint64_t width;
+	uint64_t height;
+	uint64_t pitch;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_memset_node_req) == 56, "vgpu_graph_add_memset_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, graph) == 0, "vgpu_graph_add_memset_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, num_deps) == 8, "vgpu_graph_add_memset_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, elem_size) == 12, "vgpu_graph_add_memset_node_req.elem_size");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, dst) == 16, "vgpu_graph_add_memset_node_req.dst");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, value) == 24, "vgpu_graph_add_memset_node_req.value");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, pad0) == 28, "vgpu_graph_add_memset_node_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, width) == 32, "vgpu_graph_add_memset_node_req.width");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, height) == 40, "vgpu_graph_add_memset_node_req.height");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, pitch) == 48, "vgpu_graph_add_memset_node_req.pitch");
+
+struct vgpu_graph_add_empty_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_empty_node_req) == 16, "vgpu_graph_add_empty_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, graph) == 0, "vgpu_graph_add_empty_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, num_deps) == 8, "vgpu_graph_add_empty_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, pad0) == 12, "vgpu_graph_add_empty_node_req.pad0");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1311,6 +1419,13 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_LAUNCH: return "GRAPH_LAUNCH";
 	case VGPU_OP_GRAPH_EXEC_DESTROY: return "GRAPH_EXEC_DESTROY";
 	case VGPU_OP_GRAPH_DESTROY: return "GRAPH_DESTROY";
+	case VGPU_OP_GRAPH_CREATE: return "GRAPH_CREATE";
+	case VGPU_OP_GRAPH_GET_NODES: return "GRAPH_GET_NODES";
+	case VGPU_OP_GRAPH_NODE_GET_TYPE: return "GRAPH_NODE_GET_TYPE";
+	case VGPU_OP_GRAPH_ADD_KERNEL_NODE: return "GRAPH_ADD_KERNEL_NODE";
+	case VGPU_OP_GRAPH_ADD_MEMCPY_NODE: return "GRAPH_ADD_MEMCPY_NODE";
+	case VGPU_OP_GRAPH_ADD_MEMSET_NODE: return "GRAPH_ADD_MEMSET_NODE";
+	case VGPU_OP_GRAPH_ADD_EMPTY_NODE: return "GRAPH_ADD_EMPTY_NODE";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

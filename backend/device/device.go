@@ -41,6 +41,8 @@ type (
 	Graph uintptr
 	// GraphExec is an instantiated graph (CUgraphExec).
 	GraphExec uintptr
+	// GraphNode is a node of a graph (CUgraphNode).
+	GraphNode uintptr
 	// MemPool is a memory pool (CUmemoryPool); DefaultPool (0) is the
 	// device's default pool.
 	MemPool uintptr
@@ -137,6 +139,28 @@ type LaunchConfig struct {
 func (c *LaunchConfig) HasCluster() bool {
 	return c.Cluster != [3]uint32{} || c.ClusterPolicy != 0
 }
+
+// GraphCopy is a 1D copy of a graph memcpy node: from SrcHost (host
+// memory) or Src (device memory) to DstHost or Dst, N bytes (the length of
+// the host slice when there is one).
+type GraphCopy struct {
+	Dst, Src         Ptr
+	DstHost, SrcHost []byte
+	N                uint64
+}
+
+// CUgraphNodeType (cuda.h) values the devices report.
+const (
+	GraphNodeKernel      = 0
+	GraphNodeMemcpy      = 1
+	GraphNodeMemset      = 2
+	GraphNodeHost        = 3
+	GraphNodeEmpty       = 5
+	GraphNodeWaitEvent   = 6
+	GraphNodeEventRecord = 7
+	GraphNodeMemAlloc    = 10
+	GraphNodeMemFree     = 11
+)
 
 // AllocProp is a CUmemAllocationProp for memory on the context's device,
 // as cuMemGetAllocationGranularity takes it (cuda.h numbering).
@@ -288,6 +312,21 @@ type Context interface {
 	GraphLaunch(e GraphExec, s Stream) error
 	GraphExecDestroy(e GraphExec) error
 	GraphDestroy(g Graph) error
+	// Graphs node by node. GraphCreate makes an empty graph; GraphNodes
+	// lists its nodes (roots: only those without dependencies), in the
+	// order they were added or captured; GraphNodeType is a node's
+	// CUgraphNodeType (GraphNode*). Each GraphAdd*Node adds a node after
+	// deps (nodes of g). A kernel node's params are packed as for Launch
+	// (cfg.Stream unused); a memcpy node's host memory (GraphCopy) must
+	// stay mapped until every graph and executable graph holding it is
+	// destroyed, and should be HostRegister'ed memory.
+	GraphCreate() (Graph, error)
+	GraphNodes(g Graph, roots bool) ([]GraphNode, error)
+	GraphNodeType(n GraphNode) (int, error)
+	GraphAddKernelNode(g Graph, deps []GraphNode, f Function, cfg LaunchConfig, params []byte) (GraphNode, error)
+	GraphAddMemcpyNode(g Graph, deps []GraphNode, cp GraphCopy) (GraphNode, error)
+	GraphAddMemsetNode(g Graph, deps []GraphNode, dst Ptr, value uint32, elemSize int, width, height, pitch uint64) (GraphNode, error)
+	GraphAddEmptyNode(g Graph, deps []GraphNode) (GraphNode, error)
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

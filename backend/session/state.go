@@ -101,8 +101,10 @@ type streamObj struct {
 	work     uint64
 	seen     uint64
 	ev       device.Event
-	// capturing: the guest began a capture on it (handlers_graph.go).
-	capturing bool
+	// capturing: the guest began a capture on it (handlers_graph.go);
+	// capRegions: the pinned memory its captured copies use.
+	capturing  bool
+	capRegions []*region
 }
 
 type eventObj struct {
@@ -142,6 +144,7 @@ type state struct {
 	// captures counts its streams that are capturing.
 	graphs   map[uint64]*graphObj
 	execs    map[uint64]*execObj
+	nodes    map[uint64]*nodeObj
 	captures int
 	// The virtual-memory API (handlers_vmm.go): reservations by base,
 	// physical memory by handle, mappings by base.
@@ -168,6 +171,7 @@ func (st *state) init() {
 	st.dirty = map[int]map[*streamObj]struct{}{}
 	st.graphs = map[uint64]*graphObj{}
 	st.execs = map[uint64]*execObj{}
+	st.nodes = map[uint64]*nodeObj{}
 	st.reserves = map[uint64]*reserveObj{}
 	st.phys = map[uint64]*physObj{}
 	st.maps = map[uint64]*mappingObj{}

@@ -694,6 +694,83 @@ func checkMemSetAccess(s *Session, c *call, r *protocol.MemSetAccessReq) error {
 	return nil
 }
 
+func checkGraphCreate(s *Session, c *call, r *protocol.GraphCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags != 0 {
+		return invalid(c, "graph flags %#x (none defined)", r.Flags)
+	}
+	return nil
+}
+
+func checkGraphNodes(s *Session, c *call, r *protocol.GraphNodesReq) error {
+	if r.Roots > 1 {
+		return invalid(c, "roots %d (0 every node, 1 the root nodes)", r.Roots)
+	}
+	return nil
+}
+
+// checkDepsTail checks that a node's tail holds its numDeps dependencies
+// and extra more bytes, exactly.
+func checkDepsTail[Req any](c *call, numDeps uint32, extra uint64) error {
+	if numDeps > protocol.MaxGraphDeps {
+		return invalid(c, "%d dependencies (at most %d)", numDeps, protocol.MaxGraphDeps)
+	}
+	_, t, _ := protocol.Decode[Req](c.f.Payload)
+	tail := uint64(len(t))
+	if want := uint64(numDeps)*8 + extra; tail != want {
+		return invalid(c, "a tail of %d bytes: %d dependencies and %d bytes of parameters take %d", tail, numDeps, extra, want)
+	}
+	return nil
+}
+
+func checkGraphDeps(s *Session, c *call, r *protocol.GraphAddEmptyNodeReq) error {
+	return checkDepsTail[protocol.GraphAddEmptyNodeReq](c, r.NumDeps, 0)
+}
+
+func checkGraphAddKernelNode(s *Session, c *call, r *protocol.GraphAddKernelNodeReq) error {
+	if r.Launch.Stream != 0 {
+		return invalid(c, "a kernel node names no stream (got %#x)", r.Launch.Stream)
+	}
+	if err := checkLaunch(s, c, &r.Launch); err != nil {
+		return err
+	}
+	return checkDepsTail[protocol.GraphAddKernelNodeReq](c, r.NumDeps, uint64(r.Launch.ParamSize))
+}
+
+func checkGraphAddMemcpyNode(s *Session, c *call, r *protocol.GraphAddMemcpyNodeReq) error {
+	switch r.Dir {
+	case protocol.GraphCopyHtoD, protocol.GraphCopyDtoH:
+		if r.Host.Kind != protocol.BufRegion {
+			return errPageable(c.f.Opcode.String())
+		}
+		if r.Host.Len == 0 || r.Size != 0 {
+			return invalid(c, "a host copy of %d bytes (Host.Len) with Size %d (want 0)", r.Host.Len, r.Size)
+		}
+		if err := checkBufRef(s, c, r.Host, protocol.BufRegion); err != nil {
+			return err
+		}
+	case protocol.GraphCopyDtoD:
+		if r.Host.Kind != protocol.BufNone || r.Size == 0 {
+			return invalid(c, "a device-to-device copy of %d bytes with a host buffer of kind %d", r.Size, r.Host.Kind)
+		}
+	default:
+		return invalid(c, "copy direction %d (1 host to device, 2 device to host, 3 device to device)", r.Dir)
+	}
+	return checkDepsTail[protocol.GraphAddMemcpyNodeReq](c, r.NumDeps, 0)
+}
+
+func checkGraphAddMemsetNode(s *Session, c *call, r *protocol.GraphAddMemsetNodeReq) error {
+	if r.ElemSize != 1 && r.ElemSize != 2 && r.ElemSize != 4 {
+		return invalid(c, "element size %d (want 1, 2 or 4)", r.ElemSize)
+	}
+	if r.Width == 0 {
+		return invalid(c, "a memset node of width 0")
+	}
+	return checkDepsTail[protocol.GraphAddMemsetNodeReq](c, r.NumDeps, 0)
+}
+
 func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {
 	if err := checkDevice(s, c, r.Device); err != nil {
 		return err

@@ -132,6 +132,16 @@ int cuGraphLaunch(void *, CUstream);
 int cuGraphExecDestroy(void *);
 int cuGraphDestroy(void *);
 int cuGraphInstantiate_v2(void **, void *, void **, char *, size_t);
+int cuGraphCreate(void **, unsigned);
+int cuGraphGetNodes(void *, void **, size_t *);
+int cuGraphGetRootNodes(void *, void **, size_t *);
+int cuGraphNodeGetType(void *, int *);
+int cuGraphAddKernelNode(void **, void *, void *const *, size_t, const void *);
+int cuGraphAddKernelNode_v2(void **, void *, void *const *, size_t, const void *);
+int cuGraphAddMemcpyNode(void **, void *, void *const *, size_t, const void *, CUcontext);
+int cuGraphAddMemsetNode(void **, void *, void *const *, size_t, const void *, CUcontext);
+int cuGraphAddEmptyNode(void **, void *, void *const *, size_t);
+int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
 int cuMemcpyDtoDAsync_v2(unsigned long long, unsigned long long, size_t, CUstream);
@@ -1060,6 +1070,161 @@ static void test_driver_capture(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* CUDA_MEMCPY3D, CUDA_MEMSET_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h). */
+struct t_memcpy3d_side {
+	size_t x, y, z, lod;
+	int type;
+	const void *host;
+	unsigned long long dev;
+	void *array, *reserved;
+	size_t pitch, height;
+};
+struct t_memcpy3d {
+	struct t_memcpy3d_side src, dst;
+	size_t width, height, depth;
+};
+struct t_memset_params {
+	unsigned long long dst;
+	size_t pitch;
+	unsigned value, elem;
+	size_t width, height;
+};
+struct t_kernel_params {
+	void *func;
+	unsigned grid[3], block[3], smem;
+	void **params, **extra;
+	void *kern, *ctx;
+};
+
+/* A 1D copy of n bytes: host (type 1) or device (2) on either side. */
+static struct t_memcpy3d t_copy(int stype, const void *sh, unsigned long long sd, int dtype, const void *dh,
+				unsigned long long dd, size_t n)
+{
+	struct t_memcpy3d c;
+	memset(&c, 0, sizeof c);
+	c.src.type = stype;
+	c.src.host = sh;
+	c.src.dev = sd;
+	c.dst.type = dtype;
+	c.dst.host = dh;
+	c.dst.dev = dd;
+	c.width = n;
+	c.height = c.depth = 1;
+	return c;
+}
+
+/* Graphs built node by node, and copies to pinned memory captured: the
+ * nodes run on the host at each launch; pageable memory in a node is
+ * refused (CUDA_ERROR_NOT_SUPPORTED). */
+static void test_driver_graph_nodes(void)
+{
+	int dev, type = -1;
+	CUcontext ctx;
+	CUstream s;
+	unsigned long long p;
+	uint8_t *h;
+	uint8_t pageable[64], want[64];
+	void *g, *x, *fn, *in, *set, *kn, *join, *out, *nodes[8];
+	CUmodule mod;
+	size_t n;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemAlloc_v2(&p, 256));
+	OK(cuMemHostAlloc((void **)&h, 4096, 0));
+	OK(cuModuleLoadData(&mod, ptx));
+	OK(cuModuleGetFunction(&fn, mod, "scale"));
+
+	OK(cuGraphCreate(&g, 0));
+	CHECK(cuGraphCreate(&g, 1) == 1);
+	memset(h, 0x11, 64);
+	struct t_memcpy3d c = t_copy(1, h, 0, 2, NULL, p, 64);
+	if (!expect_zero_copy()) {
+		/* pinned memory the backend does not hold: inline
+		 * (VGPU_HOST_SHARE=0: 801), or the fake guest driver's regions,
+		 * which only it knows (the backend answers 1) */
+		int rc = cuGraphAddMemcpyNode(&in, g, NULL, 0, &c, ctx);
+		CHECK(rc == (getenv("VGPU_TRANSPORT") ? 801 : 1));
+		c = t_copy(2, NULL, p, 2, NULL, p + 128, 64);
+		OK(cuGraphAddMemcpyNode(&in, g, NULL, 0, &c, ctx));
+		OK(cuGraphNodeGetType(in, &type));
+		CHECK(type == 1);
+		OK(cuGraphDestroy(g));
+		goto done;
+	}
+	OK(cuGraphAddMemcpyNode(&in, g, NULL, 0, &c, ctx));
+	struct t_memset_params m = {.dst = p + 8, .value = 0x22, .elem = 1, .width = 8, .height = 1};
+	OK(cuGraphAddMemsetNode(&set, g, &in, 1, &m, ctx));
+	float a = 2.0f;
+	unsigned cnt = 16;
+	void *args[] = {&p, &a, &cnt};
+	struct t_kernel_params k = {.func = fn, .grid = {1, 1, 1}, .block = {32, 1, 1}, .params = args};
+	OK(cuGraphAddKernelNode(&kn, g, &set, 1, &k));
+	void *both[] = {set, kn};
+	OK(cuGraphAddEmptyNode(&join, g, both, 2));
+	c = t_copy(2, NULL, p, 1, h + 1024, 0, 64);
+	OK(cuGraphAddMemcpyNode(&out, g, &join, 1, &c, ctx));
+	OK(cuGraphGetNodes(g, NULL, &n));
+	CHECK(n == 5);
+	n = 8;
+	OK(cuGraphGetNodes(g, nodes, &n));
+	CHECK(n == 5 && nodes[0] == in && nodes[4] == out && nodes[5] == NULL);
+	n = 8;
+	OK(cuGraphGetRootNodes(g, nodes, &n));
+	CHECK(n == 1 && nodes[0] == in);
+	OK(cuGraphNodeGetType(set, &type));
+	CHECK(type == 2);
+	OK(cuGraphNodeGetType(kn, &type));
+	CHECK(type == 0);
+	/* pageable memory, a foreign dependency, a NULL dependency: refused */
+	c = t_copy(1, pageable, 0, 2, NULL, p, 64);
+	CHECK(cuGraphAddMemcpyNode(&x, g, NULL, 0, &c, ctx) == 801);
+	void *bad[] = {(void *)(uintptr_t)0x9999};
+	CHECK(cuGraphAddEmptyNode(&x, g, bad, 1) == 1);
+	void *null_dep[] = {NULL};
+	CHECK(cuGraphAddEmptyNode(&x, g, null_dep, 1) == 1);
+	CHECK(cuGraphAddEmptyNode(&x, g, NULL, 1) == 1);
+
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	memcpy(want, h, 64);
+	memset(want + 8, 0x22, 8);
+	for (int i = 0; i < 2; i++) {
+		memset(h + 1024, 0xee, 64);
+		OK(cuGraphLaunch(x, s));
+		OK(cuStreamSynchronize(s));
+		CHECK(!memcmp(h + 1024, want, 64));
+	}
+	OK(cuGraphExecDestroy(x));
+	OK(cuGraphDestroy(g));
+
+	/* a capture holds copies to pinned memory; its nodes are listed */
+	OK(cuStreamBeginCapture_v2(s, 0));
+	OK(cuMemsetD8Async(p, 0x55, 32, s));
+	OK(cuMemcpyDtoHAsync_v2(h + 2048, p, 32, s));
+	OK(cuStreamEndCapture(s, &g));
+	OK(cuGraphGetNodes(g, NULL, &n));
+	CHECK(n == 2);
+	n = 2;
+	OK(cuGraphGetNodes(g, nodes, &n));
+	OK(cuGraphNodeGetType(nodes[1], &type));
+	CHECK(type == 1);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	memset(h + 2048, 0, 32);
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	memset(want, 0x55, 32);
+	CHECK(!memcmp(h + 2048, want, 32));
+	OK(cuGraphExecDestroy(x));
+	OK(cuGraphDestroy(g));
+done:
+	OK(cuModuleUnload(mod));
+	OK(cuMemFreeHost(h));
+	OK(cuStreamDestroy_v2(s));
+	OK(cuMemFree_v2(p));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* Stream-ordered allocation from the default pool, on the host. */
 static void test_driver_mempool(void)
 {
@@ -1370,6 +1535,7 @@ static const struct {
 	{"driver_api", test_driver_api},
 	{"export_tables", test_export_tables},
 	{"driver_capture", test_driver_capture},
+	{"driver_graph_nodes", test_driver_graph_nodes},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
 	{"driver_arrays", test_driver_arrays},

@@ -125,6 +125,18 @@ type lib struct {
 	cuGraphExecDestroy   func(e uintptr) int32
 	cuGraphDestroy       func(g uintptr) int32
 
+	// Graphs node by node (graph_unsafe.go). cuGraphAddKernelNode binds
+	// the driver's newest ABI (_v2 on CUDA 12+, whose parameter struct
+	// extends the first one's).
+	cuGraphCreate        func(g *uintptr, flags uint32) int32
+	cuGraphGetNodes      func(g uintptr, nodes *uintptr, n *uintptr) int32
+	cuGraphGetRootNodes  func(g uintptr, nodes *uintptr, n *uintptr) int32
+	cuGraphNodeGetType   func(n uintptr, t *int32) int32
+	cuGraphAddKernelNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer) int32
+	cuGraphAddMemcpyNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer, ctx uintptr) int32
+	cuGraphAddMemsetNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer, ctx uintptr) int32
+	cuGraphAddEmptyNode  func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr) int32
+
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
 }
@@ -232,6 +244,10 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuStreamBeginCapture, "cuStreamBeginCapture"}, {&l.cuStreamEndCapture, "cuStreamEndCapture"},
 		{&l.cuStreamIsCapturing, "cuStreamIsCapturing"}, {&l.cuGraphInstantiate, "cuGraphInstantiateWithFlags"},
 		{&l.cuGraphLaunch, "cuGraphLaunch"}, {&l.cuGraphExecDestroy, "cuGraphExecDestroy"}, {&l.cuGraphDestroy, "cuGraphDestroy"},
+		{&l.cuGraphCreate, "cuGraphCreate"}, {&l.cuGraphGetNodes, "cuGraphGetNodes"}, {&l.cuGraphGetRootNodes, "cuGraphGetRootNodes"},
+		{&l.cuGraphNodeGetType, "cuGraphNodeGetType"}, {&l.cuGraphAddKernelNode, "cuGraphAddKernelNode"},
+		{&l.cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode"}, {&l.cuGraphAddMemsetNode, "cuGraphAddMemsetNode"},
+		{&l.cuGraphAddEmptyNode, "cuGraphAddEmptyNode"},
 	}
 }
 

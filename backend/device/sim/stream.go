@@ -133,7 +133,7 @@ func (c *Context) submit(op string, h device.Stream, fn func()) (*stream, uint64
 	}
 	s.mu.Lock()
 	if s.cap != nil { // recorded, not run (graph.go)
-		s.cap.work = append(s.cap.work, fn)
+		s.cap.record(op, fn)
 		s.mu.Unlock()
 		return s, 0, nil
 	}
