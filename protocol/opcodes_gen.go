@@ -82,11 +82,14 @@ const (
 	OpLaunchKernel   Opcode = 0x0401
 	OpLaunchKernelEx Opcode = 0x0480
 
-	OpStreamCreate      Opcode = 0x0501
-	OpStreamDestroy     Opcode = 0x0502
-	OpStreamSynchronize Opcode = 0x0503
-	OpStreamQuery       Opcode = 0x0504
-	OpStreamWaitEvent   Opcode = 0x0505
+	OpStreamCreate         Opcode = 0x0501
+	OpStreamDestroy        Opcode = 0x0502
+	OpStreamSynchronize    Opcode = 0x0503
+	OpStreamQuery          Opcode = 0x0504
+	OpStreamWaitEvent      Opcode = 0x0505
+	OpStreamSetAttribute   Opcode = 0x0506
+	OpStreamGetAttribute   Opcode = 0x0507
+	OpStreamCopyAttributes Opcode = 0x0508
 
 	OpEventCreate      Opcode = 0x0601
 	OpEventDestroy     Opcode = 0x0602

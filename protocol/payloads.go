@@ -568,6 +568,47 @@ type StreamCreateReq struct {
 	Pad0     uint32
 }
 
+// AccessPolicyWindow is a CUaccessPolicyWindow: an L2 persistence hint
+// over [Base, Base+Bytes). HitRatio is a float32's bits; HitProp and
+// MissProp are CUaccessProperty (0 normal, 1 streaming, 2 persisting).
+type AccessPolicyWindow struct {
+	Base     uint64
+	Bytes    uint64
+	HitRatio uint32
+	HitProp  uint32
+	MissProp uint32
+	Pad0     uint32
+}
+
+// StreamAttrValue is the value of a stream attribute (CUstreamAttrValue):
+// Value for the integer ones (SYNCHRONIZATION_POLICY 3, PRIORITY 8 as an
+// int32's bits, MEM_SYNC_DOMAIN_MAP 9 as default | remote<<8,
+// MEM_SYNC_DOMAIN 10), Window for ACCESS_POLICY_WINDOW 1.
+type StreamAttrValue struct {
+	Value  uint32
+	Pad0   uint32
+	Window AccessPolicyWindow
+}
+
+// StreamAttrReq sets (STREAM_SET_ATTRIBUTE) or gets (STREAM_GET_ATTRIBUTE,
+// a zero value) attribute Attr (CUstreamAttrID) of a stream; Device is the
+// device of a default stream.
+type StreamAttrReq struct {
+	Stream uint64
+	Device uint32
+	Attr   uint32
+	Value  StreamAttrValue
+}
+
+// StreamCopyAttrReq copies Src's attributes to Dst (STREAM_COPY_ATTRIBUTES);
+// Device is a default stream's device.
+type StreamCopyAttrReq struct {
+	Dst    uint64
+	Src    uint64
+	Device uint32
+	Pad0   uint32
+}
+
 // StreamWaitEventReq makes a stream wait for an event.
 type StreamWaitEventReq struct {
 	Stream uint64

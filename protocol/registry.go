@@ -275,6 +275,15 @@ var Ops = []OpInfo{
 	{Op: 0x0505, Name: "STREAM_WAIT_EVENT", Req: StreamWaitEventReq{Stream: 1, Event: 2}, Reply: Empty{}, Shape: ShapeAsync,
 		Symbols: []string{"cuStreamWaitEvent", "cuStreamWaitEvent_ptsz"}, Device: "StreamWaitEvent",
 		Handler: "do(streamWaitEvent)", Check: "checkStreamWaitEvent"},
+	{Op: 0x0506, Name: "STREAM_SET_ATTRIBUTE", Req: StreamAttrReq{Stream: 1, Attr: 3, Value: StreamAttrValue{Value: 2}}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuStreamSetAttribute", "cuStreamSetAttribute_ptsz"}, Device: "StreamSetAttribute",
+		Handler: "do(streamSetAttribute)", Check: "checkStreamSetAttr"},
+	{Op: 0x0507, Name: "STREAM_GET_ATTRIBUTE", Req: StreamAttrReq{Stream: 1, Attr: 3}, Reply: StreamAttrValue{Value: 2}, Shape: ShapeSync,
+		Symbols: []string{"cuStreamGetAttribute", "cuStreamGetAttribute_ptsz"}, Device: "StreamGetAttribute",
+		Handler: "reply(streamGetAttribute)", Check: "checkStreamGetAttr"},
+	{Op: 0x0508, Name: "STREAM_COPY_ATTRIBUTES", Req: StreamCopyAttrReq{Dst: 1, Src: 5}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuStreamCopyAttributes", "cuStreamCopyAttributes_ptsz"}, Device: "StreamCopyAttributes",
+		Handler: "do(streamCopyAttributes)", Check: "checkStreamCopyAttr"},
 
 	// Events (0x06).
 	{Op: 0x0601, Name: "EVENT_CREATE", Req: EventCreateReq{}, Reply: HandleReply{Handle: 2}, Shape: ShapeSync,

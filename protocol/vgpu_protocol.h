@@ -180,6 +180,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_STREAM_SYNCHRONIZE 0x0503u
 #define VGPU_OP_STREAM_QUERY 0x0504u
 #define VGPU_OP_STREAM_WAIT_EVENT 0x0505u
+#define VGPU_OP_STREAM_SET_ATTRIBUTE 0x0506u
+#define VGPU_OP_STREAM_GET_ATTRIBUTE 0x0507u
+#define VGPU_OP_STREAM_COPY_ATTRIBUTES 0x0508u
 #define VGPU_OP_EVENT_CREATE 0x0601u
 #define VGPU_OP_EVENT_DESTROY 0x0602u
 #define VGPU_OP_EVENT_RECORD 0x0603u
@@ -1207,6 +1210,56 @@ _Static_assert(offsetof(struct vgpu_stream_wait_event_req, event) == 8, "vgpu_st
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, flags) == 16, "vgpu_stream_wait_event_req.flags");
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, pad0) == 20, "vgpu_stream_wait_event_req.pad0");
 
+struct vgpu_access_policy_window {
+	uint64_t base;
+	uint64_t bytes;
+	uint32_t hit_ratio;
+	uint32_t hit_prop;
+	uint32_t miss_prop;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_access_policy_window) == 32, "vgpu_access_policy_window size");
+_Static_assert(offsetof(struct vgpu_access_policy_window, base) == 0, "vgpu_access_policy_window.base");
+_Static_assert(offsetof(struct vgpu_access_policy_window, bytes) == 8, "vgpu_access_policy_window.bytes");
+_Static_assert(offsetof(struct vgpu_access_policy_window, hit_ratio) == 16, "vgpu_access_policy_window.hit_ratio");
+_Static_assert(offsetof(struct vgpu_access_policy_window, hit_prop) == 20, "vgpu_access_policy_window.hit_prop");
+_Static_assert(offsetof(struct vgpu_access_policy_window, miss_prop) == 24, "vgpu_access_policy_window.miss_prop");
+_Static_assert(offsetof(struct vgpu_access_policy_window, pad0) == 28, "vgpu_access_policy_window.pad0");
+
+struct vgpu_stream_attr_value {
+	uint32_t value;
+	uint32_t pad0;
+	struct vgpu_access_policy_window window;
+};
+_Static_assert(sizeof(struct vgpu_stream_attr_value) == 40, "vgpu_stream_attr_value size");
+_Static_assert(offsetof(struct vgpu_stream_attr_value, value) == 0, "vgpu_stream_attr_value.value");
+_Static_assert(offsetof(struct vgpu_stream_attr_value, pad0) == 4, "vgpu_stream_attr_value.pad0");
+_Static_assert(offsetof(struct vgpu_stream_attr_value, window) == 8, "vgpu_stream_attr_value.window");
+
+struct vgpu_stream_attr_req {
+	uint64_t stream;
+	uint32_t device;
+	uint32_t attr;
+	struct vgpu_stream_attr_value value;
+};
+_Static_assert(sizeof(struct vgpu_stream_attr_req) == 56, "vgpu_stream_attr_req size");
+_Static_assert(offsetof(struct vgpu_stream_attr_req, stream) == 0, "vgpu_stream_attr_req.stream");
+_Static_assert(offsetof(struct vgpu_stream_attr_req, device) == 8, "vgpu_stream_attr_req.device");
+_Static_assert(offsetof(struct vgpu_stream_attr_req, attr) == 12, "vgpu_stream_attr_req.attr");
+_Static_assert(offsetof(struct vgpu_stream_attr_req, value) == 16, "vgpu_stream_attr_req.value");
+
+struct vgpu_stream_copy_attr_req {
+	uint64_t dst;
+	uint64_t src;
+	uint32_t device;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_stream_copy_attr_req) == 24, "vgpu_stream_copy_attr_req size");
+_Static_assert(offsetof(struct vgpu_stream_copy_attr_req, dst) == 0, "vgpu_stream_copy_attr_req.dst");
+_Static_assert(offsetof(struct vgpu_stream_copy_attr_req, src) == 8, "vgpu_stream_copy_attr_req.src");
+_Static_assert(offsetof(struct vgpu_stream_copy_attr_req, device) == 16, "vgpu_stream_copy_attr_req.device");
+_Static_assert(offsetof(struct vgpu_stream_copy_attr_req, pad0) == 20, "vgpu_stream_copy_attr_req.pad0");
+
 struct vgpu_event_create_req {
 	uint32_t device;
 	uint32_t flags;
@@ -1512,6 +1565,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_STREAM_SYNCHRONIZE: return "STREAM_SYNCHRONIZE";
 	case VGPU_OP_STREAM_QUERY: return "STREAM_QUERY";
 	case VGPU_OP_STREAM_WAIT_EVENT: return "STREAM_WAIT_EVENT";
+	case VGPU_OP_STREAM_SET_ATTRIBUTE: return "STREAM_SET_ATTRIBUTE";
+	case VGPU_OP_STREAM_GET_ATTRIBUTE: return "STREAM_GET_ATTRIBUTE";
+	case VGPU_OP_STREAM_COPY_ATTRIBUTES: return "STREAM_COPY_ATTRIBUTES";
 	case VGPU_OP_EVENT_CREATE: return "EVENT_CREATE";
 	case VGPU_OP_EVENT_DESTROY: return "EVENT_DESTROY";
 	case VGPU_OP_EVENT_RECORD: return "EVENT_RECORD";

@@ -173,6 +173,11 @@ int cuMemPoolGetAttribute(void *, int, void *);
 int cuMemPoolTrimTo(void *, size_t);
 int cuMemPoolGetAccess(int *, void *, const int *);
 int cuMemPoolExportToShareableHandle(void *, void *, int, unsigned long long);
+struct window { unsigned long long base; size_t bytes; float ratio; int hit, miss; }; /* CUaccessPolicyWindow */
+int cuStreamSetAttribute(CUstream, int, const void *);
+int cuStreamGetAttribute(CUstream, int, void *);
+int cuStreamCopyAttributes(CUstream, CUstream);
+int cuStreamGetPriority(CUstream, int *);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemAddressFree(unsigned long long, size_t);
@@ -1315,6 +1320,52 @@ static void test_driver_mempool(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* Stream attributes through the host: set, read back, copied; only the
+ * attribute's own bytes of the value are written (CUDA 11's union is
+ * smaller than 12's). */
+static void test_driver_stream_attrs(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream a, b;
+	unsigned long long mem;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&a, 0));
+	OK(cuStreamCreate(&b, 0));
+	OK(cuMemAlloc_v2(&mem, 1 << 20));
+	int policy = 3, prio = -1, got = 0;
+	OK(cuStreamSetAttribute(a, 3, &policy)); /* SYNCHRONIZATION_POLICY: yield */
+	OK(cuStreamSetAttribute(a, 8, &prio));   /* PRIORITY */
+	OK(cuStreamGetAttribute(a, 3, &got));
+	CHECK(got == 3);
+	OK(cuStreamGetPriority(a, &got));
+	CHECK(got == -1);
+	struct window w = {mem, 4096, 0.25f, 2, 1}, r;
+	OK(cuStreamSetAttribute(a, 1, &w));
+	unsigned char value[64];
+	memset(value, 0xee, sizeof value);
+	OK(cuStreamGetAttribute(a, 1, value));
+	memcpy(&r, value, sizeof r);
+	CHECK(r.base == mem && r.bytes == 4096 && r.ratio == 0.25f && r.hit == 2 && r.miss == 1);
+	CHECK(value[sizeof r] == 0xee);
+	OK(cuStreamCopyAttributes(b, a));
+	OK(cuStreamGetAttribute(b, 8, &got));
+	CHECK(got == -1);
+	OK(cuStreamGetPriority(b, &got));
+	CHECK(got == -1);
+	struct window far = {0x10, 4096, 0.5f, 0, 0};
+	CHECK(cuStreamSetAttribute(a, 1, &far) == 1); /* not this process's memory */
+	CHECK(cuStreamSetAttribute(a, 2, &policy) == 1); /* cooperative: a launch attribute */
+	CHECK(cuStreamGetAttribute(a, 3, NULL) == 1);
+	OK(cuStreamSetAttribute(NULL, 3, &policy)); /* the default stream */
+	OK(cuMemFree_v2(mem));
+	OK(cuStreamDestroy_v2(a));
+	OK(cuStreamDestroy_v2(b));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* The virtual-memory API on the host: reserve, create, map, set access,
  * copy (cuMemcpy sees mapped memory as device memory), unmap, release. */
 static void test_driver_vmm(void)
@@ -1587,6 +1638,7 @@ static const struct {
 	{"driver_graph_nodes", test_driver_graph_nodes},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
+	{"driver_stream_attrs", test_driver_stream_attrs},
 	{"driver_arrays", test_driver_arrays},
 	{"threads", test_threads},
 	{"nvml", test_nvml},

@@ -53,6 +53,9 @@ type lib struct {
 	cuMemPoolGetAccess        func(flags *uint32, pool uintptr, loc *memLocation) int32
 	cuMemAllocFromPoolAsync   func(p *uint64, n uint64, pool, s uintptr) int32
 	cuDeviceGetDefaultMemPool func(pool *uintptr, dev int32) int32
+	cuStreamSetAttribute      func(s uintptr, attr int32, v unsafe.Pointer) int32
+	cuStreamGetAttribute      func(s uintptr, attr int32, v unsafe.Pointer) int32
+	cuStreamCopyAttributes    func(dst, src uintptr) int32
 	cuMemAddressReserve       func(p *uint64, size, align, addr, flags uint64) int32
 	cuMemAddressFree          func(p, size uint64) int32
 	cuMemCreate               func(h *uint64, size uint64, prop *allocProp, flags uint64) int32
@@ -218,6 +221,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuMemPoolTrimTo, "cuMemPoolTrimTo"}, {&l.cuMemPoolSetAccess, "cuMemPoolSetAccess"},
 		{&l.cuMemPoolGetAccess, "cuMemPoolGetAccess"}, {&l.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync"},
 		{&l.cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool"},
+		{&l.cuStreamSetAttribute, "cuStreamSetAttribute"}, {&l.cuStreamGetAttribute, "cuStreamGetAttribute"},
+		{&l.cuStreamCopyAttributes, "cuStreamCopyAttributes"},
 		{&l.cuMemAddressReserve, "cuMemAddressReserve"}, {&l.cuMemAddressFree, "cuMemAddressFree"},
 		{&l.cuMemCreate, "cuMemCreate"}, {&l.cuMemRelease, "cuMemRelease"}, {&l.cuMemMap, "cuMemMap"},
 		{&l.cuMemUnmap, "cuMemUnmap"}, {&l.cuMemSetAccess, "cuMemSetAccess"},
