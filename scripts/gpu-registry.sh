@@ -4,13 +4,13 @@
 #
 #   1. the backend's session tests against the real driver
 #      (session-gpu.test: TestGPUStreamCapture, TestGPUGraphsReleased,
-#      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUGraphNodes,
-#      TestGPUCaptureCopiesPinned): capture records and a graph replays per
+#      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects,
+#      TestGPUGraphNodes, TestGPUCaptureCopiesPinned): capture records and a graph replays per
 #      launch, guest memory and host functions refused in a capture,
 #      capture/graphs released with the session, stream-ordered
 #      allocation tracked, capped and freed; the virtual-memory API's
 #      ranges, memory and mappings (refusals, release while mapped, the
-#      session's end); CUDA arrays and 3D copies (sub-boxes, 3D, refusals);
+#      session's end); CUDA arrays and 3D copies (sub-boxes, 3D, refusals), texture and surface objects;
 #      graphs built node by node (memcpy nodes on pinned guest memory,
 #      memset, kernel, empty nodes; listing, types, refusals) and copies of
 #      pinned memory captured into a graph;
@@ -34,7 +34,7 @@ result() { status+=("$1 $2"); echo "$1 $2"; }
 step "backend: session tests on the GPU"
 if [[ -x $carry/session-gpu.test ]]; then
 	(cd backend/session && timeout 300 "$carry/session-gpu.test" -test.v -test.count=1 \
-		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUGraphNodes|TestGPUCaptureCopiesPinned') >"$out/gotest-registry.log" 2>&1
+		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUCaptureCopiesPinned') >"$out/gotest-registry.log" 2>&1
 	rc=$?
 	grep -E '^(--- |ok|FAIL|PASS)|\.go:[0-9]+:' "$out/gotest-registry.log" | head -40
 	[[ $rc == 0 ]] && result PASS "session: capture, graphs (node by node too), stream-ordered allocation, virtual memory, arrays on the GPU" ||

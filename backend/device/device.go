@@ -140,6 +140,35 @@ func (c *LaunchConfig) HasCluster() bool {
 	return c.Cluster != [3]uint32{} || c.ClusterPolicy != 0
 }
 
+// Stream attributes (CUstreamAttrID, the stream subset of
+// CUlaunchAttributeID, cuda.h).
+const (
+	StreamAttrAccessPolicyWindow = 1
+	StreamAttrSyncPolicy         = 3
+	StreamAttrPriority           = 8
+	StreamAttrMemSyncDomainMap   = 9
+	StreamAttrMemSyncDomain      = 10
+)
+
+// AccessPolicyWindow is a CUaccessPolicyWindow: an L2 persistence hint
+// over [Base, Base+Bytes); HitProp and MissProp are CUaccessProperty
+// (0 normal, 1 streaming, 2 persisting).
+type AccessPolicyWindow struct {
+	Base     Ptr
+	Bytes    uint64
+	HitRatio float32
+	HitProp  uint32
+	MissProp uint32
+}
+
+// StreamAttr is a stream attribute's value (CUstreamAttrValue): Value for
+// the integer ones (priority as an int32's bits, the memory sync domain
+// map as default | remote<<8), Window for the access policy window.
+type StreamAttr struct {
+	Value  uint32
+	Window AccessPolicyWindow
+}
+
 // GraphCopy is a 1D copy of a graph memcpy node: from SrcHost (host
 // memory) or Src (device memory) to DstHost or Dst, N bytes (the length of
 // the host slice when there is one).
@@ -249,6 +278,12 @@ type Context interface {
 	ArrayCreate(d ArrayDesc) (Array, error)
 	ArrayDestroy(a Array) error
 	Memcpy3D(p Copy3D, s Stream, async bool) error
+	// Texture and surface objects over arrays or device memory; the
+	// values are the driver's (kernels take them by value).
+	TexObjectCreate(r ResourceDesc, t TextureDesc, v *ViewDesc) (TexObject, error)
+	TexObjectDestroy(o TexObject) error
+	SurfObjectCreate(r ResourceDesc) (SurfObject, error)
+	SurfObjectDestroy(o SurfObject) error
 
 	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
 	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error
@@ -291,6 +326,12 @@ type Context interface {
 	// StreamQuery returns nil when all work is done, ErrNotReady otherwise.
 	StreamQuery(s Stream) error
 	StreamWaitEvent(s Stream, e Event, flags uint32) error
+	// StreamSetAttribute, StreamGetAttribute and StreamCopyAttributes are
+	// cuStreamSetAttribute, cuStreamGetAttribute and
+	// cuStreamCopyAttributes (StreamAttr* ids).
+	StreamSetAttribute(s Stream, attr int, v StreamAttr) error
+	StreamGetAttribute(s Stream, attr int) (StreamAttr, error)
+	StreamCopyAttributes(dst, src Stream) error
 
 	EventCreate(flags uint32) (Event, error)
 	EventDestroy(e Event) error

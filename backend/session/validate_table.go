@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"math"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -678,6 +679,81 @@ func checkMemPoolAccess(s *Session, c *call, r *protocol.MemPoolAccessReq) error
 	return nil
 }
 
+// Stream attributes: the access policy window (1) within the device's
+// largest window, a hit ratio in [0, 1] and CUaccessProperty values (0..2);
+// the synchronization policy (3) 1..4; the priority (8) any int; the memory
+// sync domain map (9) two bytes; the memory sync domain (10) 0 or 1. Other
+// ids are launch attributes, not stream ones.
+func checkStreamSetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	v := r.Value
+	if v.Pad0 != 0 || (r.Attr != device.StreamAttrAccessPolicyWindow && v.Window != (protocol.AccessPolicyWindow{})) {
+		return invalid(c, "stream attribute %d with bytes set outside its value", r.Attr)
+	}
+	switch r.Attr {
+	case device.StreamAttrAccessPolicyWindow:
+		w := v.Window
+		ratio := math.Float32frombits(w.HitRatio)
+		var limit uint64
+		if p := s.props(int(r.Device)); p != nil {
+			limit = uint64(p.Attrs[maxAccessPolicyWindowAttr])
+		}
+		switch {
+		case v.Value != 0 || w.Pad0 != 0:
+			return invalid(c, "an access policy window with bytes set outside it")
+		case !(ratio >= 0 && ratio <= 1):
+			return invalid(c, "access policy hit ratio %g (0..1)", ratio)
+		case w.HitProp > 2 || w.MissProp > 2:
+			return invalid(c, "access properties %d, %d (0 normal, 1 streaming, 2 persisting)", w.HitProp, w.MissProp)
+		case limit != 0 && w.Bytes > limit:
+			return invalid(c, "an access policy window of %d bytes (at most %d on this device)", w.Bytes, limit)
+		case w.Base > math.MaxUint64-w.Bytes:
+			return invalid(c, "an access policy window [%#x, +%#x) past the end of the address space", w.Base, w.Bytes)
+		}
+	case device.StreamAttrSyncPolicy:
+		if v.Value < 1 || v.Value > 4 {
+			return invalid(c, "synchronization policy %d (1 auto, 2 spin, 3 yield, 4 blocking sync)", v.Value)
+		}
+	case device.StreamAttrPriority:
+	case device.StreamAttrMemSyncDomainMap:
+		if v.Value > 0xffff {
+			return invalid(c, "memory sync domain map %#x (two bytes: default, remote)", v.Value)
+		}
+	case device.StreamAttrMemSyncDomain:
+		if v.Value > 1 {
+			return invalid(c, "memory sync domain %d (0 default, 1 remote)", v.Value)
+		}
+	default:
+		return invalid(c, "stream attribute %d (1, 3, 8, 9, 10)", r.Attr)
+	}
+	return nil
+}
+
+// maxAccessPolicyWindowAttr is CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE.
+const maxAccessPolicyWindowAttr = 109
+
+func checkStreamGetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch r.Attr {
+	case device.StreamAttrAccessPolicyWindow, device.StreamAttrSyncPolicy, device.StreamAttrPriority,
+		device.StreamAttrMemSyncDomainMap, device.StreamAttrMemSyncDomain:
+	default:
+		return invalid(c, "stream attribute %d (1, 3, 8, 9, 10)", r.Attr)
+	}
+	if r.Value != (protocol.StreamAttrValue{}) {
+		return invalid(c, "a get with a value")
+	}
+	return nil
+}
+
+func checkStreamCopyAttr(s *Session, c *call, r *protocol.StreamCopyAttrReq) error {
+	return checkDevice(s, c, r.Device)
+}
+
 // CUmemAccess_flags: PROT_READWRITE (3) is what is served.
 const memAccessReadWrite = 3
 
@@ -787,4 +863,45 @@ func checkMemcpy3D(s *Session, c *call, r *protocol.BoxCopyReq) error {
 		return invalid(c, "a copy of %dx%dx%d: larger than any device (%d bytes)", r.Width, r.Height, r.Depth, m)
 	}
 	return nil
+}
+
+// checkResource checks a resource descriptor's scalar fields; its array
+// or memory is the handler's.
+func checkResource(c *call, r *protocol.ResourceDesc) error {
+	if r.Flags != 0 {
+		return invalid(c, "resource flags %#x (must be 0)", r.Flags)
+	}
+	switch r.Type {
+	case protocol.ResourceArray, protocol.ResourceMipmap:
+		return nil
+	case protocol.ResourceLinear, protocol.ResourcePitch2D:
+		d := device.ResourceDesc{Type: r.Type, Format: r.Format, Channels: r.Channels, Width: r.Width, Height: r.Height, Pitch: r.Pitch, Ptr: device.Ptr(r.Ptr)}
+		_, err := d.MemorySpan(c.f.Opcode.String())
+		return err
+	}
+	return invalid(c, "resource type %d (0 array, 1 mipmapped array, 2 linear, 3 pitch2D)", r.Type)
+}
+
+func checkTexObjectCreate(s *Session, c *call, r *protocol.TexObjectCreateReq) error {
+	if err := checkResource(c, &r.Res); err != nil {
+		return err
+	}
+	op := c.f.Opcode.String()
+	t := r.Tex
+	tex := device.TextureDesc{AddressMode: [3]uint32{t.AddressMode0, t.AddressMode1, t.AddressMode2},
+		Filter: t.Filter, Flags: t.Flags, MaxAnisotropy: t.MaxAnisotropy, MipmapFilter: t.MipmapFilter}
+	if err := tex.Check(op); err != nil {
+		return err
+	}
+	switch r.HasView {
+	case 0:
+		return nil
+	case 1:
+		return device.ViewDesc{Format: r.View.Format}.Check(op)
+	}
+	return invalid(c, "HasView %d (0 or 1)", r.HasView)
+}
+
+func checkSurfObjectCreate(s *Session, c *call, r *protocol.ResourceDesc) error {
+	return checkResource(c, r)
 }
