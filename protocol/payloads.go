@@ -1041,3 +1041,76 @@ type BoxCopyReq struct {
 	Flags  uint32 // CopyAsync
 	Pad0   uint32
 }
+
+// Texture and surface objects (cuTexObjectCreate, cuSurfObjectCreate).
+// The object's value is the driver's (kernels take it by value), and the
+// session answers only for objects it created.
+
+// Resource types (CUresourcetype) served: arrays, linear and pitched
+// memory (mipmapped arrays are not).
+const (
+	ResourceArray   uint32 = 0
+	ResourceMipmap  uint32 = 1
+	ResourceLinear  uint32 = 2
+	ResourcePitch2D uint32 = 3
+)
+
+// ResourceDesc is a CUDA_RESOURCE_DESC with the guest's handles: Array for
+// an array, else device memory at Ptr of Format x Channels elements, Width
+// bytes long (linear) or Width x Height elements in rows Pitch bytes apart
+// (pitch2D).
+type ResourceDesc struct {
+	Type     uint32
+	Flags    uint32 // must be 0
+	Array    uint64
+	Ptr      uint64
+	Format   uint32
+	Channels uint32
+	Width    uint64
+	Height   uint64
+	Pitch    uint64
+}
+
+// TextureDesc is a CUDA_TEXTURE_DESC; the float fields travel as their
+// IEEE-754 bits.
+type TextureDesc struct {
+	AddressMode0   uint32 // CUaddress_mode: 0 wrap, 1 clamp, 2 mirror, 3 border
+	AddressMode1   uint32
+	AddressMode2   uint32
+	Filter         uint32 // CUfilter_mode: 0 point, 1 linear
+	Flags          uint32 // CU_TRSF_*
+	MaxAnisotropy  uint32
+	MipmapFilter   uint32
+	MipmapBias     uint32
+	MinMipmapClamp uint32
+	MaxMipmapClamp uint32
+	Border0        uint32
+	Border1        uint32
+	Border2        uint32
+	Border3        uint32
+	Pad0           uint32
+	Pad1           uint32
+}
+
+// ViewDesc is a CUDA_RESOURCE_VIEW_DESC.
+type ViewDesc struct {
+	Format     uint32 // CUresourceViewFormat
+	FirstMip   uint32
+	LastMip    uint32
+	FirstLayer uint32
+	LastLayer  uint32
+	Pad0       uint32
+	Width      uint64
+	Height     uint64
+	Depth      uint64
+}
+
+// TexObjectCreateReq creates a texture object (TEX_OBJECT_CREATE); View
+// applies when HasView is 1.
+type TexObjectCreateReq struct {
+	Res     ResourceDesc
+	Tex     TextureDesc
+	View    ViewDesc
+	HasView uint32
+	Pad0    uint32
+}

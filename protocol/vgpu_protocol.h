@@ -157,6 +157,12 @@ typedef float vgpu_f32;
 #define VGPU_OP_ARRAY_DESTROY 0x0221u
 #define VGPU_OP_ARRAY_GET_DESCRIPTOR 0x0222u
 #define VGPU_OP_MEMCPY_3D 0x0223u
+#define VGPU_OP_TEX_OBJECT_CREATE 0x0224u
+#define VGPU_OP_TEX_OBJECT_DESTROY 0x0225u
+#define VGPU_OP_TEX_OBJECT_GET_RESOURCE_DESC 0x0226u
+#define VGPU_OP_SURF_OBJECT_CREATE 0x0227u
+#define VGPU_OP_SURF_OBJECT_DESTROY 0x0228u
+#define VGPU_OP_SURF_OBJECT_GET_RESOURCE_DESC 0x0229u
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -885,6 +891,100 @@ _Static_assert(offsetof(struct vgpu_box_copy_req, stream) == 136, "vgpu_box_copy
 _Static_assert(offsetof(struct vgpu_box_copy_req, flags) == 144, "vgpu_box_copy_req.flags");
 _Static_assert(offsetof(struct vgpu_box_copy_req, pad0) == 148, "vgpu_box_copy_req.pad0");
 
+struct vgpu_resource_desc {
+	uint32_t type;
+	uint32_t flags;
+	uint64_t array;
+	uint64_t ptr;
+	uint32_t format;
+	uint32_t channels;
+	uint64_t width;
+	uint64_t height;
+	uint64_t pitch;
+};
+_Static_assert(sizeof(struct vgpu_resource_desc) == 56, "vgpu_resource_desc size");
+_Static_assert(offsetof(struct vgpu_resource_desc, type) == 0, "vgpu_resource_desc.type");
+_Static_assert(offsetof(struct vgpu_resource_desc, flags) == 4, "vgpu_resource_desc.flags");
+_Static_assert(offsetof(struct vgpu_resource_desc, array) == 8, "vgpu_resource_desc.array");
+_Static_assert(offsetof(struct vgpu_resource_desc, ptr) == 16, "vgpu_resource_desc.ptr");
+_Static_assert(offsetof(struct vgpu_resource_desc, format) == 24, "vgpu_resource_desc.format");
+_Static_assert(offsetof(struct vgpu_resource_desc, channels) == 28, "vgpu_resource_desc.channels");
+_Static_assert(offsetof(struct vgpu_resource_desc, width) == 32, "vgpu_resource_desc.width");
+_Static_assert(offsetof(struct vgpu_resource_desc, height) == 40, "vgpu_resource_desc.height");
+_Static_assert(offsetof(struct vgpu_resource_desc, pitch) == 48, "vgpu_resource_desc.pitch");
+
+struct vgpu_texture_desc {
+	uint32_t address_mode0;
+	uint32_t address_mode1;
+	uint32_t address_mode2;
+	uint32_t filter;
+	uint32_t flags;
+	uint32_t max_anisotropy;
+	uint32_t mipmap_filter;
+	uint32_t mipmap_bias;
+	uint32_t min_mipmap_clamp;
+	uint32_t max_mipmap_clamp;
+	uint32_t border0;
+	uint32_t border1;
+	uint32_t border2;
+	uint32_t border3;
+	uint32_t pad0;
+	uint32_t pad1;
+};
+_Static_assert(sizeof(struct vgpu_texture_desc) == 64, "vgpu_texture_desc size");
+_Static_assert(offsetof(struct vgpu_texture_desc, address_mode0) == 0, "vgpu_texture_desc.address_mode0");
+_Static_assert(offsetof(struct vgpu_texture_desc, address_mode1) == 4, "vgpu_texture_desc.address_mode1");
+_Static_assert(offsetof(struct vgpu_texture_desc, address_mode2) == 8, "vgpu_texture_desc.address_mode2");
+_Static_assert(offsetof(struct vgpu_texture_desc, filter) == 12, "vgpu_texture_desc.filter");
+_Static_assert(offsetof(struct vgpu_texture_desc, flags) == 16, "vgpu_texture_desc.flags");
+_Static_assert(offsetof(struct vgpu_texture_desc, max_anisotropy) == 20, "vgpu_texture_desc.max_anisotropy");
+_Static_assert(offsetof(struct vgpu_texture_desc, mipmap_filter) == 24, "vgpu_texture_desc.mipmap_filter");
+_Static_assert(offsetof(struct vgpu_texture_desc, mipmap_bias) == 28, "vgpu_texture_desc.mipmap_bias");
+_Static_assert(offsetof(struct vgpu_texture_desc, min_mipmap_clamp) == 32, "vgpu_texture_desc.min_mipmap_clamp");
+_Static_assert(offsetof(struct vgpu_texture_desc, max_mipmap_clamp) == 36, "vgpu_texture_desc.max_mipmap_clamp");
+_Static_assert(offsetof(struct vgpu_texture_desc, border0) == 40, "vgpu_texture_desc.border0");
+_Static_assert(offsetof(struct vgpu_texture_desc, border1) == 44, "vgpu_texture_desc.border1");
+_Static_assert(offsetof(struct vgpu_texture_desc, border2) == 48, "vgpu_texture_desc.border2");
+_Static_assert(offsetof(struct vgpu_texture_desc, border3) == 52, "vgpu_texture_desc.border3");
+_Static_assert(offsetof(struct vgpu_texture_desc, pad0) == 56, "vgpu_texture_desc.pad0");
+_Static_assert(offsetof(struct vgpu_texture_desc, pad1) == 60, "vgpu_texture_desc.pad1");
+
+struct vgpu_view_desc {
+	uint32_t format;
+	uint32_t first_mip;
+	uint32_t last_mip;
+	uint32_t first_layer;
+	uint32_t last_layer;
+	uint32_t pad0;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+};
+_Static_assert(sizeof(struct vgpu_view_desc) == 48, "vgpu_view_desc size");
+_Static_assert(offsetof(struct vgpu_view_desc, format) == 0, "vgpu_view_desc.format");
+_Static_assert(offsetof(struct vgpu_view_desc, first_mip) == 4, "vgpu_view_desc.first_mip");
+_Static_assert(offsetof(struct vgpu_view_desc, last_mip) == 8, "vgpu_view_desc.last_mip");
+_Static_assert(offsetof(struct vgpu_view_desc, first_layer) == 12, "vgpu_view_desc.first_layer");
+_Static_assert(offsetof(struct vgpu_view_desc, last_layer) == 16, "vgpu_view_desc.last_layer");
+_Static_assert(offsetof(struct vgpu_view_desc, pad0) == 20, "vgpu_view_desc.pad0");
+_Static_assert(offsetof(struct vgpu_view_desc, width) == 24, "vgpu_view_desc.width");
+_Static_assert(offsetof(struct vgpu_view_desc, height) == 32, "vgpu_view_desc.height");
+_Static_assert(offsetof(struct vgpu_view_desc, depth) == 40, "vgpu_view_desc.depth");
+
+struct vgpu_tex_object_create_req {
+	struct vgpu_resource_desc res;
+	struct vgpu_texture_desc tex;
+	struct vgpu_view_desc view;
+	uint32_t has_view;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_tex_object_create_req) == 176, "vgpu_tex_object_create_req size");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, res) == 0, "vgpu_tex_object_create_req.res");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, tex) == 56, "vgpu_tex_object_create_req.tex");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, view) == 120, "vgpu_tex_object_create_req.view");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, has_view) == 168, "vgpu_tex_object_create_req.has_view");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, pad0) == 172, "vgpu_tex_object_create_req.pad0");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -1475,6 +1575,12 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_ARRAY_DESTROY: return "ARRAY_DESTROY";
 	case VGPU_OP_ARRAY_GET_DESCRIPTOR: return "ARRAY_GET_DESCRIPTOR";
 	case VGPU_OP_MEMCPY_3D: return "MEMCPY_3D";
+	case VGPU_OP_TEX_OBJECT_CREATE: return "TEX_OBJECT_CREATE";
+	case VGPU_OP_TEX_OBJECT_DESTROY: return "TEX_OBJECT_DESTROY";
+	case VGPU_OP_TEX_OBJECT_GET_RESOURCE_DESC: return "TEX_OBJECT_GET_RESOURCE_DESC";
+	case VGPU_OP_SURF_OBJECT_CREATE: return "SURF_OBJECT_CREATE";
+	case VGPU_OP_SURF_OBJECT_DESTROY: return "SURF_OBJECT_DESTROY";
+	case VGPU_OP_SURF_OBJECT_GET_RESOURCE_DESC: return "SURF_OBJECT_GET_RESOURCE_DESC";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";

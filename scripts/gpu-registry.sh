@@ -4,12 +4,12 @@
 #
 #   1. the backend's session tests against the real driver
 #      (session-gpu.test: TestGPUStreamCapture, TestGPUGraphsReleased,
-#      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays): capture records and a graph replays per
+#      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects): capture records and a graph replays per
 #      launch, guest memory and host functions refused in a capture,
 #      capture/graphs released with the session, stream-ordered
 #      allocation tracked, capped and freed; the virtual-memory API's
 #      ranges, memory and mappings (refusals, release while mapped, the
-#      session's end); CUDA arrays and 3D copies (sub-boxes, 3D, refusals);
+#      session's end); CUDA arrays and 3D copies (sub-boxes, 3D, refusals), texture and surface objects;
 #   2. if a C compiler is there: guest-lib/tests/hostmode_test.c's
 #      driver_capture, driver_mempool, driver_vmm and driver_arrays through our libcuda.so.1 against
 #      `vgpu serve --device cuda` in host mode.
@@ -30,7 +30,7 @@ result() { status+=("$1 $2"); echo "$1 $2"; }
 step "backend: session tests on the GPU"
 if [[ -x $carry/session-gpu.test ]]; then
 	(cd backend/session && timeout 300 "$carry/session-gpu.test" -test.v -test.count=1 \
-		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays') >"$out/gotest-registry.log" 2>&1
+		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects') >"$out/gotest-registry.log" 2>&1
 	rc=$?
 	grep -E '^(--- |ok|FAIL|PASS)|\.go:[0-9]+:' "$out/gotest-registry.log" | head -40
 	[[ $rc == 0 ]] && result PASS "session: capture, graphs, stream-ordered allocation, virtual memory, arrays on the GPU" ||

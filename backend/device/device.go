@@ -307,6 +307,12 @@ type Context interface {
 	ArrayCreate(d ArrayDesc) (Array, error)
 	ArrayDestroy(a Array) error
 	Memcpy3D(p Copy3D, s Stream, async bool) error
+	// Texture and surface objects over arrays or device memory; the
+	// values are the driver's (kernels take them by value).
+	TexObjectCreate(r ResourceDesc, t TextureDesc, v *ViewDesc) (TexObject, error)
+	TexObjectDestroy(o TexObject) error
+	SurfObjectCreate(r ResourceDesc) (SurfObject, error)
+	SurfObjectDestroy(o SurfObject) error
 
 	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
 	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error

@@ -451,6 +451,7 @@ func TestGPUStreamAttributes(t *testing.T)  { testStreamAttributes(t, opts{drv: 
 func TestGPULaunchKernelAttrs(t *testing.T) { testLaunchKernelAttrs(t, opts{drv: gpuDriver(t)}) }
 func TestGPUVirtualMemory(t *testing.T)     { testVirtualMemory(t, opts{drv: gpuDriver(t)}) }
 func TestGPUArrays(t *testing.T)            { testArrays(t, opts{drv: gpuDriver(t)}) }
+func TestGPUTextureObjects(t *testing.T)    { testTextureObjects(t, opts{drv: gpuDriver(t)}) }
 func TestGPUVirtualMemoryReleased(t *testing.T) {
 	testVirtualMemoryReleased(t, opts{drv: gpuDriver(t)})
 }

@@ -938,3 +938,44 @@ func checkMemcpy3D(s *Session, c *call, r *protocol.BoxCopyReq) error {
 	}
 	return nil
 }
+
+// checkResource checks a resource descriptor's scalar fields; its array
+// or memory is the handler's.
+func checkResource(c *call, r *protocol.ResourceDesc) error {
+	if r.Flags != 0 {
+		return invalid(c, "resource flags %#x (must be 0)", r.Flags)
+	}
+	switch r.Type {
+	case protocol.ResourceArray, protocol.ResourceMipmap:
+		return nil
+	case protocol.ResourceLinear, protocol.ResourcePitch2D:
+		d := device.ResourceDesc{Type: r.Type, Format: r.Format, Channels: r.Channels, Width: r.Width, Height: r.Height, Pitch: r.Pitch, Ptr: device.Ptr(r.Ptr)}
+		_, err := d.MemorySpan(c.f.Opcode.String())
+		return err
+	}
+	return invalid(c, "resource type %d (0 array, 1 mipmapped array, 2 linear, 3 pitch2D)", r.Type)
+}
+
+func checkTexObjectCreate(s *Session, c *call, r *protocol.TexObjectCreateReq) error {
+	if err := checkResource(c, &r.Res); err != nil {
+		return err
+	}
+	op := c.f.Opcode.String()
+	t := r.Tex
+	tex := device.TextureDesc{AddressMode: [3]uint32{t.AddressMode0, t.AddressMode1, t.AddressMode2},
+		Filter: t.Filter, Flags: t.Flags, MaxAnisotropy: t.MaxAnisotropy, MipmapFilter: t.MipmapFilter}
+	if err := tex.Check(op); err != nil {
+		return err
+	}
+	switch r.HasView {
+	case 0:
+		return nil
+	case 1:
+		return device.ViewDesc{Format: r.View.Format}.Check(op)
+	}
+	return invalid(c, "HasView %d (0 or 1)", r.HasView)
+}
+
+func checkSurfObjectCreate(s *Session, c *call, r *protocol.ResourceDesc) error {
+	return checkResource(c, r)
+}

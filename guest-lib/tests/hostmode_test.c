@@ -108,6 +108,12 @@ int cuMemcpyAtoH_v2(void *, CUarray, size_t, size_t);
 int cuMemcpyAtoD_v2(unsigned long long, CUarray, size_t, size_t);
 int cuMemcpyDtoA_v2(CUarray, size_t, unsigned long long, size_t);
 int cuMemcpyAtoA_v2(CUarray, size_t, CUarray, size_t, size_t);
+int cuTexObjectCreate(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *, const CUDA_RESOURCE_VIEW_DESC *);
+int cuTexObjectDestroy(CUtexObject);
+int cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUtexObject);
+int cuSurfObjectCreate(CUsurfObject *, const CUDA_RESOURCE_DESC *);
+int cuSurfObjectDestroy(CUsurfObject);
+int cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUsurfObject);
 int cuMemsetD2D8_v2(unsigned long long, size_t, unsigned char, size_t, size_t);
 int cuPointerGetAttribute(void *, int, unsigned long long);
 cudaError_t cudaMemcpy3D(const struct rt_3d *);
@@ -1505,6 +1511,49 @@ static void test_driver_arrays(void)
 	OK(cuMemcpyAtoH_v2(small, a1, 0, 24)); /* 16 from d, then 8 of the first copy */
 	CHECK(!memcmp(small, img, 16) && !memcmp(small + 16, img + 8, 8));
 	CHECK(cuMemcpyHtoA_v2(a1, 60, img, 8) == 1); /* past the end */
+
+	/* texture objects over the array and over pitched memory, a surface
+	 * over an array made for load/store */
+	CUDA_RESOURCE_DESC rd = {.resType = 0};
+	rd.res.array.hArray = a;
+	CUDA_TEXTURE_DESC td = {.addressMode = {1, 1, 1}, .filterMode = 1, .flags = 2};
+	CUtexObject tex = 0, tex2 = 0;
+	OK(cuTexObjectCreate(&tex, &rd, &td, NULL));
+	CHECK(tex != 0);
+	CUDA_RESOURCE_DESC back_rd;
+	OK(cuTexObjectGetResourceDesc(&back_rd, tex));
+	CHECK(back_rd.resType == 0 && back_rd.res.array.hArray == a);
+	unsigned long long pm;
+	size_t pitch;
+	OK(cuMemAllocPitch_v2(&pm, &pitch, 64, 16, 4));
+	CUDA_RESOURCE_DESC rp = {.resType = 3};
+	rp.res.pitch2D.devPtr = pm;
+	rp.res.pitch2D.format = 0x20;
+	rp.res.pitch2D.numChannels = 1;
+	rp.res.pitch2D.width = 16;
+	rp.res.pitch2D.height = 16;
+	rp.res.pitch2D.pitchInBytes = pitch;
+	OK(cuTexObjectCreate(&tex2, &rp, &td, NULL));
+	OK(cuTexObjectGetResourceDesc(&back_rd, tex2));
+	CHECK(back_rd.resType == 3 && back_rd.res.pitch2D.devPtr == pm && back_rd.res.pitch2D.pitchInBytes == pitch);
+	rp.res.pitch2D.pitchInBytes = 32; /* < 16 floats */
+	CHECK(cuTexObjectCreate(&tex2, &rp, &td, NULL) == 1);
+	CUsurfObject surf = 0;
+	CHECK(cuSurfObjectCreate(&surf, &rd) == 1); /* a was made without SURFACE_LDST */
+	CUarray as;
+	CUDA_ARRAY3D_DESCRIPTOR ds = {.Width = 16, .Height = 16, .Format = 0x20, .NumChannels = 1, .Flags = 2};
+	OK(cuArray3DCreate_v2(&as, &ds));
+	rd.res.array.hArray = as;
+	OK(cuSurfObjectCreate(&surf, &rd));
+	OK(cuSurfObjectGetResourceDesc(&back_rd, surf));
+	CHECK(back_rd.res.array.hArray == as);
+	CHECK(cuTexObjectDestroy(surf) == 1); /* not a texture */
+	OK(cuSurfObjectDestroy(surf));
+	OK(cuTexObjectDestroy(tex));
+	OK(cuTexObjectDestroy(tex2));
+	CHECK(cuTexObjectDestroy(tex) == 1);
+	OK(cuArrayDestroy(as));
+	OK(cuMemFree_v2(pm));
 
 	OK(cuArrayDestroy(a1));
 	OK(cuArrayDestroy(a3));
