@@ -79,8 +79,9 @@ const (
 	OpOccupancyMaxClusters Opcode = 0x0380
 	OpModuleListFunctions  Opcode = 0x0381
 
-	OpLaunchKernel   Opcode = 0x0401
-	OpLaunchKernelEx Opcode = 0x0480
+	OpLaunchKernel      Opcode = 0x0401
+	OpLaunchKernelEx    Opcode = 0x0480
+	OpLaunchKernelAttrs Opcode = 0x0481
 
 	OpStreamCreate         Opcode = 0x0501
 	OpStreamDestroy        Opcode = 0x0502

@@ -258,6 +258,9 @@ var Ops = []OpInfo{
 	{Op: 0x0480, Name: "LAUNCH_KERNEL_EX", Req: LaunchExReq{Launch: LaunchReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, Cluster: Cluster{X: 2, Y: 1, Z: 1, Policy: 1}}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
 		Symbols: []string{"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"}, Device: "Launch",
 		Handler: "do(launchKernelEx)", Check: "checkLaunchEx"},
+	{Op: 0x0481, Name: "LAUNCH_KERNEL_ATTRS", Req: LaunchAttrsReq{Launch: LaunchReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, Attrs: LaunchAttrs{Has: 1<<2 | 1<<8, Cooperative: 1, Priority: -1}}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz"}, Device: "Launch",
+		Handler: "do(launchKernelAttrs)", Check: "checkLaunchAttrs"},
 
 	// Streams (0x05).
 	{Op: 0x0501, Name: "STREAM_CREATE", Req: StreamCreateReq{}, Reply: HandleReply{Handle: 1}, Shape: ShapeSync,

@@ -455,6 +455,10 @@ func TestGPUGraphNodes(t *testing.T)       { testGraphNodes(t, opts{drv: gpuDriv
 func TestGPUCaptureCopiesPinned(t *testing.T) {
 	testCaptureCopiesPinned(t, opts{drv: gpuDriver(t)})
 }
+
+// Launch attributes and cooperative launches (launchattr_test.go).
+func TestGPULaunchKernelAttrs(t *testing.T) { testLaunchKernelAttrs(t, opts{drv: gpuDriver(t)}) }
+
 func TestGPUVirtualMemoryReleased(t *testing.T) {
 	testVirtualMemoryReleased(t, opts{drv: gpuDriver(t)})
 }

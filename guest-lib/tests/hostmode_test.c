@@ -90,6 +90,7 @@ int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, uns
 		   void **);
 int cuCtxSynchronize(void);
 int cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
+int cuLaunchCooperativeKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **);
 int cuOccupancyMaxActiveClusters(int *, void *, const CUlaunchConfig *);
 int cuMemGetAllocationGranularity(size_t *, const void *, int);
 int cuMemAllocPitch_v2(unsigned long long *, size_t *, size_t, size_t, unsigned);
@@ -895,14 +896,15 @@ static void test_driver_api(void)
 	cfg.blockDimY = cfg.blockDimZ = 1;
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	OK(cuCtxSynchronize());
-	/* launch attributes (CUlaunchAttribute: id, pad, 64-byte value): hints are
-	 * dropped, what changes the launch's meaning is refused, never run wrongly */
+	/* launch attributes (CUlaunchAttribute: id, pad, 64-byte value) go to the
+	 * host with the launch; what vgpu does not serve is refused, never run
+	 * wrongly */
 	struct {
 		uint32_t id, pad;
 		uint32_t v[16];
 	} at[2];
 	memset(at, 0, sizeof at);
-	at[0].id = 8; /* priority: a hint */
+	at[0].id = 8; /* priority */
 	at[0].v[0] = 1;
 	at[1].id = 0; /* an empty entry */
 	cfg.attrs = at;
@@ -910,7 +912,17 @@ static void test_driver_api(void)
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	at[1].id = 2; /* cooperative, off */
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
-	at[1].v[0] = 1; /* cooperative, on */
+	at[1].v[0] = 1; /* cooperative, on: every block resident at once */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	OK(cuCtxSynchronize());
+	cfg.gridDimX = 1u << 20; /* more blocks than can be resident: refused */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	CHECK(cuCtxSynchronize() == 720); /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+	cfg.gridDimX = 1;
+	OK(cuLaunchCooperativeKernel(fn, 2, 1, 1, 128, 1, 1, 0, NULL, args));
+	OK(cuLaunchCooperativeKernel(fn, 1u << 20, 1, 1, 128, 1, 1, 0, NULL, args));
+	CHECK(cuCtxSynchronize() == 720);
+	at[1].id = 7; /* a programmatic event: not served */
 	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
 	/* clusters (issue 16: cuBLAS on sm_90): the shape and the scheduling
 	 * policy travel with the launch; the device checks them */

@@ -79,6 +79,7 @@ static const struct op_golden {
 	{ "module_list_functions", VGPU_OP_MODULE_LIST_FUNCTIONS, sizeof(struct vgpu_module_functions_req), (long)sizeof(struct vgpu_module_functions_reply) },
 	{ "launch_kernel", VGPU_OP_LAUNCH_KERNEL, sizeof(struct vgpu_launch_req), (long)0 },
 	{ "launch_kernel_ex", VGPU_OP_LAUNCH_KERNEL_EX, sizeof(struct vgpu_launch_ex_req), (long)0 },
+	{ "launch_kernel_attrs", VGPU_OP_LAUNCH_KERNEL_ATTRS, sizeof(struct vgpu_launch_attrs_req), (long)0 },
 	{ "stream_create", VGPU_OP_STREAM_CREATE, sizeof(struct vgpu_stream_create_req), (long)sizeof(struct vgpu_handle_reply) },
 	{ "stream_destroy", VGPU_OP_STREAM_DESTROY, sizeof(struct vgpu_handle_req), (long)0 },
 	{ "stream_synchronize", VGPU_OP_STREAM_SYNCHRONIZE, sizeof(struct vgpu_handle_req), (long)0 },

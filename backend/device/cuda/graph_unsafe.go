@@ -79,8 +79,8 @@ func (c *Context) GraphNodeType(n device.GraphNode) (int, error) {
 
 func (c *Context) GraphAddKernelNode(g device.Graph, deps []device.GraphNode, f device.Function, cfg device.LaunchConfig, params []byte) (device.GraphNode, error) {
 	const op = "cuGraphAddKernelNode"
-	if cfg.HasCluster() {
-		return 0, device.Errorf(op, device.ErrNotSupported, "kernel nodes with a cluster shape are not supported yet")
+	if cfg.HasCluster() || cfg.Attrs.Has != 0 {
+		return 0, device.Errorf(op, device.ErrNotSupported, "kernel nodes with a cluster shape or launch attributes are not supported yet")
 	}
 	ps, err := c.FuncParams(f)
 	if err != nil {
