@@ -443,12 +443,22 @@ func repoRoot() string {
 // The driver's stream capture and graphs, and stream-ordered allocation,
 // through a session: the sim's tests (graph_test.go, mempool_test.go)
 // against the real GPU.
-func TestGPUStreamCapture(t *testing.T)  { testStreamCapture(t, opts{drv: gpuDriver(t)}) }
-func TestGPUGraphsReleased(t *testing.T) { testGraphsReleased(t, opts{drv: gpuDriver(t)}) }
-func TestGPUMemAllocAsync(t *testing.T)  { testMemAllocAsync(t, opts{drv: gpuDriver(t)}) }
-func TestGPUMemPools(t *testing.T)       { testMemPools(t, opts{drv: gpuDriver(t)}) }
-func TestGPUVirtualMemory(t *testing.T)  { testVirtualMemory(t, opts{drv: gpuDriver(t)}) }
-func TestGPUArrays(t *testing.T)         { testArrays(t, opts{drv: gpuDriver(t)}) }
+func TestGPUStreamCapture(t *testing.T)    { testStreamCapture(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphsReleased(t *testing.T)   { testGraphsReleased(t, opts{drv: gpuDriver(t)}) }
+func TestGPUMemAllocAsync(t *testing.T)    { testMemAllocAsync(t, opts{drv: gpuDriver(t)}) }
+func TestGPUMemPools(t *testing.T)         { testMemPools(t, opts{drv: gpuDriver(t)}) }
+func TestGPUStreamAttributes(t *testing.T) { testStreamAttributes(t, opts{drv: gpuDriver(t)}) }
+func TestGPUVirtualMemory(t *testing.T)    { testVirtualMemory(t, opts{drv: gpuDriver(t)}) }
+func TestGPUArrays(t *testing.T)           { testArrays(t, opts{drv: gpuDriver(t)}) }
+func TestGPUTextureObjects(t *testing.T)   { testTextureObjects(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphNodes(t *testing.T)       { testGraphNodes(t, opts{drv: gpuDriver(t)}) }
+func TestGPUCaptureCopiesPinned(t *testing.T) {
+	testCaptureCopiesPinned(t, opts{drv: gpuDriver(t)})
+}
+
+// Launch attributes and cooperative launches (launchattr_test.go).
+func TestGPULaunchKernelAttrs(t *testing.T) { testLaunchKernelAttrs(t, opts{drv: gpuDriver(t)}) }
+
 func TestGPUVirtualMemoryReleased(t *testing.T) {
 	testVirtualMemoryReleased(t, opts{drv: gpuDriver(t)})
 }

@@ -35,8 +35,11 @@ func nodesOf(e *env, g uint64, roots uint32) []uint64 {
 // A graph built node by node on pinned (registered) guest memory: copy in,
 // memset, a kernel, copy out; each launch replays it, the nodes are listed
 // with their types, and what a node cannot name is refused.
-func TestGraphNodes(t *testing.T) {
-	e := start(t, opts{mem: true, allowAll: true})
+func TestGraphNodes(t *testing.T) { testGraphNodes(t, opts{}) }
+
+func testGraphNodes(t *testing.T, o opts) {
+	o.mem, o.allowAll = true, true
+	e := start(t, o)
 	segs := []protocol.Segment{{GPA: 1<<32 + 8192, Len: 4096}, {GPA: 4096, Len: 4096}} // not contiguous
 	want := append(e.guestFill(segs[0].GPA, 4096, 1), e.guestFill(segs[1].GPA, 4096, 2)...)
 	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
@@ -183,8 +186,11 @@ func TestGraphNodes(t *testing.T) {
 
 // A capture holds copies to and from pinned memory (a region), replayed at
 // each launch; a capture's nodes are listed like a built graph's.
-func TestCaptureCopiesPinnedMemory(t *testing.T) {
-	e := start(t, opts{mem: true, allowAll: true})
+func TestCaptureCopiesPinnedMemory(t *testing.T) { testCaptureCopiesPinned(t, opts{}) }
+
+func testCaptureCopiesPinned(t *testing.T, o opts) {
+	o.mem, o.allowAll = true, true
+	e := start(t, o)
 	segs := []protocol.Segment{{GPA: 1 << 32, Len: 4096}}
 	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
 		protocol.GuestRegisterReq{Size: 4096}, segs)

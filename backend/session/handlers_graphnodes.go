@@ -206,6 +206,11 @@ func (s *Session) graphAdd(c *call, op string, graph uint64, numDeps uint32) (*g
 		if !ok || n.graph != graph {
 			return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "dependency %d (%#x) is not a node of graph %#x", i, id, graph)
 		}
+		for _, d := range deps {
+			if d == n.h {
+				return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "dependency %d (%#x) is listed twice", i, id)
+			}
+		}
 		deps = append(deps, n.h)
 	}
 	return g, deps, c.tail[8*numDeps:], nil

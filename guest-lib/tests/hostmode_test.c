@@ -90,6 +90,7 @@ int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, uns
 		   void **);
 int cuCtxSynchronize(void);
 int cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
+int cuLaunchCooperativeKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **);
 int cuOccupancyMaxActiveClusters(int *, void *, const CUlaunchConfig *);
 int cuMemGetAllocationGranularity(size_t *, const void *, int);
 int cuMemAllocPitch_v2(unsigned long long *, size_t *, size_t, size_t, unsigned);
@@ -107,6 +108,12 @@ int cuMemcpyAtoH_v2(void *, CUarray, size_t, size_t);
 int cuMemcpyAtoD_v2(unsigned long long, CUarray, size_t, size_t);
 int cuMemcpyDtoA_v2(CUarray, size_t, unsigned long long, size_t);
 int cuMemcpyAtoA_v2(CUarray, size_t, CUarray, size_t, size_t);
+int cuTexObjectCreate(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *, const CUDA_RESOURCE_VIEW_DESC *);
+int cuTexObjectDestroy(CUtexObject);
+int cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUtexObject);
+int cuSurfObjectCreate(CUsurfObject *, const CUDA_RESOURCE_DESC *);
+int cuSurfObjectDestroy(CUsurfObject);
+int cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUsurfObject);
 int cuMemsetD2D8_v2(unsigned long long, size_t, unsigned char, size_t, size_t);
 int cuPointerGetAttribute(void *, int, unsigned long long);
 cudaError_t cudaMemcpy3D(const struct rt_3d *);
@@ -167,6 +174,11 @@ int cuMemPoolGetAttribute(void *, int, void *);
 int cuMemPoolTrimTo(void *, size_t);
 int cuMemPoolGetAccess(int *, void *, const int *);
 int cuMemPoolExportToShareableHandle(void *, void *, int, unsigned long long);
+struct window { unsigned long long base; size_t bytes; float ratio; int hit, miss; }; /* CUaccessPolicyWindow */
+int cuStreamSetAttribute(CUstream, int, const void *);
+int cuStreamGetAttribute(CUstream, int, void *);
+int cuStreamCopyAttributes(CUstream, CUstream);
+int cuStreamGetPriority(CUstream, int *);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemAddressFree(unsigned long long, size_t);
@@ -881,14 +893,15 @@ static void test_driver_api(void)
 	cfg.blockDimY = cfg.blockDimZ = 1;
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	OK(cuCtxSynchronize());
-	/* launch attributes (CUlaunchAttribute: id, pad, 64-byte value): hints are
-	 * dropped, what changes the launch's meaning is refused, never run wrongly */
+	/* launch attributes (CUlaunchAttribute: id, pad, 64-byte value) go to the
+	 * host with the launch; what vgpu does not serve is refused, never run
+	 * wrongly */
 	struct {
 		uint32_t id, pad;
 		uint32_t v[16];
 	} at[2];
 	memset(at, 0, sizeof at);
-	at[0].id = 8; /* priority: a hint */
+	at[0].id = 8; /* priority */
 	at[0].v[0] = 1;
 	at[1].id = 0; /* an empty entry */
 	cfg.attrs = at;
@@ -896,7 +909,17 @@ static void test_driver_api(void)
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	at[1].id = 2; /* cooperative, off */
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
-	at[1].v[0] = 1; /* cooperative, on */
+	at[1].v[0] = 1; /* cooperative, on: every block resident at once */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	OK(cuCtxSynchronize());
+	cfg.gridDimX = 1u << 20; /* more blocks than can be resident: refused */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	CHECK(cuCtxSynchronize() == 720); /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+	cfg.gridDimX = 1;
+	OK(cuLaunchCooperativeKernel(fn, 2, 1, 1, 128, 1, 1, 0, NULL, args));
+	OK(cuLaunchCooperativeKernel(fn, 1u << 20, 1, 1, 128, 1, 1, 0, NULL, args));
+	CHECK(cuCtxSynchronize() == 720);
+	at[1].id = 7; /* a programmatic event: not served */
 	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
 	/* clusters (issue 16: cuBLAS on sm_90): the shape and the scheduling
 	 * policy travel with the launch; the device checks them */
@@ -1309,6 +1332,52 @@ static void test_driver_mempool(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* Stream attributes through the host: set, read back, copied; only the
+ * attribute's own bytes of the value are written (CUDA 11's union is
+ * smaller than 12's). */
+static void test_driver_stream_attrs(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream a, b;
+	unsigned long long mem;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&a, 0));
+	OK(cuStreamCreate(&b, 0));
+	OK(cuMemAlloc_v2(&mem, 1 << 20));
+	int policy = 3, prio = -1, got = 0;
+	OK(cuStreamSetAttribute(a, 3, &policy)); /* SYNCHRONIZATION_POLICY: yield */
+	OK(cuStreamSetAttribute(a, 8, &prio));   /* PRIORITY */
+	OK(cuStreamGetAttribute(a, 3, &got));
+	CHECK(got == 3);
+	OK(cuStreamGetPriority(a, &got));
+	CHECK(got == -1);
+	struct window w = {mem, 4096, 0.25f, 2, 1}, r;
+	OK(cuStreamSetAttribute(a, 1, &w));
+	unsigned char value[64];
+	memset(value, 0xee, sizeof value);
+	OK(cuStreamGetAttribute(a, 1, value));
+	memcpy(&r, value, sizeof r);
+	CHECK(r.base == mem && r.bytes == 4096 && r.ratio == 0.25f && r.hit == 2 && r.miss == 1);
+	CHECK(value[sizeof r] == 0xee);
+	OK(cuStreamCopyAttributes(b, a));
+	OK(cuStreamGetAttribute(b, 8, &got));
+	CHECK(got == -1);
+	OK(cuStreamGetPriority(b, &got));
+	CHECK(got == -1);
+	struct window far = {0x10, 4096, 0.5f, 0, 0};
+	CHECK(cuStreamSetAttribute(a, 1, &far) == 1); /* not this process's memory */
+	CHECK(cuStreamSetAttribute(a, 2, &policy) == 1); /* cooperative: a launch attribute */
+	CHECK(cuStreamGetAttribute(a, 3, NULL) == 1);
+	OK(cuStreamSetAttribute(NULL, 3, &policy)); /* the default stream */
+	OK(cuMemFree_v2(mem));
+	OK(cuStreamDestroy_v2(a));
+	OK(cuStreamDestroy_v2(b));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* The virtual-memory API on the host: reserve, create, map, set access,
  * copy (cuMemcpy sees mapped memory as device memory), unmap, release. */
 static void test_driver_vmm(void)
@@ -1443,6 +1512,49 @@ static void test_driver_arrays(void)
 	CHECK(!memcmp(small, img, 16) && !memcmp(small + 16, img + 8, 8));
 	CHECK(cuMemcpyHtoA_v2(a1, 60, img, 8) == 1); /* past the end */
 
+	/* texture objects over the array and over pitched memory, a surface
+	 * over an array made for load/store */
+	CUDA_RESOURCE_DESC rd = {.resType = 0};
+	rd.res.array.hArray = a;
+	CUDA_TEXTURE_DESC td = {.addressMode = {1, 1, 1}, .filterMode = 1, .flags = 2};
+	CUtexObject tex = 0, tex2 = 0;
+	OK(cuTexObjectCreate(&tex, &rd, &td, NULL));
+	CHECK(tex != 0);
+	CUDA_RESOURCE_DESC back_rd;
+	OK(cuTexObjectGetResourceDesc(&back_rd, tex));
+	CHECK(back_rd.resType == 0 && back_rd.res.array.hArray == a);
+	unsigned long long pm;
+	size_t pitch;
+	OK(cuMemAllocPitch_v2(&pm, &pitch, 64, 16, 4));
+	CUDA_RESOURCE_DESC rp = {.resType = 3};
+	rp.res.pitch2D.devPtr = pm;
+	rp.res.pitch2D.format = 0x20;
+	rp.res.pitch2D.numChannels = 1;
+	rp.res.pitch2D.width = 16;
+	rp.res.pitch2D.height = 16;
+	rp.res.pitch2D.pitchInBytes = pitch;
+	OK(cuTexObjectCreate(&tex2, &rp, &td, NULL));
+	OK(cuTexObjectGetResourceDesc(&back_rd, tex2));
+	CHECK(back_rd.resType == 3 && back_rd.res.pitch2D.devPtr == pm && back_rd.res.pitch2D.pitchInBytes == pitch);
+	rp.res.pitch2D.pitchInBytes = 32; /* < 16 floats */
+	CHECK(cuTexObjectCreate(&tex2, &rp, &td, NULL) == 1);
+	CUsurfObject surf = 0;
+	CHECK(cuSurfObjectCreate(&surf, &rd) == 1); /* a was made without SURFACE_LDST */
+	CUarray as;
+	CUDA_ARRAY3D_DESCRIPTOR ds = {.Width = 16, .Height = 16, .Format = 0x20, .NumChannels = 1, .Flags = 2};
+	OK(cuArray3DCreate_v2(&as, &ds));
+	rd.res.array.hArray = as;
+	OK(cuSurfObjectCreate(&surf, &rd));
+	OK(cuSurfObjectGetResourceDesc(&back_rd, surf));
+	CHECK(back_rd.res.array.hArray == as);
+	CHECK(cuTexObjectDestroy(surf) == 1); /* not a texture */
+	OK(cuSurfObjectDestroy(surf));
+	OK(cuTexObjectDestroy(tex));
+	OK(cuTexObjectDestroy(tex2));
+	CHECK(cuTexObjectDestroy(tex) == 1);
+	OK(cuArrayDestroy(as));
+	OK(cuMemFree_v2(pm));
+
 	OK(cuArrayDestroy(a1));
 	OK(cuArrayDestroy(a3));
 	OK(cuArrayDestroy(a));
@@ -1538,6 +1650,7 @@ static const struct {
 	{"driver_graph_nodes", test_driver_graph_nodes},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
+	{"driver_stream_attrs", test_driver_stream_attrs},
 	{"driver_arrays", test_driver_arrays},
 	{"threads", test_threads},
 	{"nvml", test_nvml},

@@ -53,6 +53,9 @@ type lib struct {
 	cuMemPoolGetAccess        func(flags *uint32, pool uintptr, loc *memLocation) int32
 	cuMemAllocFromPoolAsync   func(p *uint64, n uint64, pool, s uintptr) int32
 	cuDeviceGetDefaultMemPool func(pool *uintptr, dev int32) int32
+	cuStreamSetAttribute      func(s uintptr, attr int32, v unsafe.Pointer) int32
+	cuStreamGetAttribute      func(s uintptr, attr int32, v unsafe.Pointer) int32
+	cuStreamCopyAttributes    func(dst, src uintptr) int32
 	cuMemAddressReserve       func(p *uint64, size, align, addr, flags uint64) int32
 	cuMemAddressFree          func(p, size uint64) int32
 	cuMemCreate               func(h *uint64, size uint64, prop *allocProp, flags uint64) int32
@@ -69,6 +72,10 @@ type lib struct {
 	cuArrayDestroy            func(h uint64) int32
 	cuMemcpy3D                func(p *memcpy3D) int32
 	cuMemcpy3DAsync           func(p *memcpy3D, s uintptr) int32
+	cuTexObjectCreate         func(o *uint64, r *resourceDesc, t *textureDesc, v *viewDesc) int32
+	cuTexObjectDestroy        func(o uint64) int32
+	cuSurfObjectCreate        func(o *uint64, r *resourceDesc) int32
+	cuSurfObjectDestroy       func(o uint64) int32
 	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, n uint64, s uintptr) int32
 	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uint64, s uintptr) int32
 	cuMemcpyDtoDAsync         func(dst, src, n uint64, s uintptr) int32
@@ -214,6 +221,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuMemPoolTrimTo, "cuMemPoolTrimTo"}, {&l.cuMemPoolSetAccess, "cuMemPoolSetAccess"},
 		{&l.cuMemPoolGetAccess, "cuMemPoolGetAccess"}, {&l.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync"},
 		{&l.cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool"},
+		{&l.cuStreamSetAttribute, "cuStreamSetAttribute"}, {&l.cuStreamGetAttribute, "cuStreamGetAttribute"},
+		{&l.cuStreamCopyAttributes, "cuStreamCopyAttributes"},
 		{&l.cuMemAddressReserve, "cuMemAddressReserve"}, {&l.cuMemAddressFree, "cuMemAddressFree"},
 		{&l.cuMemCreate, "cuMemCreate"}, {&l.cuMemRelease, "cuMemRelease"}, {&l.cuMemMap, "cuMemMap"},
 		{&l.cuMemUnmap, "cuMemUnmap"}, {&l.cuMemSetAccess, "cuMemSetAccess"},
@@ -221,6 +230,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync"}, {&l.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync"}, {&l.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
 		{&l.cuArray3DCreate, "cuArray3DCreate"}, {&l.cuArrayDestroy, "cuArrayDestroy"},
 		{&l.cuMemcpy3D, "cuMemcpy3D"}, {&l.cuMemcpy3DAsync, "cuMemcpy3DAsync"},
+		{&l.cuTexObjectCreate, "cuTexObjectCreate"}, {&l.cuTexObjectDestroy, "cuTexObjectDestroy"},
+		{&l.cuSurfObjectCreate, "cuSurfObjectCreate"}, {&l.cuSurfObjectDestroy, "cuSurfObjectDestroy"},
 		{&l.cuMemsetD8, "cuMemsetD8"}, {&l.cuMemsetD16, "cuMemsetD16"}, {&l.cuMemsetD32, "cuMemsetD32"},
 		{&l.cuMemsetD8Async, "cuMemsetD8Async"}, {&l.cuMemsetD16Async, "cuMemsetD16Async"}, {&l.cuMemsetD32Async, "cuMemsetD32Async"},
 		{&l.cuMemsetD2D8, "cuMemsetD2D8"}, {&l.cuMemsetD2D16, "cuMemsetD2D16"}, {&l.cuMemsetD2D32, "cuMemsetD2D32"},
