@@ -182,6 +182,12 @@ int cuStreamSetAttribute(CUstream, int, const void *);
 int cuStreamGetAttribute(CUstream, int, void *);
 int cuStreamCopyAttributes(CUstream, CUstream);
 int cuStreamGetPriority(CUstream, int *);
+struct ctx_params { void *affinity; int n; void *cig; }; /* CUctxCreateParams */
+int cuCtxCreate_v3(CUcontext *, void *, int, unsigned, int);
+int cuCtxCreate_v4(CUcontext *, const struct ctx_params *, unsigned, int);
+int cuDeviceGetExecAffinitySupport(int *, int, int);
+int cuDeviceGetAttribute(int *, int, int);
+int cuCtxGetExecAffinity(void *, int);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemAddressFree(unsigned long long, size_t);
@@ -1350,6 +1356,34 @@ static void test_driver_mempool(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* Contexts with create parameters: none, or empty ones, make an ordinary
+ * context; execution affinity and CIG are not served (801), and the
+ * affinity a context has is the whole device. */
+static void test_driver_ctx_params(void)
+{
+	int dev, sup = -1, sms = 0;
+	CUcontext ctx;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	struct ctx_params none = {0}, aff = {&sms, 1, NULL}, cig = {NULL, 0, &sms}, bad = {NULL, 1, NULL};
+	OK(cuCtxCreate_v4(&ctx, NULL, 0, dev));
+	OK(cuCtxDestroy_v2(ctx));
+	OK(cuCtxCreate_v4(&ctx, &none, 0, dev));
+	struct { int type; unsigned sms; } p = {7, 0};
+	OK(cuCtxGetExecAffinity(&p, 0));
+	OK(cuDeviceGetAttribute(&sms, 16, dev));
+	CHECK(p.type == 0 && p.sms == (unsigned)sms && sms > 0);
+	CHECK(cuCtxGetExecAffinity(&p, 1) == 1);
+	OK(cuCtxDestroy_v2(ctx));
+	CHECK(cuCtxCreate_v4(&ctx, &aff, 0, dev) == 801);
+	CHECK(cuCtxCreate_v4(&ctx, &cig, 0, dev) == 801);
+	CHECK(cuCtxCreate_v4(&ctx, &bad, 0, dev) == 1);
+	CHECK(cuCtxCreate_v3(&ctx, &sms, 1, 0, dev) == 801);
+	OK(cuDeviceGetExecAffinitySupport(&sup, 0, dev));
+	CHECK(sup == 0);
+	CHECK(cuDeviceGetExecAffinitySupport(&sup, 0, 99) == 101);
+}
+
 /* Stream attributes through the host: set, read back, copied; only the
  * attribute's own bytes of the value are written (CUDA 11's union is
  * smaller than 12's). */
@@ -1669,6 +1703,7 @@ static const struct {
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
 	{"driver_stream_attrs", test_driver_stream_attrs},
+	{"driver_ctx_params", test_driver_ctx_params},
 	{"driver_arrays", test_driver_arrays},
 	{"threads", test_threads},
 	{"nvml", test_nvml},
