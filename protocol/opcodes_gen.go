@@ -113,6 +113,9 @@ const (
 	OpGraphAddMemcpyNode Opcode = 0x070c
 	OpGraphAddMemsetNode Opcode = 0x070d
 	OpGraphAddEmptyNode  Opcode = 0x070e
+	OpGraphClone         Opcode = 0x070f
+	OpGraphDestroyNode   Opcode = 0x0710
+	OpGraphUpload        Opcode = 0x0711
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

@@ -397,6 +397,12 @@ type Context interface {
 	GraphAddMemcpyNode(g Graph, deps []GraphNode, cp GraphCopy) (GraphNode, error)
 	GraphAddMemsetNode(g Graph, deps []GraphNode, dst Ptr, value uint32, elemSize int, width, height, pitch uint64) (GraphNode, error)
 	GraphAddEmptyNode(g Graph, deps []GraphNode) (GraphNode, error)
+	// GraphClone copies g (its nodes and edges); GraphDestroyNode removes
+	// a node and its edges from its graph; GraphUpload prepares e for
+	// launches on s (no visible effect).
+	GraphClone(g Graph) (Graph, error)
+	GraphDestroyNode(n GraphNode) error
+	GraphUpload(e GraphExec, s Stream) error
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

@@ -149,6 +149,9 @@ int cuGraphAddKernelNode_v2(void **, void *, void *const *, size_t, const void *
 int cuGraphAddMemcpyNode(void **, void *, void *const *, size_t, const void *, CUcontext);
 int cuGraphAddMemsetNode(void **, void *, void *const *, size_t, const void *, CUcontext);
 int cuGraphAddEmptyNode(void **, void *, void *const *, size_t);
+int cuGraphClone(void **, void *);
+int cuGraphDestroyNode(void *);
+int cuGraphUpload(void *, CUstream);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -1216,7 +1219,22 @@ static void test_driver_graph_nodes(void)
 	CHECK(cuGraphAddEmptyNode(&x, g, null_dep, 1) == 1);
 	CHECK(cuGraphAddEmptyNode(&x, g, NULL, 1) == 1);
 
+	/* a clone has the nodes; one removed from it leaves the original */
+	void *g2;
+	OK(cuGraphClone(&g2, g));
+	n = 8;
+	OK(cuGraphGetNodes(g2, nodes, &n));
+	CHECK(n == 5 && nodes[0] != in);
+	OK(cuGraphDestroyNode(nodes[4]));
+	OK(cuGraphGetNodes(g2, NULL, &n));
+	CHECK(n == 4);
+	OK(cuGraphGetNodes(g, NULL, &n));
+	CHECK(n == 5);
+	OK(cuGraphDestroy(g2));
+	CHECK(cuGraphClone(&g2, NULL) == 400);
+
 	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphUpload(x, s));
 	memcpy(want, h, 64);
 	memset(want + 8, 0x22, 8);
 	for (int i = 0; i < 2; i++) {

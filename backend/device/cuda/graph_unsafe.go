@@ -165,3 +165,17 @@ func (c *Context) GraphAddEmptyNode(g device.Graph, deps []device.GraphNode) (de
 	runtime.KeepAlive(deps)
 	return device.GraphNode(n), err
 }
+
+func (c *Context) GraphClone(g device.Graph) (device.Graph, error) {
+	var n uintptr
+	err := c.call("cuGraphClone", func() int32 { return c.l.cuGraphClone(&n, uintptr(g)) })
+	return device.Graph(n), err
+}
+
+func (c *Context) GraphDestroyNode(n device.GraphNode) error {
+	return c.call("cuGraphDestroyNode", func() int32 { return c.l.cuGraphDestroyNode(uintptr(n)) })
+}
+
+func (c *Context) GraphUpload(e device.GraphExec, s device.Stream) error {
+	return c.call("cuGraphUpload", func() int32 { return c.l.cuGraphUpload(uintptr(e), uintptr(s)) })
+}
