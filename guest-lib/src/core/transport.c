@@ -1008,6 +1008,17 @@ int vgpu_take_deferred_error(void)
 	return __atomic_exchange_n(&deferred_err, 0, __ATOMIC_ACQ_REL);
 }
 
+/* Guest rings: a small buffer travels inline on the ring (its bytes in the
+ * request, or in the reply), so its call needs no pinning and no stream:
+ * one to the host and one from it per call, as host mode's. */
+#define RING_INLINE_MAX (32u << 10)
+static int ring_inline(const struct vgpu_xbuf *b, const void *inl, const void *from_host)
+{
+	if (host_mode || !ring || b->len > RING_INLINE_MAX || !vgpu_regions_usable())
+		return 0;
+	return (b->dir & VGPU_DIR_TO_HOST) ? !inl : !from_host;
+}
+
 int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_xbuf *bufs, int nbufs,
 	      void *reply, uint32_t reply_len, void *tail, uint32_t tail_cap, uint32_t *tail_len)
 {
@@ -1042,7 +1053,7 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 			ref.kind = VGPU_BUF_REGION;
 			ref.region = hr.region;
 			ref.offset = (uint64_t)((uint8_t *)bufs[i].addr - (uint8_t *)hr.addr);
-		} else if (inline_copies()) {
+		} else if (inline_copies() || ring_inline(&bufs[i], inl, from_host)) {
 			ref.kind = VGPU_BUF_INLINE;
 			if (bufs[i].dir & VGPU_DIR_TO_HOST) {
 				if (inl) { /* one inline buffer per call is all we need */
@@ -1074,7 +1085,7 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 	uint8_t *r = NULL;
 	uint32_t rl = 0;
 	uint64_t id = new_id();
-	uint32_t cap = reply_len + tail_cap + (uint32_t)(inline_copies() ? from_host_len : 0) + 64;
+	uint32_t cap = reply_len + tail_cap + (uint32_t)from_host_len + 64;
 	rc = roundtrip(op, id, payload, req_len, inl, inl_len, dbufs, ndbufs, cap, &r, &rl);
 	free(payload);
 	if (rc)
