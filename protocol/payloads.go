@@ -568,6 +568,47 @@ type StreamCreateReq struct {
 	Pad0     uint32
 }
 
+// AccessPolicyWindow is a CUaccessPolicyWindow: an L2 persistence hint
+// over [Base, Base+Bytes). HitRatio is a float32's bits; HitProp and
+// MissProp are CUaccessProperty (0 normal, 1 streaming, 2 persisting).
+type AccessPolicyWindow struct {
+	Base     uint64
+	Bytes    uint64
+	HitRatio uint32
+	HitProp  uint32
+	MissProp uint32
+	Pad0     uint32
+}
+
+// StreamAttrValue is the value of a stream attribute (CUstreamAttrValue):
+// Value for the integer ones (SYNCHRONIZATION_POLICY 3, PRIORITY 8 as an
+// int32's bits, MEM_SYNC_DOMAIN_MAP 9 as default | remote<<8,
+// MEM_SYNC_DOMAIN 10), Window for ACCESS_POLICY_WINDOW 1.
+type StreamAttrValue struct {
+	Value  uint32
+	Pad0   uint32
+	Window AccessPolicyWindow
+}
+
+// StreamAttrReq sets (STREAM_SET_ATTRIBUTE) or gets (STREAM_GET_ATTRIBUTE,
+// a zero value) attribute Attr (CUstreamAttrID) of a stream; Device is the
+// device of a default stream.
+type StreamAttrReq struct {
+	Stream uint64
+	Device uint32
+	Attr   uint32
+	Value  StreamAttrValue
+}
+
+// StreamCopyAttrReq copies Src's attributes to Dst (STREAM_COPY_ATTRIBUTES);
+// Device is a default stream's device.
+type StreamCopyAttrReq struct {
+	Dst    uint64
+	Src    uint64
+	Device uint32
+	Pad0   uint32
+}
+
 // StreamWaitEventReq makes a stream wait for an event.
 type StreamWaitEventReq struct {
 	Stream uint64
@@ -687,6 +728,100 @@ type GraphLaunchReq struct {
 	Stream uint64
 }
 
+// GraphCreateReq makes an empty graph on a device (GRAPH_CREATE:
+// cuGraphCreate; Flags must be 0, as cuda.h defines none).
+type GraphCreateReq struct {
+	Device uint32
+	Flags  uint32
+}
+
+// GraphNodesReq lists a graph's nodes (GRAPH_GET_NODES: cuGraphGetNodes,
+// or its root nodes, cuGraphGetRootNodes, when Roots is 1), from node
+// First on.
+type GraphNodesReq struct {
+	Graph uint64
+	Roots uint32
+	First uint32
+}
+
+// GraphNodesReply answers GRAPH_GET_NODES: the graph has Total nodes (of
+// the kind asked); Count node handles (uint64 each) follow from First on,
+// at most MaxGraphNodeList of them (ask again from First+Count for more).
+type GraphNodesReply struct {
+	Total uint32
+	Count uint32
+}
+
+// MaxGraphNodeList bounds the node handles one GraphNodesReply carries.
+const MaxGraphNodeList = 4096
+
+// GraphNodeTypeReply answers GRAPH_NODE_GET_TYPE: a CUgraphNodeType
+// (0 kernel, 1 memcpy, 2 memset, 3 host, 4 child graph, 5 empty, 6 wait
+// event, 7 event record, ...).
+type GraphNodeTypeReply struct {
+	Type uint32
+	Pad0 uint32
+}
+
+// MaxGraphDeps bounds the dependencies of one added node.
+const MaxGraphDeps = 1024
+
+// GraphAddKernelNodeReq adds a kernel node (GRAPH_ADD_KERNEL_NODE:
+// cuGraphAddKernelNode). The tail holds NumDeps node handles (uint64
+// each), then the packed parameter block of Launch.ParamSize bytes, laid
+// out as for LAUNCH_KERNEL; Launch.Stream is unused (0).
+type GraphAddKernelNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Pad0    uint32
+	Launch  LaunchReq
+}
+
+// Directions of a graph memcpy node (GraphAddMemcpyNodeReq.Dir).
+const (
+	GraphCopyHtoD uint32 = 1 // Host (a registered region) to Dst
+	GraphCopyDtoH uint32 = 2 // Src to Host (a registered region)
+	GraphCopyDtoD uint32 = 3 // Src to Dst, Size bytes
+)
+
+// GraphAddMemcpyNodeReq adds a 1D memcpy node (GRAPH_ADD_MEMCPY_NODE:
+// cuGraphAddMemcpyNode). Host memory must be pinned: Host is a BufRegion
+// (a registration's id, offset and length) for GraphCopyHtoD and
+// GraphCopyDtoH, and its Len is the copy's size; GraphCopyDtoD uses Size.
+// The tail holds NumDeps node handles.
+type GraphAddMemcpyNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Dir     uint32
+	Dst     uint64
+	Src     uint64
+	Size    uint64
+	Host    BufRef
+}
+
+// GraphAddMemsetNodeReq adds a memset node (GRAPH_ADD_MEMSET_NODE:
+// cuGraphAddMemsetNode): Height rows (0 or 1: one) of Width elements of
+// ElemSize bytes, Pitch bytes apart. The tail holds NumDeps node handles.
+type GraphAddMemsetNodeReq struct {
+	Graph    uint64
+	NumDeps  uint32
+	ElemSize uint32
+	Dst      uint64
+	Value    uint32
+	Pad0     uint32
+	Width    uint64
+	Height   uint64
+	Pitch    uint64
+}
+
+// GraphAddEmptyNodeReq adds an empty node (GRAPH_ADD_EMPTY_NODE:
+// cuGraphAddEmptyNode). The tail holds NumDeps node handles.
+type GraphAddEmptyNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Pad0    uint32
+}
+
 // MemAllocAsyncReq allocates device memory in stream order
 // (MEM_ALLOC_ASYNC: cuMemAllocAsync, from the device's default pool).
 type MemAllocAsyncReq struct {
@@ -700,6 +835,73 @@ type MemAllocAsyncReq struct {
 type MemFreeAsyncReq struct {
 	Ptr    uint64
 	Stream uint64
+}
+
+// Memory pools (cuMemPoolCreate, cuMemPoolSetAttribute, ...). A pool is
+// named by Pool, a handle MEMPOOL_CREATE gave the session, or by Pool 0
+// and Device: that device's default pool. Device is the pool's device in
+// either case.
+
+// MemPoolCreateReq creates a memory pool on device Device
+// (MEMPOOL_CREATE): the fields of a CUmemPoolProps of location type
+// device.
+type MemPoolCreateReq struct {
+	Device      uint32
+	Type        uint32 // CUmemAllocationType: 1 pinned
+	HandleTypes uint32 // CUmemAllocationHandleType bits: none served
+	Usage       uint16 // CUmemPoolProps.usage: 0
+	Pad0        uint16
+	MaxSize     uint64 // the pool's most bytes; 0: the driver's default
+}
+
+// MemPoolAttrReq sets or gets attribute Attr (CUmemPool_attribute) of a
+// pool (MEMPOOL_SET_ATTRIBUTE, MEMPOOL_GET_ATTRIBUTE): Value is the new
+// value (an int attribute's in the low 32 bits); a get sends 0.
+type MemPoolAttrReq struct {
+	Pool   uint64
+	Device uint32
+	Attr   uint32
+	Value  uint64
+}
+
+// ValueReply is one 64-bit value (MEMPOOL_GET_ATTRIBUTE).
+type ValueReply struct {
+	Value uint64
+}
+
+// MemPoolTrimReq releases a pool's unused memory down to Keep bytes
+// (MEMPOOL_TRIM_TO).
+type MemPoolTrimReq struct {
+	Pool   uint64
+	Device uint32
+	Pad0   uint32
+	Keep   uint64
+}
+
+// MemPoolAccessReq sets (MEMPOOL_SET_ACCESS) or gets (MEMPOOL_GET_ACCESS,
+// Flags 0) device Peer's access to a pool's memory: CUmemAccess_flags,
+// 3 read-write.
+type MemPoolAccessReq struct {
+	Pool   uint64
+	Device uint32
+	Peer   uint32
+	Flags  uint32
+	Pad0   uint32
+}
+
+// AccessReply is a CUmemAccess_flags (MEMPOOL_GET_ACCESS).
+type AccessReply struct {
+	Flags uint32
+	Pad0  uint32
+}
+
+// MemAllocFromPoolReq allocates device memory from pool Pool (never 0: the
+// default pool's allocations are MEM_ALLOC_ASYNC's) in stream order
+// (MEM_ALLOC_FROM_POOL).
+type MemAllocFromPoolReq struct {
+	Pool   uint64
+	Stream uint64
+	Size   uint64
 }
 
 // The virtual-memory API (cuMemAddressReserve, cuMemCreate, cuMemMap,
@@ -752,4 +954,61 @@ type MemSetAccessReq struct {
 	Size   uint64
 	Device uint32
 	Flags  uint32
+}
+
+// CUDA arrays (cuArrayCreate, cuArray3DCreate, cuMemcpy3D): opaque,
+// driver-laid-out device memory of Width x Height x Depth elements of
+// Channels channels of Format (CUarray_format). Height 0 is a 1D array,
+// Depth 0 a 1D or 2D one, as in CUDA_ARRAY3D_DESCRIPTOR.
+
+// ArrayCreateReq creates an array on device Device (ARRAY_CREATE): the
+// fields of a CUDA_ARRAY3D_DESCRIPTOR.
+type ArrayCreateReq struct {
+	Device   uint32
+	Format   uint32 // CUarray_format: 0x01 u8 ... 0x20 f32
+	Channels uint32 // 1, 2 or 4
+	Flags    uint32 // CUDA_ARRAY3D_* flags: LAYERED 1, SURFACE_LDST 2, TEXTURE_GATHER 8
+	Width    uint64
+	Height   uint64
+	Depth    uint64
+}
+
+// ArrayDescReply is an array's descriptor (ARRAY_GET_DESCRIPTOR), as it
+// was created.
+type ArrayDescReply struct {
+	Width    uint64
+	Height   uint64
+	Depth    uint64
+	Format   uint32
+	Channels uint32
+	Flags    uint32
+	Pad0     uint32
+}
+
+// CopySide is one side of a 3D copy: the array Array when it is not 0,
+// else linear device memory at Ptr laid out in rows of Pitch bytes and
+// slices of Height rows. X is in bytes, Y in rows, Z in slices.
+type CopySide struct {
+	Ptr    uint64
+	Array  uint64
+	X      uint64
+	Y      uint64
+	Z      uint64
+	Pitch  uint64
+	Height uint64
+}
+
+// BoxCopyReq copies a box of Width bytes x Height rows x Depth slices
+// between device memory and arrays, or between arrays (MEMCPY_3D). Host
+// sides are not sent here: the library stages them through device memory
+// with MEMCPY_HTOD and MEMCPY_DTOH, the copies that read guest memory.
+type BoxCopyReq struct {
+	Src    CopySide
+	Dst    CopySide
+	Width  uint64
+	Height uint64
+	Depth  uint64
+	Stream uint64
+	Flags  uint32 // CopyAsync
+	Pad0   uint32
 }

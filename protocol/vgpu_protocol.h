@@ -67,6 +67,11 @@ typedef float vgpu_f32;
 #define VGPU_MAX_FUNC_ATTRS 0x10u
 #define VGPU_MAX_PARAM_BYTES 0x7ffcu
 #define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
+#define VGPU_MAX_GRAPH_NODE_LIST 0x1000u
+#define VGPU_MAX_GRAPH_DEPS 0x400u
+#define VGPU_GRAPH_COPY_HTOD 0x1u
+#define VGPU_GRAPH_COPY_DTOH 0x2u
+#define VGPU_GRAPH_COPY_DTOD 0x3u
 #define VGPU_DEFAULT_PORT 0x7667u
 #define VGPU_MAX_BATCH 0x1000u
 #define VGPU_OUTPUT_STDOUT 0x1u
@@ -140,6 +145,18 @@ typedef float vgpu_f32;
 #define VGPU_OP_MEM_MAP 0x0212u
 #define VGPU_OP_MEM_UNMAP 0x0213u
 #define VGPU_OP_MEM_SET_ACCESS 0x0214u
+#define VGPU_OP_MEMPOOL_CREATE 0x0215u
+#define VGPU_OP_MEMPOOL_DESTROY 0x0216u
+#define VGPU_OP_MEMPOOL_SET_ATTRIBUTE 0x0217u
+#define VGPU_OP_MEMPOOL_GET_ATTRIBUTE 0x0218u
+#define VGPU_OP_MEMPOOL_TRIM_TO 0x0219u
+#define VGPU_OP_MEMPOOL_SET_ACCESS 0x021au
+#define VGPU_OP_MEMPOOL_GET_ACCESS 0x021bu
+#define VGPU_OP_MEM_ALLOC_FROM_POOL 0x021cu
+#define VGPU_OP_ARRAY_CREATE 0x0220u
+#define VGPU_OP_ARRAY_DESTROY 0x0221u
+#define VGPU_OP_ARRAY_GET_DESCRIPTOR 0x0222u
+#define VGPU_OP_MEMCPY_3D 0x0223u
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -157,6 +174,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_STREAM_SYNCHRONIZE 0x0503u
 #define VGPU_OP_STREAM_QUERY 0x0504u
 #define VGPU_OP_STREAM_WAIT_EVENT 0x0505u
+#define VGPU_OP_STREAM_SET_ATTRIBUTE 0x0506u
+#define VGPU_OP_STREAM_GET_ATTRIBUTE 0x0507u
+#define VGPU_OP_STREAM_COPY_ATTRIBUTES 0x0508u
 #define VGPU_OP_EVENT_CREATE 0x0601u
 #define VGPU_OP_EVENT_DESTROY 0x0602u
 #define VGPU_OP_EVENT_RECORD 0x0603u
@@ -170,6 +190,13 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_LAUNCH 0x0705u
 #define VGPU_OP_GRAPH_EXEC_DESTROY 0x0706u
 #define VGPU_OP_GRAPH_DESTROY 0x0707u
+#define VGPU_OP_GRAPH_CREATE 0x0708u
+#define VGPU_OP_GRAPH_GET_NODES 0x0709u
+#define VGPU_OP_GRAPH_NODE_GET_TYPE 0x070au
+#define VGPU_OP_GRAPH_ADD_KERNEL_NODE 0x070bu
+#define VGPU_OP_GRAPH_ADD_MEMCPY_NODE 0x070cu
+#define VGPU_OP_GRAPH_ADD_MEMSET_NODE 0x070du
+#define VGPU_OP_GRAPH_ADD_EMPTY_NODE 0x070eu
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -705,6 +732,158 @@ _Static_assert(offsetof(struct vgpu_mem_set_access_req, size) == 8, "vgpu_mem_se
 _Static_assert(offsetof(struct vgpu_mem_set_access_req, device) == 16, "vgpu_mem_set_access_req.device");
 _Static_assert(offsetof(struct vgpu_mem_set_access_req, flags) == 20, "vgpu_mem_set_access_req.flags");
 
+struct vgpu_mem_pool_create_req {
+	uint32_t device;
+	uint32_t type;
+	uint32_t handle_types;
+	uint16_t usage;
+	uint16_t pad0;
+	uint64_t max_size;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_create_req) == 24, "vgpu_mem_pool_create_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, device) == 0, "vgpu_mem_pool_create_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, type) == 4, "vgpu_mem_pool_create_req.type");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, handle_types) == 8, "vgpu_mem_pool_create_req.handle_types");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, usage) == 12, "vgpu_mem_pool_create_req.usage");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, pad0) == 14, "vgpu_mem_pool_create_req.pad0");
+_Static_assert(offsetof(struct vgpu_mem_pool_create_req, max_size) == 16, "vgpu_mem_pool_create_req.max_size");
+
+struct vgpu_mem_pool_attr_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t attr;
+	uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_attr_req) == 24, "vgpu_mem_pool_attr_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, pool) == 0, "vgpu_mem_pool_attr_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, device) == 8, "vgpu_mem_pool_attr_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, attr) == 12, "vgpu_mem_pool_attr_req.attr");
+_Static_assert(offsetof(struct vgpu_mem_pool_attr_req, value) == 16, "vgpu_mem_pool_attr_req.value");
+
+struct vgpu_value_reply {
+	uint64_t value;
+};
+_Static_assert(sizeof(struct vgpu_value_reply) == 8, "vgpu_value_reply size");
+_Static_assert(offsetof(struct vgpu_value_reply, value) == 0, "vgpu_value_reply.value");
+
+struct vgpu_mem_pool_trim_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t pad0;
+	uint64_t keep;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_trim_req) == 24, "vgpu_mem_pool_trim_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, pool) == 0, "vgpu_mem_pool_trim_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, device) == 8, "vgpu_mem_pool_trim_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, pad0) == 12, "vgpu_mem_pool_trim_req.pad0");
+_Static_assert(offsetof(struct vgpu_mem_pool_trim_req, keep) == 16, "vgpu_mem_pool_trim_req.keep");
+
+struct vgpu_mem_pool_access_req {
+	uint64_t pool;
+	uint32_t device;
+	uint32_t peer;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_mem_pool_access_req) == 24, "vgpu_mem_pool_access_req size");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, pool) == 0, "vgpu_mem_pool_access_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, device) == 8, "vgpu_mem_pool_access_req.device");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, peer) == 12, "vgpu_mem_pool_access_req.peer");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, flags) == 16, "vgpu_mem_pool_access_req.flags");
+_Static_assert(offsetof(struct vgpu_mem_pool_access_req, pad0) == 20, "vgpu_mem_pool_access_req.pad0");
+
+struct vgpu_access_reply {
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_access_reply) == 8, "vgpu_access_reply size");
+_Static_assert(offsetof(struct vgpu_access_reply, flags) == 0, "vgpu_access_reply.flags");
+_Static_assert(offsetof(struct vgpu_access_reply, pad0) == 4, "vgpu_access_reply.pad0");
+
+struct vgpu_mem_alloc_from_pool_req {
+	uint64_t pool;
+	uint64_t stream;
+	uint64_t size;
+};
+_Static_assert(sizeof(struct vgpu_mem_alloc_from_pool_req) == 24, "vgpu_mem_alloc_from_pool_req size");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, pool) == 0, "vgpu_mem_alloc_from_pool_req.pool");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, stream) == 8, "vgpu_mem_alloc_from_pool_req.stream");
+_Static_assert(offsetof(struct vgpu_mem_alloc_from_pool_req, size) == 16, "vgpu_mem_alloc_from_pool_req.size");
+
+struct vgpu_array_create_req {
+	uint32_t device;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+};
+_Static_assert(sizeof(struct vgpu_array_create_req) == 40, "vgpu_array_create_req size");
+_Static_assert(offsetof(struct vgpu_array_create_req, device) == 0, "vgpu_array_create_req.device");
+_Static_assert(offsetof(struct vgpu_array_create_req, format) == 4, "vgpu_array_create_req.format");
+_Static_assert(offsetof(struct vgpu_array_create_req, channels) == 8, "vgpu_array_create_req.channels");
+_Static_assert(offsetof(struct vgpu_array_create_req, flags) == 12, "vgpu_array_create_req.flags");
+_Static_assert(offsetof(struct vgpu_array_create_req, width) == 16, "vgpu_array_create_req.width");
+_Static_assert(offsetof(struct vgpu_array_create_req, height) == 24, "vgpu_array_create_req.height");
+_Static_assert(offsetof(struct vgpu_array_create_req, depth) == 32, "vgpu_array_create_req.depth");
+
+struct vgpu_array_desc_reply {
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_array_desc_reply) == 40, "vgpu_array_desc_reply size");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, width) == 0, "vgpu_array_desc_reply.width");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, height) == 8, "vgpu_array_desc_reply.height");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, depth) == 16, "vgpu_array_desc_reply.depth");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, format) == 24, "vgpu_array_desc_reply.format");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, channels) == 28, "vgpu_array_desc_reply.channels");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, flags) == 32, "vgpu_array_desc_reply.flags");
+_Static_assert(offsetof(struct vgpu_array_desc_reply, pad0) == 36, "vgpu_array_desc_reply.pad0");
+
+struct vgpu_copy_side {
+	uint64_t ptr;
+	uint64_t array;
+	uint64_t x;
+	uint64_t y;
+	uint64_t z;
+	uint64_t pitch;
+	uint64_t height;
+};
+_Static_assert(sizeof(struct vgpu_copy_side) == 56, "vgpu_copy_side size");
+_Static_assert(offsetof(struct vgpu_copy_side, ptr) == 0, "vgpu_copy_side.ptr");
+_Static_assert(offsetof(struct vgpu_copy_side, array) == 8, "vgpu_copy_side.array");
+_Static_assert(offsetof(struct vgpu_copy_side, x) == 16, "vgpu_copy_side.x");
+_Static_assert(offsetof(struct vgpu_copy_side, y) == 24, "vgpu_copy_side.y");
+_Static_assert(offsetof(struct vgpu_copy_side, z) == 32, "vgpu_copy_side.z");
+_Static_assert(offsetof(struct vgpu_copy_side, pitch) == 40, "vgpu_copy_side.pitch");
+_Static_assert(offsetof(struct vgpu_copy_side, height) == 48, "vgpu_copy_side.height");
+
+struct vgpu_box_copy_req {
+	struct vgpu_copy_side src;
+	struct vgpu_copy_side dst;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint64_t stream;
+	uint32_t flags;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_box_copy_req) == 152, "vgpu_box_copy_req size");
+_Static_assert(offsetof(struct vgpu_box_copy_req, src) == 0, "vgpu_box_copy_req.src");
+_Static_assert(offsetof(struct vgpu_box_copy_req, dst) == 56, "vgpu_box_copy_req.dst");
+_Static_assert(offsetof(struct vgpu_box_copy_req, width) == 112, "vgpu_box_copy_req.width");
+_Static_assert(offsetof(struct vgpu_box_copy_req, height) == 120, "vgpu_box_copy_req.height");
+_Static_assert(offsetof(struct vgpu_box_copy_req, depth) == 128, "vgpu_box_copy_req.depth");
+_Static_assert(offsetof(struct vgpu_box_copy_req, stream) == 136, "vgpu_box_copy_req.stream");
+_Static_assert(offsetof(struct vgpu_box_copy_req, flags) == 144, "vgpu_box_copy_req.flags");
+_Static_assert(offsetof(struct vgpu_box_copy_req, pad0) == 148, "vgpu_box_copy_req.pad0");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -931,6 +1110,56 @@ _Static_assert(offsetof(struct vgpu_stream_wait_event_req, event) == 8, "vgpu_st
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, flags) == 16, "vgpu_stream_wait_event_req.flags");
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, pad0) == 20, "vgpu_stream_wait_event_req.pad0");
 
+struct vgpu_access_policy_window {
+	uint64_t base;
+	uint64_t bytes;
+	uint32_t hit_ratio;
+	uint32_t hit_prop;
+	uint32_t miss_prop;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_access_policy_window) == 32, "vgpu_access_policy_window size");
+_Static_assert(offsetof(struct vgpu_access_policy_window, base) == 0, "vgpu_access_policy_window.base");
+_Static_assert(offsetof(struct vgpu_access_policy_window, bytes) == 8, "vgpu_access_policy_window.bytes");
+_Static_assert(offsetof(struct vgpu_access_policy_window, hit_ratio) == 16, "vgpu_access_policy_window.hit_ratio");
+_Static_assert(offsetof(struct vgpu_access_policy_window, hit_prop) == 20, "vgpu_access_policy_window.hit_prop");
+_Static_assert(offsetof(struct vgpu_access_policy_window, miss_prop) == 24, "vgpu_access_policy_window.miss_prop");
+_Static_assert(offsetof(struct vgpu_access_policy_window, pad0) == 28, "vgpu_access_policy_window.pad0");
+
+struct vgpu_stream_attr_value {
+	uint32_t value;
+	uint32_t pad0;
+	struct vgpu_access_policy_window window;
+};
+_Static_assert(sizeof(struct vgpu_stream_attr_value) == 40, "vgpu_stream_attr_value size");
+_Static_assert(offsetof(struct vgpu_stream_attr_value, value) == 0, "vgpu_stream_attr_value.value");
+_Static_assert(offsetof(struct vgpu_stream_attr_value, pad0) == 4, "vgpu_stream_attr_value.pad0");
+_Static_assert(offsetof(struct vgpu_stream_attr_value, window) == 8, "vgpu_stream_attr_value.window");
+
+struct vgpu_stream_attr_req {
+	uint64_t stream;
+	uint32_t device;
+	uint32_t attr;
+	struct vgpu_stream_attr_value value;
+};
+_Static_assert(sizeof(struct vgpu_stream_attr_req) == 56, "vgpu_stream_attr_req size");
+_Static_assert(offsetof(struct vgpu_stream_attr_req, stream) == 0, "vgpu_stream_attr_req.stream");
+_Static_assert(offsetof(struct vgpu_stream_attr_req, device) == 8, "vgpu_stream_attr_req.device");
+_Static_assert(offsetof(struct vgpu_stream_attr_req, attr) == 12, "vgpu_stream_attr_req.attr");
+_Static_assert(offsetof(struct vgpu_stream_attr_req, value) == 16, "vgpu_stream_attr_req.value");
+
+struct vgpu_stream_copy_attr_req {
+	uint64_t dst;
+	uint64_t src;
+	uint32_t device;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_stream_copy_attr_req) == 24, "vgpu_stream_copy_attr_req size");
+_Static_assert(offsetof(struct vgpu_stream_copy_attr_req, dst) == 0, "vgpu_stream_copy_attr_req.dst");
+_Static_assert(offsetof(struct vgpu_stream_copy_attr_req, src) == 8, "vgpu_stream_copy_attr_req.src");
+_Static_assert(offsetof(struct vgpu_stream_copy_attr_req, device) == 16, "vgpu_stream_copy_attr_req.device");
+_Static_assert(offsetof(struct vgpu_stream_copy_attr_req, pad0) == 20, "vgpu_stream_copy_attr_req.pad0");
+
 struct vgpu_event_create_req {
 	uint32_t device;
 	uint32_t flags;
@@ -1000,6 +1229,102 @@ struct vgpu_graph_launch_req {
 _Static_assert(sizeof(struct vgpu_graph_launch_req) == 16, "vgpu_graph_launch_req size");
 _Static_assert(offsetof(struct vgpu_graph_launch_req, exec) == 0, "vgpu_graph_launch_req.exec");
 _Static_assert(offsetof(struct vgpu_graph_launch_req, stream) == 8, "vgpu_graph_launch_req.stream");
+
+struct vgpu_graph_create_req {
+	uint32_t device;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct vgpu_graph_create_req) == 8, "vgpu_graph_create_req size");
+_Static_assert(offsetof(struct vgpu_graph_create_req, device) == 0, "vgpu_graph_create_req.device");
+_Static_assert(offsetof(struct vgpu_graph_create_req, flags) == 4, "vgpu_graph_create_req.flags");
+
+struct vgpu_graph_nodes_req {
+	uint64_t graph;
+	uint32_t roots;
+	uint32_t first;
+};
+_Static_assert(sizeof(struct vgpu_graph_nodes_req) == 16, "vgpu_graph_nodes_req size");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, graph) == 0, "vgpu_graph_nodes_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, roots) == 8, "vgpu_graph_nodes_req.roots");
+_Static_assert(offsetof(struct vgpu_graph_nodes_req, first) == 12, "vgpu_graph_nodes_req.first");
+
+struct vgpu_graph_nodes_reply {
+	uint32_t total;
+	uint32_t count;
+};
+_Static_assert(sizeof(struct vgpu_graph_nodes_reply) == 8, "vgpu_graph_nodes_reply size");
+_Static_assert(offsetof(struct vgpu_graph_nodes_reply, total) == 0, "vgpu_graph_nodes_reply.total");
+_Static_assert(offsetof(struct vgpu_graph_nodes_reply, count) == 4, "vgpu_graph_nodes_reply.count");
+
+struct vgpu_graph_node_type_reply {
+	uint32_t type;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_type_reply) == 8, "vgpu_graph_node_type_reply size");
+_Static_assert(offsetof(struct vgpu_graph_node_type_reply, type) == 0, "vgpu_graph_node_type_reply.type");
+_Static_assert(offsetof(struct vgpu_graph_node_type_reply, pad0) == 4, "vgpu_graph_node_type_reply.pad0");
+
+struct vgpu_graph_add_kernel_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t pad0;
+	struct vgpu_launch_req launch;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_kernel_node_req) == 64, "vgpu_graph_add_kernel_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, graph) == 0, "vgpu_graph_add_kernel_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, num_deps) == 8, "vgpu_graph_add_kernel_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, pad0) == 12, "vgpu_graph_add_kernel_node_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_add_kernel_node_req, launch) == 16, "vgpu_graph_add_kernel_node_req.launch");
+
+struct vgpu_graph_add_memcpy_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t dir;
+	uint64_t dst;
+	uint64_t src;
+	uint64_t size;
+	struct vgpu_buf_ref host;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_memcpy_node_req) == 72, "vgpu_graph_add_memcpy_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, graph) == 0, "vgpu_graph_add_memcpy_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, num_deps) == 8, "vgpu_graph_add_memcpy_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, dir) == 12, "vgpu_graph_add_memcpy_node_req.dir");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, dst) == 16, "vgpu_graph_add_memcpy_node_req.dst");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, src) == 24, "vgpu_graph_add_memcpy_node_req.src");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, size) == 32, "vgpu_graph_add_memcpy_node_req.size");
+_Static_assert(offsetof(struct vgpu_graph_add_memcpy_node_req, host) == 40, "vgpu_graph_add_memcpy_node_req.host");
+
+struct vgpu_graph_add_memset_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t elem_size;
+	uint64_t dst;
+	uint32_t value;
+	uint32_t pad0;
+	uint64_t width;
+	uint64_t height;
+	uint64_t pitch;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_memset_node_req) == 56, "vgpu_graph_add_memset_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, graph) == 0, "vgpu_graph_add_memset_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, num_deps) == 8, "vgpu_graph_add_memset_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, elem_size) == 12, "vgpu_graph_add_memset_node_req.elem_size");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, dst) == 16, "vgpu_graph_add_memset_node_req.dst");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, value) == 24, "vgpu_graph_add_memset_node_req.value");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, pad0) == 28, "vgpu_graph_add_memset_node_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, width) == 32, "vgpu_graph_add_memset_node_req.width");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, height) == 40, "vgpu_graph_add_memset_node_req.height");
+_Static_assert(offsetof(struct vgpu_graph_add_memset_node_req, pitch) == 48, "vgpu_graph_add_memset_node_req.pitch");
+
+struct vgpu_graph_add_empty_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_empty_node_req) == 16, "vgpu_graph_add_empty_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, graph) == 0, "vgpu_graph_add_empty_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, num_deps) == 8, "vgpu_graph_add_empty_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, pad0) == 12, "vgpu_graph_add_empty_node_req.pad0");
 
 struct vgpu_host_func_req {
 	uint64_t stream;
@@ -1105,6 +1430,18 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MEM_MAP: return "MEM_MAP";
 	case VGPU_OP_MEM_UNMAP: return "MEM_UNMAP";
 	case VGPU_OP_MEM_SET_ACCESS: return "MEM_SET_ACCESS";
+	case VGPU_OP_MEMPOOL_CREATE: return "MEMPOOL_CREATE";
+	case VGPU_OP_MEMPOOL_DESTROY: return "MEMPOOL_DESTROY";
+	case VGPU_OP_MEMPOOL_SET_ATTRIBUTE: return "MEMPOOL_SET_ATTRIBUTE";
+	case VGPU_OP_MEMPOOL_GET_ATTRIBUTE: return "MEMPOOL_GET_ATTRIBUTE";
+	case VGPU_OP_MEMPOOL_TRIM_TO: return "MEMPOOL_TRIM_TO";
+	case VGPU_OP_MEMPOOL_SET_ACCESS: return "MEMPOOL_SET_ACCESS";
+	case VGPU_OP_MEMPOOL_GET_ACCESS: return "MEMPOOL_GET_ACCESS";
+	case VGPU_OP_MEM_ALLOC_FROM_POOL: return "MEM_ALLOC_FROM_POOL";
+	case VGPU_OP_ARRAY_CREATE: return "ARRAY_CREATE";
+	case VGPU_OP_ARRAY_DESTROY: return "ARRAY_DESTROY";
+	case VGPU_OP_ARRAY_GET_DESCRIPTOR: return "ARRAY_GET_DESCRIPTOR";
+	case VGPU_OP_MEMCPY_3D: return "MEMCPY_3D";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
@@ -1122,6 +1459,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_STREAM_SYNCHRONIZE: return "STREAM_SYNCHRONIZE";
 	case VGPU_OP_STREAM_QUERY: return "STREAM_QUERY";
 	case VGPU_OP_STREAM_WAIT_EVENT: return "STREAM_WAIT_EVENT";
+	case VGPU_OP_STREAM_SET_ATTRIBUTE: return "STREAM_SET_ATTRIBUTE";
+	case VGPU_OP_STREAM_GET_ATTRIBUTE: return "STREAM_GET_ATTRIBUTE";
+	case VGPU_OP_STREAM_COPY_ATTRIBUTES: return "STREAM_COPY_ATTRIBUTES";
 	case VGPU_OP_EVENT_CREATE: return "EVENT_CREATE";
 	case VGPU_OP_EVENT_DESTROY: return "EVENT_DESTROY";
 	case VGPU_OP_EVENT_RECORD: return "EVENT_RECORD";
@@ -1135,6 +1475,13 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_LAUNCH: return "GRAPH_LAUNCH";
 	case VGPU_OP_GRAPH_EXEC_DESTROY: return "GRAPH_EXEC_DESTROY";
 	case VGPU_OP_GRAPH_DESTROY: return "GRAPH_DESTROY";
+	case VGPU_OP_GRAPH_CREATE: return "GRAPH_CREATE";
+	case VGPU_OP_GRAPH_GET_NODES: return "GRAPH_GET_NODES";
+	case VGPU_OP_GRAPH_NODE_GET_TYPE: return "GRAPH_NODE_GET_TYPE";
+	case VGPU_OP_GRAPH_ADD_KERNEL_NODE: return "GRAPH_ADD_KERNEL_NODE";
+	case VGPU_OP_GRAPH_ADD_MEMCPY_NODE: return "GRAPH_ADD_MEMCPY_NODE";
+	case VGPU_OP_GRAPH_ADD_MEMSET_NODE: return "GRAPH_ADD_MEMSET_NODE";
+	case VGPU_OP_GRAPH_ADD_EMPTY_NODE: return "GRAPH_ADD_EMPTY_NODE";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

@@ -8,12 +8,20 @@
 #      (the library on its default transport, shared-memory rings), each
 #      with the backend's per-layer breakdown; twice, natively first each
 #      round, so every ratio has its baseline in the same run
+#      and once more with --isolate none --d2h-small sync (the small inline
+#      D2H as a stream synchronize and a synchronous copy into the reply,
+#      against the default bounce: an async copy into pinned memory and a
+#      stream synchronize)
 #   3. host mode once more without --trace (what the stamps cost)
 #   4. shared-memory rings and staging copies (issue 18.3/18.4), twice, native
 #      first each round: `vgpu bench calls` on rings (the default) and with
 #      VGPU_RING=0; `vgpu bench memcpy` (up to 256 MiB) natively, on rings
 #      with staging (pinned and pageable), and pageable with VGPU_RING=0 and
-#      with VGPU_STAGING=0 (inline, the old path); summary-ring.txt
+#      with VGPU_STAGING=0 (inline, the old path), and pageable with the
+#      staging chunks' memcpy on 1, 2 and 8 threads (VGPU_STAGING_THREADS;
+#      the default is 4 on 8 or more CPUs), and `bench calls` with
+#      VGPU_BATCH_FIRST=4096 (a burst in one batch, as before the batches
+#      grew from 32 calls); summary-ring.txt
 # Writes calls-*.txt, memcpy-*.txt, the serve logs and summary*.txt to $OUT.
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
@@ -44,7 +52,7 @@ fi
 host() {
 	local iso=$1 trace=$2 name=$3 sock=/tmp/vgpu-perf.sock
 	rm -f "$sock"
-	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$sock" --isolate "$iso" $trace --log-level warn >"$out/serve-$name.log" 2>&1 &
+	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$sock" --isolate "$iso" $trace ${SERVE_ARGS:-} --log-level warn >"$out/serve-$name.log" 2>&1 &
 	local srv=$!
 	wait_socket "$sock"
 	LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-$name.txt" 2>&1 ||
@@ -60,6 +68,9 @@ for run in 1 2; do
 		step "run $run: host mode --isolate $iso --trace"
 		host "$iso" --trace "host-$iso-trace-$run"
 	done
+	# the small inline D2H the other way (default: bounce)
+	step "run $run: host mode --isolate none --trace --d2h-small sync"
+	SERVE_ARGS="--d2h-small sync" host none --trace "host-none-sync-trace-$run"
 done
 for iso in none vm; do
 	step "host mode --isolate $iso, no trace"
@@ -71,12 +82,12 @@ step "summary"
 	for run in 1 2; do
 		echo "### run $run"
 		grep -E '^native ' "$out/calls-native-$run.txt"
-		for v in none vm; do
+		for v in none vm none-sync; do
 			echo "--isolate $v:"
 			grep -E '^vgpu ' "$out/calls-host-$v-trace-$run.txt"
 		done
 		# host/native per call, same run
-		for v in none vm; do
+		for v in none vm none-sync; do
 			awk -v v="$v" 'FNR==NR && $1=="native" {n[$2]=$4; next}
 				$1=="vgpu" && NF==5 && ($2 in n) {printf "ratio --isolate %-12s %-14s %6.2fx native\n", v, $2, $4/n[$2]}' \
 				"$out/calls-native-$run.txt" "$out/calls-host-$v-trace-$run.txt"
@@ -100,7 +111,8 @@ ringhost() {
 	wait_socket "$sock"
 	env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" VGPU_LOG=info timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-ring-$name.txt" 2>&1 ||
 		tail -5 "$out/calls-ring-$name.txt"
-	env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 300 "$vgpu" bench memcpy --max-size 256M --paths "${PATHS:-pinned,pageable-auto}" >"$out/memcpy-ring-$name.txt" 2>&1 ||
+	[[ ${PATHS:-} == none ]] ||
+		env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 300 "$vgpu" bench memcpy --max-size 256M --paths "${PATHS:-pinned,pageable-auto}" >"$out/memcpy-ring-$name.txt" 2>&1 ||
 		tail -5 "$out/memcpy-ring-$name.txt"
 	kill $srv
 	wait $srv 2>/dev/null
@@ -115,18 +127,27 @@ for run in 1 2; do
 	PATHS=pageable-auto ringhost "off-$run" VGPU_RING=0
 	step "run $run: host mode on rings, VGPU_STAGING=0 (pageable inline)"
 	PATHS=pageable-auto ringhost "nostage-$run" VGPU_STAGING=0
+	# staging chunks copied by 1 thread (before parcopy.c), 2, and 8 (the
+	# default, 4 on 8 or more CPUs, is ring-on above)
+	for n in 1 2 8; do
+		step "run $run: host mode on rings, staging, VGPU_STAGING_THREADS=$n"
+		PATHS=pageable-auto ringhost "thr$n-$run" VGPU_STAGING_THREADS=$n
+	done
+	# a burst of launches in one batch (before the batches grew from 32)
+	step "run $run: host mode on rings, VGPU_BATCH_FIRST=4096"
+	PATHS=none ringhost "batch4096-$run" VGPU_BATCH_FIRST=4096
 done
 step "summary: rings and staging"
 {
 	for run in 1 2; do
 		echo "### run $run (ring on: $(grep -c 'on shared-memory rings' "$out/calls-ring-on-$run.txt") connection(s) on rings)"
-		for f in ring-on ring-off; do
+		for f in ring-on ring-off ring-batch4096; do
 			awk -v f="$f" 'FNR==NR && $1=="native" {n[$2]=$4; next}
 				$1=="vgpu" && NF==5 && ($2 in n) {printf "calls %-9s %-14s %8.2f us %6.2fx native\n", f, $2, $4, $4/n[$2]}' \
 				"$out/calls-native-ring-$run.txt" "$out/calls-$f-$run.txt" 2>/dev/null
 		done
 		# memcpy at 64 and 256 MiB against native pageable and pinned, same run
-		for f in ring-on-$run ring-off-$run ring-nostage-$run; do
+		for f in ring-on-$run ring-off-$run ring-nostage-$run ring-thr1-$run ring-thr2-$run ring-thr8-$run; do
 			awk -v f="$f" 'FNR==NR && $2~/^(H2D|D2H)$/ {n[$1" "$2" "$3]=$5; next}
 				$2~/^(H2D|D2H)$/ && ($3==67108864 || $3==268435456) {
 					pg=n["native-pageable "$2" "$3]; pn=n["native-pinned "$2" "$3]

@@ -41,7 +41,37 @@ type (
 	Graph uintptr
 	// GraphExec is an instantiated graph (CUgraphExec).
 	GraphExec uintptr
+	// GraphNode is a node of a graph (CUgraphNode).
+	GraphNode uintptr
+	// MemPool is a memory pool (CUmemoryPool); DefaultPool (0) is the
+	// device's default pool.
+	MemPool uintptr
 )
+
+// DefaultPool names the device's default memory pool.
+const DefaultPool MemPool = 0
+
+// Memory pool attributes (CUmemPool_attribute, cuda.h). The three REUSE
+// ones are ints (0 or 1), the rest 64-bit byte counts; the two CURRENT
+// ones are read-only and the two HIGH ones may only be set to 0 (a reset).
+const (
+	PoolReuseFollowEventDeps    = 1
+	PoolReuseAllowOpportunistic = 2
+	PoolReuseAllowInternalDeps  = 3
+	PoolReleaseThreshold        = 4
+	PoolReservedMemCurrent      = 5
+	PoolReservedMemHigh         = 6
+	PoolUsedMemCurrent          = 7
+	PoolUsedMemHigh             = 8
+	PoolAttrMax                 = 8
+)
+
+// PoolProps are a CUmemPoolProps for a pool of pinned memory on the
+// context's device with no export handle types.
+type PoolProps struct {
+	MaxSize uint64 // 0: the driver's default
+	Usage   uint16
+}
 
 // Stream capture modes (CUstreamCaptureMode) and statuses
 // (CUstreamCaptureStatus), cuda.h.
@@ -110,6 +140,57 @@ func (c *LaunchConfig) HasCluster() bool {
 	return c.Cluster != [3]uint32{} || c.ClusterPolicy != 0
 }
 
+// Stream attributes (CUstreamAttrID, the stream subset of
+// CUlaunchAttributeID, cuda.h).
+const (
+	StreamAttrAccessPolicyWindow = 1
+	StreamAttrSyncPolicy         = 3
+	StreamAttrPriority           = 8
+	StreamAttrMemSyncDomainMap   = 9
+	StreamAttrMemSyncDomain      = 10
+)
+
+// AccessPolicyWindow is a CUaccessPolicyWindow: an L2 persistence hint
+// over [Base, Base+Bytes); HitProp and MissProp are CUaccessProperty
+// (0 normal, 1 streaming, 2 persisting).
+type AccessPolicyWindow struct {
+	Base     Ptr
+	Bytes    uint64
+	HitRatio float32
+	HitProp  uint32
+	MissProp uint32
+}
+
+// StreamAttr is a stream attribute's value (CUstreamAttrValue): Value for
+// the integer ones (priority as an int32's bits, the memory sync domain
+// map as default | remote<<8), Window for the access policy window.
+type StreamAttr struct {
+	Value  uint32
+	Window AccessPolicyWindow
+}
+
+// GraphCopy is a 1D copy of a graph memcpy node: from SrcHost (host
+// memory) or Src (device memory) to DstHost or Dst, N bytes (the length of
+// the host slice when there is one).
+type GraphCopy struct {
+	Dst, Src         Ptr
+	DstHost, SrcHost []byte
+	N                uint64
+}
+
+// CUgraphNodeType (cuda.h) values the devices report.
+const (
+	GraphNodeKernel      = 0
+	GraphNodeMemcpy      = 1
+	GraphNodeMemset      = 2
+	GraphNodeHost        = 3
+	GraphNodeEmpty       = 5
+	GraphNodeWaitEvent   = 6
+	GraphNodeEventRecord = 7
+	GraphNodeMemAlloc    = 10
+	GraphNodeMemFree     = 11
+)
+
 // AllocProp is a CUmemAllocationProp for memory on the context's device,
 // as cuMemGetAllocationGranularity takes it (cuda.h numbering).
 type AllocProp struct {
@@ -159,6 +240,21 @@ type Context interface {
 	MemAllocAsync(size uint64, s Stream) (Ptr, error)
 	MemFreeAsync(p Ptr, s Stream) error
 
+	// Memory pools. MemPoolCreate makes a pool of this device's memory;
+	// MemPoolDestroy destroys it (its live allocations stay valid until
+	// freed). The attribute, trim and access calls take DefaultPool for
+	// the device's default pool; access is only this device's own
+	// (CUmemAccess_flags). MemAllocFromPoolAsync allocates from a created
+	// pool in s's order (freed with MemFreeAsync or MemFree).
+	MemPoolCreate(p PoolProps) (MemPool, error)
+	MemPoolDestroy(p MemPool) error
+	MemPoolSetAttribute(p MemPool, attr int, v uint64) error
+	MemPoolGetAttribute(p MemPool, attr int) (uint64, error)
+	MemPoolTrimTo(p MemPool, keep uint64) error
+	MemPoolSetAccess(p MemPool, flags uint32) error
+	MemPoolGetAccess(p MemPool) (uint32, error)
+	MemAllocFromPoolAsync(size uint64, p MemPool, s Stream) (Ptr, error)
+
 	// The virtual-memory API. MemAddressReserve reserves an address range
 	// (align 0: the granularity); MemCreate makes physical memory on this
 	// device (pinned, no export handles); MemMap maps part of it into a
@@ -175,6 +271,13 @@ type Context interface {
 	// MemGetGranularity is cuMemGetAllocationGranularity for an
 	// allocation on this device (option 0 minimum, 1 recommended).
 	MemGetGranularity(p AllocProp, option uint32) (uint64, error)
+
+	// CUDA arrays: ArrayCreate makes one (cuArray3DCreate), ArrayDestroy
+	// frees it; Memcpy3D copies a box between device memory and arrays
+	// (cuMemcpy3D with no host side).
+	ArrayCreate(d ArrayDesc) (Array, error)
+	ArrayDestroy(a Array) error
+	Memcpy3D(p Copy3D, s Stream, async bool) error
 
 	MemcpyHtoD(dst Ptr, src []byte, s Stream, async bool) error
 	MemcpyDtoH(dst []byte, src Ptr, s Stream, async bool) error
@@ -217,6 +320,12 @@ type Context interface {
 	// StreamQuery returns nil when all work is done, ErrNotReady otherwise.
 	StreamQuery(s Stream) error
 	StreamWaitEvent(s Stream, e Event, flags uint32) error
+	// StreamSetAttribute, StreamGetAttribute and StreamCopyAttributes are
+	// cuStreamSetAttribute, cuStreamGetAttribute and
+	// cuStreamCopyAttributes (StreamAttr* ids).
+	StreamSetAttribute(s Stream, attr int, v StreamAttr) error
+	StreamGetAttribute(s Stream, attr int) (StreamAttr, error)
+	StreamCopyAttributes(dst, src Stream) error
 
 	EventCreate(flags uint32) (Event, error)
 	EventDestroy(e Event) error
@@ -238,6 +347,21 @@ type Context interface {
 	GraphLaunch(e GraphExec, s Stream) error
 	GraphExecDestroy(e GraphExec) error
 	GraphDestroy(g Graph) error
+	// Graphs node by node. GraphCreate makes an empty graph; GraphNodes
+	// lists its nodes (roots: only those without dependencies), in the
+	// order they were added or captured; GraphNodeType is a node's
+	// CUgraphNodeType (GraphNode*). Each GraphAdd*Node adds a node after
+	// deps (nodes of g). A kernel node's params are packed as for Launch
+	// (cfg.Stream unused); a memcpy node's host memory (GraphCopy) must
+	// stay mapped until every graph and executable graph holding it is
+	// destroyed, and should be HostRegister'ed memory.
+	GraphCreate() (Graph, error)
+	GraphNodes(g Graph, roots bool) ([]GraphNode, error)
+	GraphNodeType(n GraphNode) (int, error)
+	GraphAddKernelNode(g Graph, deps []GraphNode, f Function, cfg LaunchConfig, params []byte) (GraphNode, error)
+	GraphAddMemcpyNode(g Graph, deps []GraphNode, cp GraphCopy) (GraphNode, error)
+	GraphAddMemsetNode(g Graph, deps []GraphNode, dst Ptr, value uint32, elemSize int, width, height, pitch uint64) (GraphNode, error)
+	GraphAddEmptyNode(g Graph, deps []GraphNode) (GraphNode, error)
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

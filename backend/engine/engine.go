@@ -161,9 +161,10 @@ type Engine struct {
 	kind Kind
 	reg  *Registry
 
-	mu       sync.Mutex // staging buffer
+	mu       sync.Mutex // staging and bounce buffers
 	stage    []byte
 	stageCtx device.Context
+	bounce   map[device.Context][]byte // ReadBounce's, per context
 }
 
 // New returns an engine. reg may be shared by every session of a VM (guest

@@ -97,4 +97,5 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closeStaging()
+	e.closeBounce()
 }

@@ -59,6 +59,8 @@ type Config struct {
 	// (session.Config.RingSpin, NoGuestRings).
 	RingSpin     time.Duration
 	NoGuestRings bool
+	// DtoHSmall: session.Config.DtoHSmall.
+	DtoHSmall session.DtoHMode
 	// ExclusiveContext: this process serves one session (a worker).
 	ExclusiveContext bool
 	Version          string
@@ -316,6 +318,7 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		Trace:                     s.cfg.Trace,
 		RingSpin:                  s.cfg.RingSpin,
 		NoGuestRings:              s.cfg.NoGuestRings,
+		DtoHSmall:                 s.cfg.DtoHSmall,
 	})
 	err := sess.Serve(ctx)
 	if err != nil {

@@ -134,9 +134,10 @@ func TestMemGetGranularity(t *testing.T) {
 	}
 }
 
-// The attributes of families vgpu does not serve read 0 (the sim device,
-// like the H100, reports 1 for them): NCCL then allocates with cuMemAlloc
-// instead of failing at cuMemCreate.
+// The attributes of what vgpu does not serve read 0 (the sim device, like
+// the H100, reports 1 for them): export handle types of the virtual-memory
+// API and of pools, and managed memory. The families it serves, the virtual-memory API and
+// memory pools, report the device's value.
 func TestUnservedAttributesReadZero(t *testing.T) {
 	e := start(t, opts{})
 	ctx, _ := e.drv.Context(0)
@@ -144,13 +145,18 @@ func TestUnservedAttributesReadZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Attrs[102] != 1 || p.Attrs[115] != 1 {
-		t.Fatalf("the sim device reports VMM %d, pools %d: want the H100's 1", p.Attrs[102], p.Attrs[115])
+	if p.Attrs[102] != 1 || p.Attrs[115] != 1 || p.Attrs[103] != 1 || p.Attrs[83] != 1 || p.Attrs[89] != 1 {
+		t.Fatalf("the sim device reports VMM %d, pools %d, POSIX handles %d: want the H100's 1", p.Attrs[102], p.Attrs[115], p.Attrs[103])
 	}
 	info, _ := must[protocol.DeviceReq, protocol.DeviceInfo](e, protocol.OpDeviceGetInfo, protocol.DeviceReq{}, nil)
-	for _, a := range []int{102, 103, 104, 105, 110, 115, 119} {
+	for _, a := range []int{103, 104, 105, 110, 119, 83, 88, 89, 100, 101} {
 		if info.Attrs[a] != 0 {
 			t.Errorf("attribute %d = %d, want 0 (not served)", a, info.Attrs[a])
+		}
+	}
+	for _, a := range []int{102, 115} {
+		if info.Attrs[a] != p.Attrs[a] {
+			t.Errorf("attribute %d = %d, want the device's %d (served)", a, info.Attrs[a], p.Attrs[a])
 		}
 	}
 	if info.Attrs[16] != p.Attrs[16] || info.Attrs[75] != 9 {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ type Config struct {
 	// validated, handler, reply): the sums go into OpGetStats' trace
 	// fields and the last TraceKeep records are kept (TraceRecords).
 	Trace bool
+	// DtoHSmall is how a small device-to-host copy with an inline reply
+	// reaches the reply (DtoHBounce, the default, or DtoHSync).
+	DtoHSmall DtoHMode
 	// AllowUnprivilegedSegments accepts segments from unprivileged source
 	// ports. Tests only: any guest process can use such a port.
 	AllowUnprivilegedSegments bool
@@ -209,4 +213,37 @@ func (m *ModuleCache) Bytes() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.bytes
+}
+
+// DtoHMode is how a small device-to-host copy with an inline reply (up to
+// engine.BounceSize bytes) reaches the reply frame.
+type DtoHMode uint8
+
+const (
+	// DtoHBounce: an asynchronous copy into the engine's pinned bounce
+	// buffer on the copy's stream, a stream synchronize, a CPU copy
+	// (engine.ReadBounce).
+	DtoHBounce DtoHMode = iota
+	// DtoHSync: a synchronize of the copy's stream (unless it is the
+	// context's NULL stream), then a synchronous copy straight into the
+	// reply (Go memory: the driver stages pageable memory itself).
+	DtoHSync
+)
+
+func (m DtoHMode) String() string {
+	if m == DtoHSync {
+		return "sync"
+	}
+	return "bounce"
+}
+
+// ParseDtoHMode reads `vgpu serve --d2h-small`.
+func ParseDtoHMode(s string) (DtoHMode, error) {
+	switch s {
+	case "", "bounce":
+		return DtoHBounce, nil
+	case "sync":
+		return DtoHSync, nil
+	}
+	return 0, fmt.Errorf("unknown small device-to-host mode %q (want bounce or sync)", s)
 }

@@ -199,9 +199,11 @@ func (s *Session) syncDevice(dev int) error {
 func (s *Session) dropStream(o *streamObj) error {
 	ctx := s.cfg.Devices[o.dev]
 	if o.capturing { // the capture ends with the stream; its graph is nobody's
-		if g, err := s.endCapture(o); err == nil {
+		g, rs, err := s.endCapture(o)
+		if err == nil {
 			_ = ctx.GraphDestroy(g)
 		}
+		s.unuseRegions(rs)
 	}
 	if s.st.dirty[o.dev] != nil {
 		if _, dirty := s.st.dirty[o.dev][o]; dirty {

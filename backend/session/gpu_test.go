@@ -443,10 +443,13 @@ func repoRoot() string {
 // The driver's stream capture and graphs, and stream-ordered allocation,
 // through a session: the sim's tests (graph_test.go, mempool_test.go)
 // against the real GPU.
-func TestGPUStreamCapture(t *testing.T)  { testStreamCapture(t, opts{drv: gpuDriver(t)}) }
-func TestGPUGraphsReleased(t *testing.T) { testGraphsReleased(t, opts{drv: gpuDriver(t)}) }
-func TestGPUMemAllocAsync(t *testing.T)  { testMemAllocAsync(t, opts{drv: gpuDriver(t)}) }
-func TestGPUVirtualMemory(t *testing.T)  { testVirtualMemory(t, opts{drv: gpuDriver(t)}) }
+func TestGPUStreamCapture(t *testing.T)    { testStreamCapture(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphsReleased(t *testing.T)   { testGraphsReleased(t, opts{drv: gpuDriver(t)}) }
+func TestGPUMemAllocAsync(t *testing.T)    { testMemAllocAsync(t, opts{drv: gpuDriver(t)}) }
+func TestGPUMemPools(t *testing.T)         { testMemPools(t, opts{drv: gpuDriver(t)}) }
+func TestGPUStreamAttributes(t *testing.T) { testStreamAttributes(t, opts{drv: gpuDriver(t)}) }
+func TestGPUVirtualMemory(t *testing.T)    { testVirtualMemory(t, opts{drv: gpuDriver(t)}) }
+func TestGPUArrays(t *testing.T)           { testArrays(t, opts{drv: gpuDriver(t)}) }
 func TestGPUVirtualMemoryReleased(t *testing.T) {
 	testVirtualMemoryReleased(t, opts{drv: gpuDriver(t)})
 }

@@ -21,6 +21,16 @@ type region struct {
 	devPtr   device.Ptr // RegisterMapped: device address of mapping[0]
 	maps     int64      // RegisterMapped: mappings taken of the client's budget
 	readOnly bool
+	// Graphs (handlers_graphnodes.go): the mapping made for graphs when
+	// there is no mapping above, registered with the device, and its
+	// mappings of the budget; the graphs, executable graphs and captures
+	// using the region; retired: the guest unregistered it while in use,
+	// and it goes with its last user. id is its handle.
+	view     []byte
+	viewMaps int64
+	users    int
+	retired  bool
+	id       uint64
 }
 
 // acquire takes the guest memory table for the rest of the call.
@@ -217,14 +227,14 @@ func guestRegister(s *Session, c *call, r *protocol.GuestRegisterReq) (protocol.
 		s.dropObject()
 		return protocol.GuestRegisterReply{}, device.Errorf(op, device.ErrNotReady, "guest memory table: %v", err)
 	}
-	rg := &region{size: r.Size, table: c.table, pieces: append([]engine.Piece(nil), ps...), readOnly: r.Flags&protocol.RegisterReadOnly != 0}
+	id := s.st.handle()
+	rg := &region{size: r.Size, table: c.table, pieces: append([]engine.Piece(nil), ps...), readOnly: r.Flags&protocol.RegisterReadOnly != 0, id: id}
 	fail := func(err error) (protocol.GuestRegisterReply, error) {
 		s.pool.Give(budget.Mappings, rg.maps)
 		rg.table.Release()
 		s.dropObject()
 		return protocol.GuestRegisterReply{}, err
 	}
-	id := s.st.handle()
 	if r.Flags&protocol.RegisterMapped != 0 {
 		if len(s.cfg.Devices) == 0 {
 			return fail(device.Errorf(op, device.ErrNoDevice, "no devices"))
@@ -262,6 +272,13 @@ func guestUnregister(s *Session, c *call, r *protocol.HandleReq) error {
 	if !ok {
 		return device.Errorf("OpGuestUnregister", device.ErrInvalidHandle, "region %#x is not this session's", r.Handle)
 	}
+	if rg.users > 0 {
+		// A graph holds it: gone for the guest now, its memory with the
+		// last graph (which no longer launches).
+		rg.retired = true
+		delete(s.st.regions, r.Handle)
+		return nil
+	}
 	s.dropRegion(r.Handle, rg)
 	return nil
 }
@@ -289,6 +306,14 @@ func (s *Session) dropRegion(id uint64, rg *region) {
 		}
 		s.st.remove(uint64(rg.devPtr))
 		unmap(rg.mapping)
+	}
+	if rg.view != nil {
+		_ = s.syncDevice(rg.dev) // a graph's copy may still use it
+		if err := s.cfg.Devices[rg.dev].HostUnregister(rg.view); err != nil {
+			s.log.Warn("unregistering a guest region's graph mapping failed", "region", id, "err", err)
+		}
+		unmap(rg.view)
+		s.pool.Give(budget.Mappings, rg.viewMaps)
 	}
 	s.pool.Give(budget.Mappings, rg.maps)
 	rg.table.Release()

@@ -79,18 +79,27 @@ func deviceGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.DeviceI
 // unservedAttrs are the device attributes (CUdevice_attribute) that
 // advertise a driver feature vgpu does not serve: the guest is told 0, the
 // answer of a device without it, so that libraries take their other path
-// instead of failing on the first call of the family (NCCL allocates with
-// cuMemAlloc instead of cuMemCreate when 102 is 0; runtimes leave
-// cudaMallocAsync alone when 115 is 0). When a family is served, its
-// attributes leave this list.
+// instead of failing on the first call of the family. The families vgpu
+// serves report the host's value: the virtual-memory API (102) and memory
+// pools (115); their export handle types are not served (memory of one VM
+// is never shared with another process), so those attributes read 0 and
+// NCCL, PyTorch and the runtimes create memory and pools without handle
+// types.
 var unservedAttrs = []int{
-	102, // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: cuMemCreate, cuMemMap, cuMemSetAccess, ...
 	103, // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED (virtual-memory handles)
 	104, // HANDLE_TYPE_WIN32_HANDLE_SUPPORTED
 	105, // HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED
-	110, // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
-	115, // MEMORY_POOLS_SUPPORTED: cuMemPool*, cuMemAllocAsync
-	119, // MEMPOOL_SUPPORTED_HANDLE_TYPES
+	110, // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: no RDMA into a VM's memory
+	119, // MEMPOOL_SUPPORTED_HANDLE_TYPES: a pool's export handle types (bits), none
+	// Managed memory is not served (docs/ARCHITECTURE.md, "Managed
+	// memory"): cuMemAllocManaged answers CUDA_ERROR_NOT_SUPPORTED, and the
+	// guest sees a device without it, so runtimes and libraries take their
+	// cudaMalloc paths.
+	83,  // MANAGED_MEMORY
+	88,  // PAGEABLE_MEMORY_ACCESS: the GPU cannot read a guest's pageable memory
+	89,  // CONCURRENT_MANAGED_ACCESS
+	100, // PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES
+	101, // DIRECT_MANAGED_MEM_ACCESS_FROM_HOST
 }
 
 func driverGetVersion(s *Session, c *call, _ *protocol.Empty) (protocol.VersionReply, error) {

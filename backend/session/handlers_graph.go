@@ -13,7 +13,9 @@ import (
 // What a capture cannot hold is refused with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900) before it reaches the
 // device: copies between guest memory and the device (a graph would replay
-// them against a staging buffer or a segment list that is gone by then),
+// them against a staging buffer or a segment list that is gone by then)
+// unless the guest memory is pinned (a registered region, on a stream the
+// guest began the capture on: handlers_graphnodes.go),
 // host functions (the session's callback ids are single-use), and capture
 // of the guest's default stream (the legacy stream cannot be captured; a
 // per-thread default stream is the session's own stream in a shared
@@ -25,11 +27,16 @@ import (
 type graphObj struct {
 	dev int
 	h   device.Graph
+	// ids are the session's handles of its nodes (handlers_graphnodes.go);
+	// regions, the pinned memory its copies use (one entry per copy).
+	ids     map[device.GraphNode]uint64
+	regions []*region
 }
 
 type execObj struct {
-	dev int
-	h   device.GraphExec
+	dev     int
+	h       device.GraphExec
+	regions []*region // the pinned memory its copies use
 }
 
 func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
@@ -72,14 +79,17 @@ func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error 
 	return nil
 }
 
-// endCapture ends o's capture (the driver ends it even when it fails).
-func (s *Session) endCapture(o *streamObj) (device.Graph, error) {
+// endCapture ends o's capture (the driver ends it even when it fails)
+// and returns the regions its copies hold (the caller's now).
+func (s *Session) endCapture(o *streamObj) (device.Graph, []*region, error) {
 	g, err := s.cfg.Devices[o.dev].StreamEndCapture(o.h)
 	if o.capturing {
 		o.capturing = false
 		s.st.captures--
 	}
-	return g, err
+	rs := o.capRegions
+	o.capRegions = nil
+	return g, rs, err
 }
 
 func streamEndCapture(s *Session, c *call, r *protocol.HandleReq) (protocol.HandleReply, error) {
@@ -91,17 +101,19 @@ func streamEndCapture(s *Session, c *call, r *protocol.HandleReq) (protocol.Hand
 	if !o.capturing {
 		return protocol.HandleReply{}, device.Errorf(op, device.ErrIllegalState, "stream %#x is not capturing", r.Handle)
 	}
-	g, err := s.endCapture(o)
+	g, rs, err := s.endCapture(o)
 	if err != nil {
+		s.unuseRegions(rs)
 		return protocol.HandleReply{}, err
 	}
 	ctx := s.cfg.Devices[o.dev]
 	if err := s.newObject(op, len(s.st.graphs)); err != nil {
 		_ = ctx.GraphDestroy(g)
+		s.unuseRegions(rs)
 		return protocol.HandleReply{}, err
 	}
 	id := s.st.handle()
-	s.st.graphs[id] = &graphObj{dev: o.dev, h: g}
+	s.st.graphs[id] = &graphObj{dev: o.dev, h: g, regions: rs}
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -120,6 +132,9 @@ func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (pro
 	if !ok {
 		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
 	}
+	if retiredRegion(g.regions) {
+		return protocol.HandleReply{}, errFreedPinned(op)
+	}
 	if err := s.newObject(op, len(s.st.execs)); err != nil {
 		return protocol.HandleReply{}, err
 	}
@@ -129,7 +144,9 @@ func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (pro
 		return protocol.HandleReply{}, err
 	}
 	id := s.st.handle()
-	s.st.execs[id] = &execObj{dev: g.dev, h: e}
+	rs := append([]*region(nil), g.regions...)
+	s.useRegions(rs)
+	s.st.execs[id] = &execObj{dev: g.dev, h: e, regions: rs}
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -137,6 +154,9 @@ func graphLaunch(s *Session, c *call, r *protocol.GraphLaunchReq) error {
 	e, ok := s.st.execs[r.Exec]
 	if !ok {
 		return device.Errorf("OpGraphLaunch", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Exec)
+	}
+	if retiredRegion(e.regions) {
+		return errFreedPinned("OpGraphLaunch")
 	}
 	st, err := s.stream(r.Stream, e.dev, true)
 	if err != nil {
@@ -152,7 +172,31 @@ func graphExecDestroy(s *Session, c *call, r *protocol.HandleReq) error {
 	}
 	delete(s.st.execs, r.Handle)
 	s.dropObject()
-	return s.cfg.Devices[e.dev].GraphExecDestroy(e.h)
+	err := s.cfg.Devices[e.dev].GraphExecDestroy(e.h)
+	s.releaseExecRegions(e)
+	return err
+}
+
+// releaseExecRegions lets go of the regions of a destroyed executable
+// graph, once launches already queued are done with them.
+func (s *Session) releaseExecRegions(e *execObj) {
+	if len(e.regions) == 0 {
+		return
+	}
+	for _, rg := range e.regions {
+		if rg.users == 1 && rg.retired {
+			_ = s.syncDevice(e.dev) // a queued launch may still copy
+			break
+		}
+	}
+	s.unuseRegions(e.regions)
+	e.regions = nil
+}
+
+// errFreedPinned refuses a graph that copies to or from pinned memory
+// the guest has unregistered.
+func errFreedPinned(op string) error {
+	return device.Errorf(op, device.ErrInvalidValue, "the graph copies to or from pinned host memory the program has freed (cudaFreeHost/cudaHostUnregister): destroy it, or free the memory after the graph")
 }
 
 func graphDestroy(s *Session, c *call, r *protocol.HandleReq) error {
@@ -162,7 +206,9 @@ func graphDestroy(s *Session, c *call, r *protocol.HandleReq) error {
 	}
 	delete(s.st.graphs, r.Handle)
 	s.dropObject()
-	return s.cfg.Devices[g.dev].GraphDestroy(g.h)
+	err := s.cfg.Devices[g.dev].GraphDestroy(g.h)
+	s.forgetGraph(g)
+	return err
 }
 
 // refuseCaptured refuses what a capture cannot hold (see above) on a
@@ -185,9 +231,11 @@ func (s *Session) releaseGraphs(match func(int) bool) {
 	st := &s.st
 	for _, o := range st.streams {
 		if o.capturing && match(o.dev) {
-			if g, err := s.endCapture(o); err == nil {
+			g, rs, err := s.endCapture(o)
+			if err == nil {
 				_ = s.cfg.Devices[o.dev].GraphDestroy(g)
 			}
+			s.unuseRegions(rs)
 		}
 	}
 	for id, e := range st.execs {
@@ -195,6 +243,7 @@ func (s *Session) releaseGraphs(match func(int) bool) {
 			_ = s.cfg.Devices[e.dev].GraphExecDestroy(e.h)
 			delete(st.execs, id)
 			s.dropObject()
+			s.releaseExecRegions(e)
 		}
 	}
 	for id, g := range st.graphs {
@@ -202,6 +251,7 @@ func (s *Session) releaseGraphs(match func(int) bool) {
 			_ = s.cfg.Devices[g.dev].GraphDestroy(g.h)
 			delete(st.graphs, id)
 			s.dropObject()
+			s.forgetGraph(g)
 		}
 	}
 }

@@ -149,6 +149,9 @@ func memcpyHtoD(s *Session, c *call, r *protocol.MemcpyHtoDReq) error {
 	if err != nil {
 		return err
 	}
+	if o := s.captureOf(r.Stream); o != nil && r.Src.Kind == protocol.BufRegion {
+		return s.captureCopy(o, ctx, st, engine.HtoD, r.Dst, r.Src)
+	}
 	if err := s.refuseCaptured("OpMemcpyHtoD", ctx, st, "a copy from guest memory"); err != nil {
 		return err
 	}
@@ -199,6 +202,9 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 	if err != nil {
 		return err
 	}
+	if o := s.captureOf(r.Stream); o != nil && r.Dst.Kind == protocol.BufRegion {
+		return s.captureCopy(o, ctx, st, engine.DtoH, r.Src, r.Dst)
+	}
 	if err := s.refuseCaptured("OpMemcpyDtoH", ctx, st, "a copy to guest memory"); err != nil {
 		return err
 	}
@@ -213,6 +219,15 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 		// The bytes go straight into the reply frame's buffer.
 		n := int(r.Dst.Len)
 		c.frame, c.frameN = getBuf(protocol.HeaderSize+int(protocol.PadLen(uint32(n)))), n
+		dst := (*c.frame)[protocol.HeaderSize : protocol.HeaderSize+n]
+		if s.cfg.DtoHSmall == DtoHBounce && n <= engine.BounceSize {
+			// In st's order through pinned memory, waited for: the
+			// guest's async flag changes nothing (the bytes travel in
+			// the reply).
+			err = s.eng.ReadBounce(ctx, dst, device.Ptr(r.Src), st)
+			s.copied(engine.DtoH, r.Dst.Len, err)
+			return err
+		}
 		if async || st != device.DefaultStream {
 			// Ordered after the stream's work and complete before the
 			// reply; no asynchronous DMA into Go memory. A synchronous
@@ -225,7 +240,7 @@ func memcpyDtoH(s *Session, c *call, r *protocol.MemcpyDtoHReq) error {
 				return err
 			}
 		}
-		err = ctx.MemcpyDtoH((*c.frame)[protocol.HeaderSize:protocol.HeaderSize+n], device.Ptr(r.Src), st, false)
+		err = ctx.MemcpyDtoH(dst, device.Ptr(r.Src), st, false)
 		s.copied(engine.DtoH, r.Dst.Len, err)
 		return err
 	}
@@ -290,21 +305,10 @@ func memset(s *Session, c *call, r *protocol.MemsetReq) error {
 	if r.Count == 0 {
 		return nil
 	}
-	row := r.Count * uint64(r.ElemSize)
-	if row/uint64(r.ElemSize) != r.Count {
-		return device.Errorf("OpMemset", device.ErrInvalidValue, "%d elements overflow", r.Count)
-	}
 	height := max(r.Height, 1)
-	span := row
-	if r.Height > 0 {
-		if r.Pitch < row {
-			return device.Errorf("OpMemset", device.ErrInvalidValue, "pitch %d < row of %d bytes", r.Pitch, row)
-		}
-		hi := (height - 1) * r.Pitch
-		if r.Pitch != 0 && hi/r.Pitch != height-1 || hi+row < hi {
-			return device.Errorf("OpMemset", device.ErrInvalidValue, "%d rows of pitch %d overflow", height, r.Pitch)
-		}
-		span = hi + row
+	span, err := memsetSpan("OpMemset", r.ElemSize, r.Count, r.Height, r.Pitch)
+	if err != nil {
+		return err
 	}
 	ctx, _, st, err := s.target("OpMemset", r.Dst, span, r.Stream)
 	if err != nil {
@@ -313,6 +317,33 @@ func memset(s *Session, c *call, r *protocol.MemsetReq) error {
 	return ordered(ctx, st, r.Flags&protocol.CopyAsync != 0, func(async bool) error {
 		return ctx.Memset(device.Ptr(r.Dst), r.Value, int(r.ElemSize), r.Count, height, r.Pitch, st, async)
 	})
+}
+
+// memsetSpan is the bytes a memset of height rows of count elements of
+// elemSize bytes, pitch bytes apart, reaches (height 0: one row, pitch
+// unused).
+func memsetSpan(op string, elemSize uint32, count, height, pitch uint64) (uint64, error) {
+	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
+		return 0, device.Errorf(op, device.ErrInvalidValue, "element size %d (want 1, 2 or 4)", elemSize)
+	}
+	if count == 0 {
+		return 0, device.Errorf(op, device.ErrInvalidValue, "a memset of 0 elements")
+	}
+	row := count * uint64(elemSize)
+	if row/uint64(elemSize) != count {
+		return 0, device.Errorf(op, device.ErrInvalidValue, "%d elements overflow", count)
+	}
+	if height == 0 {
+		return row, nil
+	}
+	if pitch < row {
+		return 0, device.Errorf(op, device.ErrInvalidValue, "pitch %d < row of %d bytes", pitch, row)
+	}
+	hi := (height - 1) * pitch
+	if hi/pitch != height-1 || hi+row < hi {
+		return 0, device.Errorf(op, device.ErrInvalidValue, "%d rows of pitch %d overflow", height, pitch)
+	}
+	return hi + row, nil
 }
 
 // memGetGranularity answers cuMemGetAllocationGranularity for memory on a

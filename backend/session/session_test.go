@@ -94,6 +94,7 @@ type opts struct {
 	output          session.DeviceOutput
 	socket          bool // a unix socket pair, not net.Pipe: replies are written directly
 	trace           bool // session.Config.Trace
+	d2hSmall        session.DtoHMode
 }
 
 func start(t *testing.T, o opts) *env {
@@ -141,7 +142,8 @@ func start(t *testing.T, o opts) *env {
 	cfg := session.Config{Devices: devs, DeviceKind: drv.Kind(), DriverVersion: drv.Version(), BackendVersion: "test", Engine: engine.New(engine.Auto, engine.NewRegistry()),
 		AllowUnprivilegedSegments: o.allowAll, Stats: e.stats, ID: 7, Limits: o.limits, OnStickyError: o.onSticky,
 		Budget: o.budget, LimitTable: o.limitTable, FrameTimeout: o.frameTimeout, HostFuncTimeout: o.hostFuncTimeout, ExclusiveContext: o.exclusive,
-		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output, CallTimeout: o.callTimeout, OnCallTimeout: o.onCallTimeout, Trace: o.trace}
+		Processes: o.procs, DriverRelease: drv.Release(), Output: o.output, CallTimeout: o.callTimeout, OnCallTimeout: o.onCallTimeout, Trace: o.trace,
+		DtoHSmall: o.d2hSmall}
 	if o.quota > 0 {
 		cfg.Quota = &session.Quota{Limit: o.quota}
 	}

@@ -101,8 +101,10 @@ type streamObj struct {
 	work     uint64
 	seen     uint64
 	ev       device.Event
-	// capturing: the guest began a capture on it (handlers_graph.go).
-	capturing bool
+	// capturing: the guest began a capture on it (handlers_graph.go);
+	// capRegions: the pinned memory its captured copies use.
+	capturing  bool
+	capRegions []*region
 }
 
 type eventObj struct {
@@ -142,6 +144,7 @@ type state struct {
 	// captures counts its streams that are capturing.
 	graphs   map[uint64]*graphObj
 	execs    map[uint64]*execObj
+	nodes    map[uint64]*nodeObj
 	captures int
 	// The virtual-memory API (handlers_vmm.go): reservations by base,
 	// physical memory by handle, mappings by base.
@@ -149,6 +152,12 @@ type state struct {
 	reservedBytes uint64
 	phys          map[uint64]*physObj
 	maps          map[uint64]*mappingObj
+	// arrays are the session's CUDA arrays (handlers_array.go).
+	arrays map[uint64]*arrayObj
+	// Memory pools (handlers_mempool.go): created pools by handle, and the
+	// release thresholds the guest set on default pools, by device.
+	pools        map[uint64]*poolObj
+	defThreshold map[int]*uint64
 }
 
 func (st *state) init() {
@@ -162,9 +171,12 @@ func (st *state) init() {
 	st.dirty = map[int]map[*streamObj]struct{}{}
 	st.graphs = map[uint64]*graphObj{}
 	st.execs = map[uint64]*execObj{}
+	st.nodes = map[uint64]*nodeObj{}
 	st.reserves = map[uint64]*reserveObj{}
 	st.phys = map[uint64]*physObj{}
 	st.maps = map[uint64]*mappingObj{}
+	st.arrays = map[uint64]*arrayObj{}
+	st.pools = map[uint64]*poolObj{}
 }
 
 func (st *state) handle() uint64 {
@@ -283,6 +295,7 @@ func (s *Session) releaseAll(dev int) {
 		}
 	}
 	s.releaseVMM(match)
+	s.releaseArrays(match)
 	kept := st.ranges[:0]
 	for _, r := range st.ranges {
 		if r.kind == kindAlloc && match(r.dev) {
@@ -297,6 +310,7 @@ func (s *Session) releaseAll(dev int) {
 		kept = append(kept, r)
 	}
 	st.ranges = kept
+	s.releasePools(match)
 	for id, r := range st.regions {
 		if match(r.dev) {
 			s.dropRegion(id, r)

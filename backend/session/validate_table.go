@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"math"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -593,6 +594,166 @@ func checkMemCreate(s *Session, c *call, r *protocol.MemCreateReq) error {
 	return nil
 }
 
+func checkMemPoolCreate(s *Session, c *call, r *protocol.MemPoolCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch {
+	case r.Type != 1:
+		return invalid(c, "allocation type %d (1 pinned is served)", r.Type)
+	case r.HandleTypes != 0:
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "pool export handle types %#x: memory of one VM is never shared with another process (create the pool with handleTypes 0)", r.HandleTypes)
+	case r.Usage != 0:
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "pool usage %#x: only plain pools (usage 0) are served", r.Usage)
+	}
+	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.MaxSize > p.TotalMem {
+		return invalid(c, "a pool of at most %d bytes on a device of %d", r.MaxSize, p.TotalMem)
+	}
+	return nil
+}
+
+// checkMemPoolSetAttr: the reuse flags are ints 0 or 1, the release
+// threshold any size, the two HIGH counters may only be reset (0), the two
+// CURRENT ones are read-only.
+func checkMemPoolSetAttr(s *Session, c *call, r *protocol.MemPoolAttrReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch r.Attr {
+	case device.PoolReuseFollowEventDeps, device.PoolReuseAllowOpportunistic, device.PoolReuseAllowInternalDeps:
+		if r.Value > 1 {
+			return invalid(c, "memory pool attribute %d is 0 or 1, not %d", r.Attr, r.Value)
+		}
+	case device.PoolReleaseThreshold:
+	case device.PoolReservedMemHigh, device.PoolUsedMemHigh:
+		if r.Value != 0 {
+			return invalid(c, "memory pool attribute %d may only be reset to 0, not set to %d", r.Attr, r.Value)
+		}
+	case device.PoolReservedMemCurrent, device.PoolUsedMemCurrent:
+		return invalid(c, "memory pool attribute %d is read-only", r.Attr)
+	default:
+		return invalid(c, "memory pool attribute %d (1..%d)", r.Attr, device.PoolAttrMax)
+	}
+	return nil
+}
+
+func checkMemPoolGetAttr(s *Session, c *call, r *protocol.MemPoolAttrReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Attr < 1 || r.Attr > device.PoolAttrMax {
+		return invalid(c, "memory pool attribute %d (1..%d)", r.Attr, device.PoolAttrMax)
+	}
+	if r.Value != 0 {
+		return invalid(c, "value %d in a get (0)", r.Value)
+	}
+	return nil
+}
+
+func checkMemPoolTrim(s *Session, c *call, r *protocol.MemPoolTrimReq) error {
+	return checkDevice(s, c, r.Device)
+}
+
+// checkMemPoolAccess: the flags of a set are CUmemAccess_flags (0 none,
+// 1 read, 3 read-write), a get sends 0; another device than the pool's
+// may not be given access (no peer access).
+func checkMemPoolAccess(s *Session, c *call, r *protocol.MemPoolAccessReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if err := checkDevice(s, c, r.Peer); err != nil {
+		return err
+	}
+	if c.f.Opcode == protocol.OpMemPoolGetAccess {
+		if r.Flags != 0 {
+			return invalid(c, "flags %d in a get (0)", r.Flags)
+		}
+		return nil
+	}
+	switch {
+	case r.Flags != 0 && r.Flags != 1 && r.Flags != memAccessReadWrite:
+		return invalid(c, "access flags %d (0 none, 1 read, 3 read-write)", r.Flags)
+	case r.Peer != r.Device && r.Flags != 0:
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "access of device %d to a pool of device %d: peer access is not served", r.Peer, r.Device)
+	}
+	return nil
+}
+
+// Stream attributes: the access policy window (1) within the device's
+// largest window, a hit ratio in [0, 1] and CUaccessProperty values (0..2);
+// the synchronization policy (3) 1..4; the priority (8) any int; the memory
+// sync domain map (9) two bytes; the memory sync domain (10) 0 or 1. Other
+// ids are launch attributes, not stream ones.
+func checkStreamSetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	v := r.Value
+	if v.Pad0 != 0 || (r.Attr != device.StreamAttrAccessPolicyWindow && v.Window != (protocol.AccessPolicyWindow{})) {
+		return invalid(c, "stream attribute %d with bytes set outside its value", r.Attr)
+	}
+	switch r.Attr {
+	case device.StreamAttrAccessPolicyWindow:
+		w := v.Window
+		ratio := math.Float32frombits(w.HitRatio)
+		var limit uint64
+		if p := s.props(int(r.Device)); p != nil {
+			limit = uint64(p.Attrs[maxAccessPolicyWindowAttr])
+		}
+		switch {
+		case v.Value != 0 || w.Pad0 != 0:
+			return invalid(c, "an access policy window with bytes set outside it")
+		case !(ratio >= 0 && ratio <= 1):
+			return invalid(c, "access policy hit ratio %g (0..1)", ratio)
+		case w.HitProp > 2 || w.MissProp > 2:
+			return invalid(c, "access properties %d, %d (0 normal, 1 streaming, 2 persisting)", w.HitProp, w.MissProp)
+		case limit != 0 && w.Bytes > limit:
+			return invalid(c, "an access policy window of %d bytes (at most %d on this device)", w.Bytes, limit)
+		case w.Base > math.MaxUint64-w.Bytes:
+			return invalid(c, "an access policy window [%#x, +%#x) past the end of the address space", w.Base, w.Bytes)
+		}
+	case device.StreamAttrSyncPolicy:
+		if v.Value < 1 || v.Value > 4 {
+			return invalid(c, "synchronization policy %d (1 auto, 2 spin, 3 yield, 4 blocking sync)", v.Value)
+		}
+	case device.StreamAttrPriority:
+	case device.StreamAttrMemSyncDomainMap:
+		if v.Value > 0xffff {
+			return invalid(c, "memory sync domain map %#x (two bytes: default, remote)", v.Value)
+		}
+	case device.StreamAttrMemSyncDomain:
+		if v.Value > 1 {
+			return invalid(c, "memory sync domain %d (0 default, 1 remote)", v.Value)
+		}
+	default:
+		return invalid(c, "stream attribute %d (1, 3, 8, 9, 10)", r.Attr)
+	}
+	return nil
+}
+
+// maxAccessPolicyWindowAttr is CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE.
+const maxAccessPolicyWindowAttr = 109
+
+func checkStreamGetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	switch r.Attr {
+	case device.StreamAttrAccessPolicyWindow, device.StreamAttrSyncPolicy, device.StreamAttrPriority,
+		device.StreamAttrMemSyncDomainMap, device.StreamAttrMemSyncDomain:
+	default:
+		return invalid(c, "stream attribute %d (1, 3, 8, 9, 10)", r.Attr)
+	}
+	if r.Value != (protocol.StreamAttrValue{}) {
+		return invalid(c, "a get with a value")
+	}
+	return nil
+}
+
+func checkStreamCopyAttr(s *Session, c *call, r *protocol.StreamCopyAttrReq) error {
+	return checkDevice(s, c, r.Device)
+}
+
 // CUmemAccess_flags: PROT_READWRITE (3) is what is served.
 const memAccessReadWrite = 3
 
@@ -605,6 +766,101 @@ func checkMemSetAccess(s *Session, c *call, r *protocol.MemSetAccessReq) error {
 	}
 	if r.Size == 0 {
 		return invalid(c, "size 0")
+	}
+	return nil
+}
+
+func checkGraphCreate(s *Session, c *call, r *protocol.GraphCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	if r.Flags != 0 {
+		return invalid(c, "graph flags %#x (none defined)", r.Flags)
+	}
+	return nil
+}
+
+func checkGraphNodes(s *Session, c *call, r *protocol.GraphNodesReq) error {
+	if r.Roots > 1 {
+		return invalid(c, "roots %d (0 every node, 1 the root nodes)", r.Roots)
+	}
+	return nil
+}
+
+// checkDepsTail checks that a node's tail holds its numDeps dependencies
+// and extra more bytes, exactly.
+func checkDepsTail[Req any](c *call, numDeps uint32, extra uint64) error {
+	if numDeps > protocol.MaxGraphDeps {
+		return invalid(c, "%d dependencies (at most %d)", numDeps, protocol.MaxGraphDeps)
+	}
+	_, t, _ := protocol.Decode[Req](c.f.Payload)
+	tail := uint64(len(t))
+	if want := uint64(numDeps)*8 + extra; tail != want {
+		return invalid(c, "a tail of %d bytes: %d dependencies and %d bytes of parameters take %d", tail, numDeps, extra, want)
+	}
+	return nil
+}
+
+func checkGraphDeps(s *Session, c *call, r *protocol.GraphAddEmptyNodeReq) error {
+	return checkDepsTail[protocol.GraphAddEmptyNodeReq](c, r.NumDeps, 0)
+}
+
+func checkGraphAddKernelNode(s *Session, c *call, r *protocol.GraphAddKernelNodeReq) error {
+	if r.Launch.Stream != 0 {
+		return invalid(c, "a kernel node names no stream (got %#x)", r.Launch.Stream)
+	}
+	if err := checkLaunch(s, c, &r.Launch); err != nil {
+		return err
+	}
+	return checkDepsTail[protocol.GraphAddKernelNodeReq](c, r.NumDeps, uint64(r.Launch.ParamSize))
+}
+
+func checkGraphAddMemcpyNode(s *Session, c *call, r *protocol.GraphAddMemcpyNodeReq) error {
+	switch r.Dir {
+	case protocol.GraphCopyHtoD, protocol.GraphCopyDtoH:
+		if r.Host.Kind != protocol.BufRegion {
+			return errPageable(c.f.Opcode.String())
+		}
+		if r.Host.Len == 0 || r.Size != 0 {
+			return invalid(c, "a host copy of %d bytes (Host.Len) with Size %d (want 0)", r.Host.Len, r.Size)
+		}
+		if err := checkBufRef(s, c, r.Host, protocol.BufRegion); err != nil {
+			return err
+		}
+	case protocol.GraphCopyDtoD:
+		if r.Host.Kind != protocol.BufNone || r.Size == 0 {
+			return invalid(c, "a device-to-device copy of %d bytes with a host buffer of kind %d", r.Size, r.Host.Kind)
+		}
+	default:
+		return invalid(c, "copy direction %d (1 host to device, 2 device to host, 3 device to device)", r.Dir)
+	}
+	return checkDepsTail[protocol.GraphAddMemcpyNodeReq](c, r.NumDeps, 0)
+}
+
+func checkGraphAddMemsetNode(s *Session, c *call, r *protocol.GraphAddMemsetNodeReq) error {
+	if r.ElemSize != 1 && r.ElemSize != 2 && r.ElemSize != 4 {
+		return invalid(c, "element size %d (want 1, 2 or 4)", r.ElemSize)
+	}
+	if r.Width == 0 {
+		return invalid(c, "a memset node of width 0")
+	}
+	return checkDepsTail[protocol.GraphAddMemsetNodeReq](c, r.NumDeps, 0)
+}
+
+func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {
+	if err := checkDevice(s, c, r.Device); err != nil {
+		return err
+	}
+	d := device.ArrayDesc{Width: r.Width, Height: r.Height, Depth: r.Depth, Format: r.Format, Channels: r.Channels, Flags: r.Flags}
+	return d.Validate(c.f.Opcode.String(), s.props(int(r.Device)))
+}
+
+func checkMemcpy3D(s *Session, c *call, r *protocol.BoxCopyReq) error {
+	if err := checkCopyFlags(c, r.Flags); err != nil {
+		return err
+	}
+	if m := s.maxDeviceMem(); m != 0 && (r.Width > m || r.Height > m || r.Depth > m) {
+		return invalid(c, "a copy of %dx%dx%d: larger than any device (%d bytes)", r.Width, r.Height, r.Depth, m)
 	}
 	return nil
 }

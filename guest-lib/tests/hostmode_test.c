@@ -94,6 +94,19 @@ int cuOccupancyMaxActiveClusters(int *, void *, const CUlaunchConfig *);
 int cuMemGetAllocationGranularity(size_t *, const void *, int);
 int cuMemAllocPitch_v2(unsigned long long *, size_t *, size_t, size_t, unsigned);
 int cuMemcpy2D_v2(const CUDA_MEMCPY2D *);
+int cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *, CUstream);
+int cuMemcpy3D_v2(const CUDA_MEMCPY3D *);
+int cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *, CUstream);
+int cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+int cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+int cuArrayDestroy(CUarray);
+int cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *, CUarray);
+int cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *, CUarray);
+int cuMemcpyHtoA_v2(CUarray, size_t, const void *, size_t);
+int cuMemcpyAtoH_v2(void *, CUarray, size_t, size_t);
+int cuMemcpyAtoD_v2(unsigned long long, CUarray, size_t, size_t);
+int cuMemcpyDtoA_v2(CUarray, size_t, unsigned long long, size_t);
+int cuMemcpyAtoA_v2(CUarray, size_t, CUarray, size_t, size_t);
 int cuMemsetD2D8_v2(unsigned long long, size_t, unsigned char, size_t, size_t);
 int cuPointerGetAttribute(void *, int, unsigned long long);
 cudaError_t cudaMemcpy3D(const struct rt_3d *);
@@ -119,6 +132,16 @@ int cuGraphLaunch(void *, CUstream);
 int cuGraphExecDestroy(void *);
 int cuGraphDestroy(void *);
 int cuGraphInstantiate_v2(void **, void *, void **, char *, size_t);
+int cuGraphCreate(void **, unsigned);
+int cuGraphGetNodes(void *, void **, size_t *);
+int cuGraphGetRootNodes(void *, void **, size_t *);
+int cuGraphNodeGetType(void *, int *);
+int cuGraphAddKernelNode(void **, void *, void *const *, size_t, const void *);
+int cuGraphAddKernelNode_v2(void **, void *, void *const *, size_t, const void *);
+int cuGraphAddMemcpyNode(void **, void *, void *const *, size_t, const void *, CUcontext);
+int cuGraphAddMemsetNode(void **, void *, void *const *, size_t, const void *, CUcontext);
+int cuGraphAddEmptyNode(void **, void *, void *const *, size_t);
+int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
 int cuMemcpyDtoDAsync_v2(unsigned long long, unsigned long long, size_t, CUstream);
@@ -129,6 +152,26 @@ int cuMemAllocFromPoolAsync(unsigned long long *, size_t, void *, CUstream);
 int cuMemFreeAsync(unsigned long long, CUstream);
 int cuDeviceGetDefaultMemPool(void **, int);
 int cuDeviceGetMemPool(void **, int);
+int cuDeviceSetMemPool(int, void *);
+struct pool_props { /* CUmemPoolProps (cuda.h, 88 bytes) */
+	int alloc_type, handle_types, loc_type, loc_id;
+	void *win32;
+	size_t max_size;
+	unsigned short usage;
+	unsigned char reserved[54];
+};
+int cuMemPoolCreate(void **, const struct pool_props *);
+int cuMemPoolDestroy(void *);
+int cuMemPoolSetAttribute(void *, int, void *);
+int cuMemPoolGetAttribute(void *, int, void *);
+int cuMemPoolTrimTo(void *, size_t);
+int cuMemPoolGetAccess(int *, void *, const int *);
+int cuMemPoolExportToShareableHandle(void *, void *, int, unsigned long long);
+struct window { unsigned long long base; size_t bytes; float ratio; int hit, miss; }; /* CUaccessPolicyWindow */
+int cuStreamSetAttribute(CUstream, int, const void *);
+int cuStreamGetAttribute(CUstream, int, void *);
+int cuStreamCopyAttributes(CUstream, CUstream);
+int cuStreamGetPriority(CUstream, int *);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemAddressFree(unsigned long long, size_t);
@@ -343,9 +386,12 @@ static void test_big_copy(void)
 }
 
 /* Host mode copies large pageable buffers through shared staging memory
- * (staging.c), in 4 MiB chunks: sizes around and between chunks, an
- * unaligned host pointer and device offset, both directions, bit-exact; a
- * copy to a freed pointer fails and the next one works. */
+ * (staging.c), in 4 MiB chunks through 4 slots, each chunk's memcpy split
+ * across threads (parcopy.c, 512 KiB parts at least): sizes 0 and 1 (inline),
+ * the staging threshold, around a part, a chunk and the slots' wrap, many
+ * chunks, an unaligned host pointer and device offset, both directions,
+ * bit-exact; a copy to a freed pointer fails and the next one works. run.sh
+ * runs it with VGPU_STAGING_THREADS=1 and 3 too. */
 static void test_staged_copy(void)
 {
 	const char *t = getenv("VGPU_TRANSPORT"), *sh = getenv("VGPU_HOST_SHARE"), *st = getenv("VGPU_STAGING");
@@ -353,9 +399,10 @@ static void test_staged_copy(void)
 	uint64_t (*staged)(void) = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "vgpu_staged_bytes");
 	CHECK(staged);
 	uint64_t before = staged();
-	static const size_t sizes[] = {256u << 10, (4u << 20) - 1, 4u << 20, (4u << 20) + 1, (17u << 20) + 123,
-				       (33u << 20) + 4095};
-	size_t max = (33u << 20) + 4095 + 64;
+	static const size_t sizes[] = {0, 1, (256u << 10) - 1, 256u << 10, (1u << 20) - 64, (1u << 20) + 1,
+				       (1536u << 10) + 65, (4u << 20) - 1, 4u << 20, (4u << 20) + 1, (16u << 20) - 1,
+				       (16u << 20) + 1, (17u << 20) + 123, (33u << 20) + 4095, (61u << 20) + 77};
+	size_t max = (61u << 20) + 77 + 64;
 	uint8_t *h = malloc(max), *b = malloc(max);
 	uint8_t *d;
 	CHECK(h && b);
@@ -371,7 +418,8 @@ static void test_staged_copy(void)
 		OK(cudaMemcpy(dst, d + 5, n, cudaMemcpyDeviceToHost));
 		CHECK(!memcmp(src, dst, n));
 		CHECK(b[2] == 0xee && dst[n] == 0xee); /* nothing written outside */
-		moved += 2 * (uint64_t)n;
+		if (n >= (256u << 10))
+			moved += 2 * (uint64_t)n;
 	}
 	CHECK(want_staged ? staged() - before == moved : staged() == before);
 	/* errors: past the allocation's end, and a freed pointer */
@@ -1027,6 +1075,161 @@ static void test_driver_capture(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* CUDA_MEMCPY3D, CUDA_MEMSET_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h). */
+struct t_memcpy3d_side {
+	size_t x, y, z, lod;
+	int type;
+	const void *host;
+	unsigned long long dev;
+	void *array, *reserved;
+	size_t pitch, height;
+};
+struct t_memcpy3d {
+	struct t_memcpy3d_side src, dst;
+	size_t width, height, depth;
+};
+struct t_memset_params {
+	unsigned long long dst;
+	size_t pitch;
+	unsigned value, elem;
+	size_t width, height;
+};
+struct t_kernel_params {
+	void *func;
+	unsigned grid[3], block[3], smem;
+	void **params, **extra;
+	void *kern, *ctx;
+};
+
+/* A 1D copy of n bytes: host (type 1) or device (2) on either side. */
+static struct t_memcpy3d t_copy(int stype, const void *sh, unsigned long long sd, int dtype, const void *dh,
+				unsigned long long dd, size_t n)
+{
+	struct t_memcpy3d c;
+	memset(&c, 0, sizeof c);
+	c.src.type = stype;
+	c.src.host = sh;
+	c.src.dev = sd;
+	c.dst.type = dtype;
+	c.dst.host = dh;
+	c.dst.dev = dd;
+	c.width = n;
+	c.height = c.depth = 1;
+	return c;
+}
+
+/* Graphs built node by node, and copies to pinned memory captured: the
+ * nodes run on the host at each launch; pageable memory in a node is
+ * refused (CUDA_ERROR_NOT_SUPPORTED). */
+static void test_driver_graph_nodes(void)
+{
+	int dev, type = -1;
+	CUcontext ctx;
+	CUstream s;
+	unsigned long long p;
+	uint8_t *h;
+	uint8_t pageable[64], want[64];
+	void *g, *x, *fn, *in, *set, *kn, *join, *out, *nodes[8];
+	CUmodule mod;
+	size_t n;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemAlloc_v2(&p, 256));
+	OK(cuMemHostAlloc((void **)&h, 4096, 0));
+	OK(cuModuleLoadData(&mod, ptx));
+	OK(cuModuleGetFunction(&fn, mod, "scale"));
+
+	OK(cuGraphCreate(&g, 0));
+	CHECK(cuGraphCreate(&g, 1) == 1);
+	memset(h, 0x11, 64);
+	struct t_memcpy3d c = t_copy(1, h, 0, 2, NULL, p, 64);
+	if (!expect_zero_copy()) {
+		/* pinned memory the backend does not hold: inline
+		 * (VGPU_HOST_SHARE=0: 801), or the fake guest driver's regions,
+		 * which only it knows (the backend answers 1) */
+		int rc = cuGraphAddMemcpyNode(&in, g, NULL, 0, &c, ctx);
+		CHECK(rc == (getenv("VGPU_TRANSPORT") ? 801 : 1));
+		c = t_copy(2, NULL, p, 2, NULL, p + 128, 64);
+		OK(cuGraphAddMemcpyNode(&in, g, NULL, 0, &c, ctx));
+		OK(cuGraphNodeGetType(in, &type));
+		CHECK(type == 1);
+		OK(cuGraphDestroy(g));
+		goto done;
+	}
+	OK(cuGraphAddMemcpyNode(&in, g, NULL, 0, &c, ctx));
+	struct t_memset_params m = {.dst = p + 8, .value = 0x22, .elem = 1, .width = 8, .height = 1};
+	OK(cuGraphAddMemsetNode(&set, g, &in, 1, &m, ctx));
+	float a = 2.0f;
+	unsigned cnt = 16;
+	void *args[] = {&p, &a, &cnt};
+	struct t_kernel_params k = {.func = fn, .grid = {1, 1, 1}, .block = {32, 1, 1}, .params = args};
+	OK(cuGraphAddKernelNode(&kn, g, &set, 1, &k));
+	void *both[] = {set, kn};
+	OK(cuGraphAddEmptyNode(&join, g, both, 2));
+	c = t_copy(2, NULL, p, 1, h + 1024, 0, 64);
+	OK(cuGraphAddMemcpyNode(&out, g, &join, 1, &c, ctx));
+	OK(cuGraphGetNodes(g, NULL, &n));
+	CHECK(n == 5);
+	n = 8;
+	OK(cuGraphGetNodes(g, nodes, &n));
+	CHECK(n == 5 && nodes[0] == in && nodes[4] == out && nodes[5] == NULL);
+	n = 8;
+	OK(cuGraphGetRootNodes(g, nodes, &n));
+	CHECK(n == 1 && nodes[0] == in);
+	OK(cuGraphNodeGetType(set, &type));
+	CHECK(type == 2);
+	OK(cuGraphNodeGetType(kn, &type));
+	CHECK(type == 0);
+	/* pageable memory, a foreign dependency, a NULL dependency: refused */
+	c = t_copy(1, pageable, 0, 2, NULL, p, 64);
+	CHECK(cuGraphAddMemcpyNode(&x, g, NULL, 0, &c, ctx) == 801);
+	void *bad[] = {(void *)(uintptr_t)0x9999};
+	CHECK(cuGraphAddEmptyNode(&x, g, bad, 1) == 1);
+	void *null_dep[] = {NULL};
+	CHECK(cuGraphAddEmptyNode(&x, g, null_dep, 1) == 1);
+	CHECK(cuGraphAddEmptyNode(&x, g, NULL, 1) == 1);
+
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	memcpy(want, h, 64);
+	memset(want + 8, 0x22, 8);
+	for (int i = 0; i < 2; i++) {
+		memset(h + 1024, 0xee, 64);
+		OK(cuGraphLaunch(x, s));
+		OK(cuStreamSynchronize(s));
+		CHECK(!memcmp(h + 1024, want, 64));
+	}
+	OK(cuGraphExecDestroy(x));
+	OK(cuGraphDestroy(g));
+
+	/* a capture holds copies to pinned memory; its nodes are listed */
+	OK(cuStreamBeginCapture_v2(s, 0));
+	OK(cuMemsetD8Async(p, 0x55, 32, s));
+	OK(cuMemcpyDtoHAsync_v2(h + 2048, p, 32, s));
+	OK(cuStreamEndCapture(s, &g));
+	OK(cuGraphGetNodes(g, NULL, &n));
+	CHECK(n == 2);
+	n = 2;
+	OK(cuGraphGetNodes(g, nodes, &n));
+	OK(cuGraphNodeGetType(nodes[1], &type));
+	CHECK(type == 1);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	memset(h + 2048, 0, 32);
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	memset(want, 0x55, 32);
+	CHECK(!memcmp(h + 2048, want, 32));
+	OK(cuGraphExecDestroy(x));
+	OK(cuGraphDestroy(g));
+done:
+	OK(cuModuleUnload(mod));
+	OK(cuMemFreeHost(h));
+	OK(cuStreamDestroy_v2(s));
+	OK(cuMemFree_v2(p));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* Stream-ordered allocation from the default pool, on the host. */
 static void test_driver_mempool(void)
 {
@@ -1061,7 +1264,99 @@ static void test_driver_mempool(void)
 	OK(cuMemFreeAsync(b, s));
 	OK(cuStreamSynchronize(s));
 	CHECK(cuMemcpyDtoH_v2(buf, a, 8) != 0); /* freed */
+
+	/* A pool of the program's own, made the device's current pool. */
+	void *mine, *cur;
+	struct pool_props props = {.alloc_type = 1, .loc_type = 1, .loc_id = dev};
+	struct pool_props shared = props, host = props;
+	shared.handle_types = 1; /* POSIX file descriptor */
+	host.loc_type = 2;
+	CHECK(cuMemPoolCreate(&mine, &shared) == 801);
+	CHECK(cuMemPoolCreate(&mine, &host) == 801);
+	CHECK(cuMemPoolCreate(&mine, NULL) == 1);
+	OK(cuMemPoolCreate(&mine, &props));
+	CHECK(mine != pool);
+	OK(cuDeviceSetMemPool(dev, mine));
+	OK(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == mine);
+	OK(cuMemAllocAsync(&a, sizeof buf, s));
+	unsigned long long used = 0, thr = ~0ull, got = 0;
+	OK(cuMemPoolGetAttribute(mine, 7, &used)); /* USED_MEM_CURRENT */
+	CHECK(used >= sizeof buf);
+	OK(cuMemPoolSetAttribute(mine, 4, &thr)); /* RELEASE_THRESHOLD */
+	OK(cuMemPoolGetAttribute(mine, 4, &got));
+	CHECK(got == thr);
+	int on = 0, flag = 1;
+	OK(cuMemPoolSetAttribute(mine, 2, &on)); /* REUSE_ALLOW_OPPORTUNISTIC */
+	OK(cuMemPoolGetAttribute(mine, 2, &flag));
+	CHECK(flag == 0);
+	CHECK(cuMemPoolGetAttribute(mine, 99, &got) == 1);
+	CHECK(cuMemPoolSetAttribute(mine, 7, &got) == 1); /* read-only */
+	CHECK(cuMemPoolGetAttribute((void *)buf, 7, &got) == 1);
+	int loc[2] = {1, dev}, acc = 0;
+	OK(cuMemPoolGetAccess(&acc, mine, loc));
+	CHECK(acc == 3);
+	OK(cuMemPoolTrimTo(mine, 0));
+	CHECK(cuMemPoolExportToShareableHandle(buf, mine, 1, 0) == 801);
+	OK(cuMemsetD8Async(a, 0x2e, sizeof buf, s));
+	OK(cuStreamSynchronize(s));
+	/* Destroyed: its allocation lives on, the default pool is current. */
+	OK(cuMemPoolDestroy(mine));
+	CHECK(cuMemPoolDestroy(mine) == 1);
+	CHECK(cuMemPoolDestroy(pool) == 1); /* the default pool */
+	CHECK(cuMemAllocFromPoolAsync(&b, 8, mine, s) == 1);
+	OK(cuDeviceGetMemPool(&cur, dev));
+	CHECK(cur == pool);
+	OK(cuMemcpyDtoH_v2(buf, a, sizeof buf));
+	CHECK(buf[0] == 0x2e && buf[sizeof buf - 1] == 0x2e);
+	OK(cuMemFreeAsync(a, s));
 	OK(cuStreamDestroy_v2(s));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* Stream attributes through the host: set, read back, copied; only the
+ * attribute's own bytes of the value are written (CUDA 11's union is
+ * smaller than 12's). */
+static void test_driver_stream_attrs(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream a, b;
+	unsigned long long mem;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&a, 0));
+	OK(cuStreamCreate(&b, 0));
+	OK(cuMemAlloc_v2(&mem, 1 << 20));
+	int policy = 3, prio = -1, got = 0;
+	OK(cuStreamSetAttribute(a, 3, &policy)); /* SYNCHRONIZATION_POLICY: yield */
+	OK(cuStreamSetAttribute(a, 8, &prio));   /* PRIORITY */
+	OK(cuStreamGetAttribute(a, 3, &got));
+	CHECK(got == 3);
+	OK(cuStreamGetPriority(a, &got));
+	CHECK(got == -1);
+	struct window w = {mem, 4096, 0.25f, 2, 1}, r;
+	OK(cuStreamSetAttribute(a, 1, &w));
+	unsigned char value[64];
+	memset(value, 0xee, sizeof value);
+	OK(cuStreamGetAttribute(a, 1, value));
+	memcpy(&r, value, sizeof r);
+	CHECK(r.base == mem && r.bytes == 4096 && r.ratio == 0.25f && r.hit == 2 && r.miss == 1);
+	CHECK(value[sizeof r] == 0xee);
+	OK(cuStreamCopyAttributes(b, a));
+	OK(cuStreamGetAttribute(b, 8, &got));
+	CHECK(got == -1);
+	OK(cuStreamGetPriority(b, &got));
+	CHECK(got == -1);
+	struct window far = {0x10, 4096, 0.5f, 0, 0};
+	CHECK(cuStreamSetAttribute(a, 1, &far) == 1); /* not this process's memory */
+	CHECK(cuStreamSetAttribute(a, 2, &policy) == 1); /* cooperative: a launch attribute */
+	CHECK(cuStreamGetAttribute(a, 3, NULL) == 1);
+	OK(cuStreamSetAttribute(NULL, 3, &policy)); /* the default stream */
+	OK(cuMemFree_v2(mem));
+	OK(cuStreamDestroy_v2(a));
+	OK(cuStreamDestroy_v2(b));
 	OK(cuCtxDestroy_v2(ctx));
 }
 
@@ -1107,6 +1402,104 @@ static void test_driver_vmm(void)
 	OK(cuMemRelease(h1));
 	CHECK(cuMemRelease(h1) == 1);
 	OK(cuMemAddressFree(va, 2 * gran));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* CUDA arrays: 2D copies from pitched host memory into an array and back
+ * (a sub-box too), a 3D array through cuMemcpy3D (sync and async), the 1D
+ * copies, and what a bad handle or box gets. */
+static void test_driver_arrays(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream s;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	enum { W = 32, H = 6, P = 200 }; /* 32 floats x 6 rows; host pitch 200 bytes */
+	static uint8_t img[P * H], back[P * H];
+	for (size_t i = 0; i < sizeof img; i++)
+		img[i] = (uint8_t)(i * 13 + 1);
+	CUarray a;
+	CUDA_ARRAY_DESCRIPTOR ad = {.Width = W, .Height = H, .Format = 0x20, .NumChannels = 1};
+	OK(cuArrayCreate_v2(&a, &ad));
+	CUDA_ARRAY_DESCRIPTOR got = {0};
+	OK(cuArrayGetDescriptor_v2(&got, a));
+	CHECK(got.Width == W && got.Height == H && got.Format == 0x20 && got.NumChannels == 1);
+	CUDA_MEMCPY2D in = {.srcMemoryType = 1, .srcHost = img, .srcPitch = P, .dstMemoryType = 3, .dstArray = a,
+			    .WidthInBytes = W * 4, .Height = H};
+	OK(cuMemcpy2D_v2(&in));
+	CUDA_MEMCPY2D out = {.srcMemoryType = 3, .srcArray = a, .dstMemoryType = 1, .dstHost = back, .dstPitch = P,
+			     .WidthInBytes = W * 4, .Height = H};
+	OK(cuMemcpy2DAsync_v2(&out, s));
+	OK(cuStreamSynchronize(s));
+	for (int y = 0; y < H; y++)
+		CHECK(!memcmp(back + y * P, img + y * P, W * 4));
+	/* a sub-box: elements 4..7 of rows 2..3, to device memory and back */
+	unsigned long long d;
+	OK(cuMemAlloc_v2(&d, 64));
+	CUDA_MEMCPY2D sub = {.srcMemoryType = 3, .srcArray = a, .srcXInBytes = 16, .srcY = 2, .dstMemoryType = 2,
+			     .dstDevice = d, .dstPitch = 16, .WidthInBytes = 16, .Height = 2};
+	OK(cuMemcpy2D_v2(&sub));
+	uint8_t small[32];
+	OK(cuMemcpyDtoH_v2(small, d, 32));
+	CHECK(!memcmp(small, img + 2 * P + 16, 16) && !memcmp(small + 16, img + 3 * P + 16, 16));
+	/* outside the array, a bad handle */
+	sub.srcY = H - 1;
+	CHECK(cuMemcpy2D_v2(&sub) == 1);
+	sub.srcY = 0;
+	sub.srcArray = (CUarray)(uintptr_t)0x7777;
+	CHECK(cuMemcpy2D_v2(&sub) == 400);
+	CHECK(cuArrayGetDescriptor_v2(&got, (CUarray)(uintptr_t)0x7777) == 400);
+
+	/* 3D: 8 x 3 x 4 of u16 x 2 channels (32-byte rows), from a host box of
+	 * pitch 40 and 5 rows a slice */
+	CUarray a3;
+	CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 8, .Height = 3, .Depth = 4, .Format = 0x02, .NumChannels = 2};
+	OK(cuArray3DCreate_v2(&a3, &d3));
+	CUDA_ARRAY3D_DESCRIPTOR g3 = {0};
+	OK(cuArray3DGetDescriptor_v2(&g3, a3));
+	CHECK(g3.Width == 8 && g3.Height == 3 && g3.Depth == 4 && g3.Format == 0x02 && g3.NumChannels == 2);
+	static uint8_t box[40 * 5 * 4], box2[32 * 3 * 4];
+	for (size_t i = 0; i < sizeof box; i++)
+		box[i] = (uint8_t)(i * 5 + 3);
+	CUDA_MEMCPY3D m = {.srcMemoryType = 1, .srcHost = box, .srcPitch = 40, .srcHeight = 5, .dstMemoryType = 3,
+			   .dstArray = a3, .WidthInBytes = 32, .Height = 3, .Depth = 4};
+	OK(cuMemcpy3D_v2(&m));
+	CUDA_MEMCPY3D m2 = {.srcMemoryType = 3, .srcArray = a3, .dstMemoryType = 1, .dstHost = box2, .dstPitch = 32,
+			    .dstHeight = 3, .WidthInBytes = 32, .Height = 3, .Depth = 4};
+	OK(cuMemcpy3DAsync_v2(&m2, s));
+	OK(cuStreamSynchronize(s));
+	int same = 1;
+	for (int z = 0; z < 4; z++)
+		for (int y = 0; y < 3; y++)
+			same &= !memcmp(box2 + (z * 3 + y) * 32, box + (z * 5 + y) * 40, 32);
+	CHECK(same);
+	m2.Depth = 5; /* past the array's slices */
+	CHECK(cuMemcpy3D_v2(&m2) == 1);
+
+	/* the 1D copies: bytes of the first row */
+	CUarray a1;
+	CUDA_ARRAY_DESCRIPTOR d1 = {.Width = 64, .Format = 0x01, .NumChannels = 1};
+	OK(cuArrayCreate_v2(&a1, &d1));
+	OK(cuMemcpyHtoA_v2(a1, 8, img, 32));
+	OK(cuMemcpyAtoA_v2(a, 0, a1, 8, 32)); /* into a's first row */
+	OK(cuMemcpyAtoD_v2(d, a, 0, 32));
+	memset(small, 0, sizeof small);
+	OK(cuMemcpyDtoH_v2(small, d, 32));
+	CHECK(!memcmp(small, img, 32));
+	OK(cuMemcpyDtoA_v2(a1, 0, d, 16));
+	OK(cuMemcpyAtoH_v2(small, a1, 0, 24)); /* 16 from d, then 8 of the first copy */
+	CHECK(!memcmp(small, img, 16) && !memcmp(small + 16, img + 8, 8));
+	CHECK(cuMemcpyHtoA_v2(a1, 60, img, 8) == 1); /* past the end */
+
+	OK(cuArrayDestroy(a1));
+	OK(cuArrayDestroy(a3));
+	OK(cuArrayDestroy(a));
+	CHECK(cuArrayDestroy(a) == 400);
+	OK(cuMemFree_v2(d));
+	OK(cuStreamDestroy_v2(s));
 	OK(cuCtxDestroy_v2(ctx));
 }
 
@@ -1193,8 +1586,11 @@ static const struct {
 	{"driver_api", test_driver_api},
 	{"export_tables", test_export_tables},
 	{"driver_capture", test_driver_capture},
+	{"driver_graph_nodes", test_driver_graph_nodes},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
+	{"driver_stream_attrs", test_driver_stream_attrs},
+	{"driver_arrays", test_driver_arrays},
 	{"threads", test_threads},
 	{"nvml", test_nvml},
 };

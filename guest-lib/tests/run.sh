@@ -161,6 +161,22 @@ if start_server; then
 	if $CC $CFLAGS -DVGPU_CUDART_ABI=13 $INC -o "$T/hostmode_test" "$HERE/hostmode_test.c" \
 		-L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -Wl,-rpath,"$BUILD"; then
 		if LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test"; then pass "host mode (sim), pinned memory shared as memfds"; else fail "host mode (sim): see $T/server.log"; fi
+		# staged pageable copies with one thread per copy, and with two
+		# helpers (forced: on fewer than 4 CPUs the default is one)
+		for n in 1 3; do
+			if VGPU_STAGING_THREADS=$n LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" staged_copy >"$T/staged-$n.out" 2>&1 &&
+				grep -q "^ok   staged_copy" "$T/staged-$n.out"; then
+				pass "host mode (sim), staged pageable copies with VGPU_STAGING_THREADS=$n"
+			else
+				fail "host mode, staged copies with VGPU_STAGING_THREADS=$n: $(grep FAIL "$T/staged-$n.out" | head -3 | tr '\n' ' ')"
+			fi
+		done
+		# batches sent from the first queued call on (1, 2, 4, ... calls)
+		if VGPU_BATCH_FIRST=1 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/batch1.out" 2>&1; then
+			pass "host mode (sim), VGPU_BATCH_FIRST=1: bursts sent in batches of 1, 2, 4, ..."
+		else
+			fail "host mode with VGPU_BATCH_FIRST=1: $(grep FAIL "$T/batch1.out" | head -3 | tr '\n' ' ')"
+		fi
 		# the same with pinned memory inline (an older backend, or VGPU_HOST_SHARE=0)
 		if VGPU_HOST_SHARE=0 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" >"$T/noshare.out" 2>&1; then
 			pass "host mode (sim), VGPU_HOST_SHARE=0: pinned memory inline, no zero-copy"

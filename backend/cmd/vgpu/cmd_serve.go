@@ -44,6 +44,7 @@ type serveFlags struct {
 	guestCID                                                                          uint64
 	logJSON, allowUnprivileged, kernelVsock, trace                                    bool
 	isolate                                                                           string
+	d2hSmall                                                                          string
 	pool, maxProcesses, maxPerUser                                                    int
 	moduleCache                                                                       string
 	unixNoShare                                                                       bool
@@ -88,6 +89,7 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.StringVar(&f.gpus, "gpus", "", "host GPUs guests see, in guest order, e.g. 1,0 (default: all)")
 	fs.StringVar(&f.memLimit, "mem-limit", "0", "device memory cap per VM (bytes; K, M, G suffixes; 0: none)")
 	fs.StringVar(&f.engine, "engine", "auto", "memcpy engine for guest memory: auto, direct or gather")
+	fs.StringVar(&f.d2hSmall, "d2h-small", "bounce", "small device-to-host copies answered inline (up to 64 KiB): bounce (an async copy into a pinned buffer, then a stream synchronize) or sync (a stream synchronize, then a synchronous copy into the reply)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9477")
@@ -208,6 +210,10 @@ func serve(f serveFlags, log hclog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--mem-limit: %w", err)
 	}
+	d2hSmall, err := session.ParseDtoHMode(f.d2hSmall)
+	if err != nil {
+		return fmt.Errorf("--d2h-small: %w", err)
+	}
 	eng, err := engine.ParseKind(f.engine)
 	if err != nil {
 		return err
@@ -226,6 +232,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
 		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, Trace: f.trace, CallTimeout: f.callTimeout,
 		RingSpin: f.ringSpin, NoGuestRings: f.noGuestRings,
+		DtoHSmall: d2hSmall,
 	}
 	mgr, err := isolate(f, drv, &cfg, log)
 	if err != nil {

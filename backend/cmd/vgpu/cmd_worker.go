@@ -27,7 +27,7 @@ func init() {
 func workerArgs(f serveFlags, mode worker.Mode, vm string) []string {
 	args := []string{"worker", "--mode", mode.String(), "--vm", vm, "--device", f.device, "--sim-devices", fmt.Sprint(f.simDevices), "--sim-mem", f.simMem,
 		"--gpus", f.gpus, "--mem-limit", f.memLimit, "--engine", f.engine, "--log-level", f.logLevel, "--host-func-timeout", f.hostFuncTimeout.String(),
-		"--call-timeout", f.callTimeout.String()}
+		"--call-timeout", f.callTimeout.String(), "--d2h-small", f.d2hSmall}
 	if f.logJSON {
 		args = append(args, "--log-json")
 	}
@@ -62,6 +62,7 @@ func cmdWorker(args []string) int {
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines")
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "testing only")
 	fs.BoolVar(&f.trace, "trace", false, "stamp every request at each layer boundary")
+	fs.StringVar(&f.d2hSmall, "d2h-small", "bounce", "small inline device-to-host copies: bounce or sync")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "host-function deadline")
 	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "call deadline (then this worker exits)")
 	fs.DurationVar(&f.ringSpin, "ring-spin", 0, "how long the backend's side of a guest's rings polls before it sleeps")
@@ -124,6 +125,10 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 	if err != nil {
 		return err
 	}
+	d2hSmall, err := session.ParseDtoHMode(f.d2hSmall)
+	if err != nil {
+		return err
+	}
 	if f.device == "auto" {
 		f.device = "auto-quiet"
 	}
@@ -142,6 +147,7 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		Trace:           f.trace,
 		RingSpin:        f.ringSpin,
 		NoGuestRings:    f.noGuestRings,
+		DtoHSmall:       d2hSmall,
 		// The VM's process list spans its workers (in either mode: a
 		// PerVM worker's VM may still have the poisoned one it replaced).
 		OtherProcesses: ctrl.OtherProcesses,

@@ -44,6 +44,18 @@ type lib struct {
 	cuMemAlloc                func(p *uint64, n uint64) int32
 	cuMemAllocAsync           func(p *uint64, n uint64, s uintptr) int32
 	cuMemFreeAsync            func(p uint64, s uintptr) int32
+	cuMemPoolCreate           func(pool *uintptr, props *poolProps) int32
+	cuMemPoolDestroy          func(pool uintptr) int32
+	cuMemPoolSetAttribute     func(pool uintptr, attr int32, v unsafe.Pointer) int32
+	cuMemPoolGetAttribute     func(pool uintptr, attr int32, v unsafe.Pointer) int32
+	cuMemPoolTrimTo           func(pool uintptr, keep uint64) int32
+	cuMemPoolSetAccess        func(pool uintptr, desc *accessDesc, count uint64) int32
+	cuMemPoolGetAccess        func(flags *uint32, pool uintptr, loc *memLocation) int32
+	cuMemAllocFromPoolAsync   func(p *uint64, n uint64, pool, s uintptr) int32
+	cuDeviceGetDefaultMemPool func(pool *uintptr, dev int32) int32
+	cuStreamSetAttribute      func(s uintptr, attr int32, v unsafe.Pointer) int32
+	cuStreamGetAttribute      func(s uintptr, attr int32, v unsafe.Pointer) int32
+	cuStreamCopyAttributes    func(dst, src uintptr) int32
 	cuMemAddressReserve       func(p *uint64, size, align, addr, flags uint64) int32
 	cuMemAddressFree          func(p, size uint64) int32
 	cuMemCreate               func(h *uint64, size uint64, prop *allocProp, flags uint64) int32
@@ -56,6 +68,10 @@ type lib struct {
 	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) int32
 	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) int32
 	cuMemcpyDtoD              func(dst, src, n uint64) int32
+	cuArray3DCreate           func(h *uint64, d *array3DDesc) int32
+	cuArrayDestroy            func(h uint64) int32
+	cuMemcpy3D                func(p *memcpy3D) int32
+	cuMemcpy3DAsync           func(p *memcpy3D, s uintptr) int32
 	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, n uint64, s uintptr) int32
 	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uint64, s uintptr) int32
 	cuMemcpyDtoDAsync         func(dst, src, n uint64, s uintptr) int32
@@ -111,6 +127,18 @@ type lib struct {
 	cuGraphLaunch        func(e, s uintptr) int32
 	cuGraphExecDestroy   func(e uintptr) int32
 	cuGraphDestroy       func(g uintptr) int32
+
+	// Graphs node by node (graph_unsafe.go). cuGraphAddKernelNode binds
+	// the driver's newest ABI (_v2 on CUDA 12+, whose parameter struct
+	// extends the first one's).
+	cuGraphCreate        func(g *uintptr, flags uint32) int32
+	cuGraphGetNodes      func(g uintptr, nodes *uintptr, n *uintptr) int32
+	cuGraphGetRootNodes  func(g uintptr, nodes *uintptr, n *uintptr) int32
+	cuGraphNodeGetType   func(n uintptr, t *int32) int32
+	cuGraphAddKernelNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer) int32
+	cuGraphAddMemcpyNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer, ctx uintptr) int32
+	cuGraphAddMemsetNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer, ctx uintptr) int32
+	cuGraphAddEmptyNode  func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -184,11 +212,20 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuCtxSynchronize, "cuCtxSynchronize"}, {&l.cuCtxSetLimit, "cuCtxSetLimit"}, {&l.cuCtxGetLimit, "cuCtxGetLimit"},
 		{&l.cuMemAlloc, "cuMemAlloc"}, {&l.cuMemFree, "cuMemFree"}, {&l.cuMemGetInfo, "cuMemGetInfo"},
 		{&l.cuMemAllocAsync, "cuMemAllocAsync"}, {&l.cuMemFreeAsync, "cuMemFreeAsync"},
+		{&l.cuMemPoolCreate, "cuMemPoolCreate"}, {&l.cuMemPoolDestroy, "cuMemPoolDestroy"},
+		{&l.cuMemPoolSetAttribute, "cuMemPoolSetAttribute"}, {&l.cuMemPoolGetAttribute, "cuMemPoolGetAttribute"},
+		{&l.cuMemPoolTrimTo, "cuMemPoolTrimTo"}, {&l.cuMemPoolSetAccess, "cuMemPoolSetAccess"},
+		{&l.cuMemPoolGetAccess, "cuMemPoolGetAccess"}, {&l.cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync"},
+		{&l.cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool"},
+		{&l.cuStreamSetAttribute, "cuStreamSetAttribute"}, {&l.cuStreamGetAttribute, "cuStreamGetAttribute"},
+		{&l.cuStreamCopyAttributes, "cuStreamCopyAttributes"},
 		{&l.cuMemAddressReserve, "cuMemAddressReserve"}, {&l.cuMemAddressFree, "cuMemAddressFree"},
 		{&l.cuMemCreate, "cuMemCreate"}, {&l.cuMemRelease, "cuMemRelease"}, {&l.cuMemMap, "cuMemMap"},
 		{&l.cuMemUnmap, "cuMemUnmap"}, {&l.cuMemSetAccess, "cuMemSetAccess"},
 		{&l.cuMemcpyHtoD, "cuMemcpyHtoD"}, {&l.cuMemcpyDtoH, "cuMemcpyDtoH"}, {&l.cuMemcpyDtoD, "cuMemcpyDtoD"},
 		{&l.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync"}, {&l.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync"}, {&l.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
+		{&l.cuArray3DCreate, "cuArray3DCreate"}, {&l.cuArrayDestroy, "cuArrayDestroy"},
+		{&l.cuMemcpy3D, "cuMemcpy3D"}, {&l.cuMemcpy3DAsync, "cuMemcpy3DAsync"},
 		{&l.cuMemsetD8, "cuMemsetD8"}, {&l.cuMemsetD16, "cuMemsetD16"}, {&l.cuMemsetD32, "cuMemsetD32"},
 		{&l.cuMemsetD8Async, "cuMemsetD8Async"}, {&l.cuMemsetD16Async, "cuMemsetD16Async"}, {&l.cuMemsetD32Async, "cuMemsetD32Async"},
 		{&l.cuMemsetD2D8, "cuMemsetD2D8"}, {&l.cuMemsetD2D16, "cuMemsetD2D16"}, {&l.cuMemsetD2D32, "cuMemsetD2D32"},
@@ -212,6 +249,10 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuStreamBeginCapture, "cuStreamBeginCapture"}, {&l.cuStreamEndCapture, "cuStreamEndCapture"},
 		{&l.cuStreamIsCapturing, "cuStreamIsCapturing"}, {&l.cuGraphInstantiate, "cuGraphInstantiateWithFlags"},
 		{&l.cuGraphLaunch, "cuGraphLaunch"}, {&l.cuGraphExecDestroy, "cuGraphExecDestroy"}, {&l.cuGraphDestroy, "cuGraphDestroy"},
+		{&l.cuGraphCreate, "cuGraphCreate"}, {&l.cuGraphGetNodes, "cuGraphGetNodes"}, {&l.cuGraphGetRootNodes, "cuGraphGetRootNodes"},
+		{&l.cuGraphNodeGetType, "cuGraphNodeGetType"}, {&l.cuGraphAddKernelNode, "cuGraphAddKernelNode"},
+		{&l.cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode"}, {&l.cuGraphAddMemsetNode, "cuGraphAddMemsetNode"},
+		{&l.cuGraphAddEmptyNode, "cuGraphAddEmptyNode"},
 	}
 }
 

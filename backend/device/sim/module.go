@@ -250,23 +250,34 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 	if err := c.broken("cuLaunchKernel"); err != nil {
 		return err
 	}
-	fn, err := c.function("cuLaunchKernel", f)
+	work, err := c.kernelWork(f, cfg, params)
 	if err != nil {
 		return err
+	}
+	_, _, err = c.submit("cuLaunchKernel", cfg.Stream, work)
+	return err
+}
+
+// kernelWork checks a launch of f and returns the work that runs it (a
+// launch on a stream, or a kernel node of a graph).
+func (c *Context) kernelWork(f device.Function, cfg device.LaunchConfig, params []byte) (func(), error) {
+	fn, err := c.function("cuLaunchKernel", f)
+	if err != nil {
+		return nil, err
 	}
 	a := &c.props.Attrs
 	threads := uint64(1)
 	for i := 0; i < 3; i++ {
 		if cfg.Grid[i] == 0 || cfg.Block[i] == 0 {
-			return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "zero grid or block dimension %v/%v", cfg.Grid, cfg.Block)
+			return nil, device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "zero grid or block dimension %v/%v", cfg.Grid, cfg.Block)
 		}
 		if cfg.Grid[i] > uint32(a[attrMaxGridDimX+i]) || cfg.Block[i] > uint32(a[attrMaxBlockDimX+i]) {
-			return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "grid %v or block %v exceeds the device's limits", cfg.Grid, cfg.Block)
+			return nil, device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "grid %v or block %v exceeds the device's limits", cfg.Grid, cfg.Block)
 		}
 		threads *= uint64(cfg.Block[i])
 	}
 	if threads > uint64(a[attrMaxThreadsPerBlock]) {
-		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "%d threads per block > %d", threads, a[attrMaxThreadsPerBlock])
+		return nil, device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "%d threads per block > %d", threads, a[attrMaxThreadsPerBlock])
 	}
 	fn.mu.Lock()
 	maxDyn := fn.attrs[funcMaxDynamicSharedMem]
@@ -274,28 +285,28 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 	fn.logged = true
 	fn.mu.Unlock()
 	if cfg.SharedMem > uint32(maxDyn) {
-		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "%d bytes of dynamic shared memory > %d (raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)", cfg.SharedMem, maxDyn)
+		return nil, device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "%d bytes of dynamic shared memory > %d (raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)", cfg.SharedMem, maxDyn)
 	}
 	if cfg.HasCluster() {
 		shape, _, err := clusterShape("cuLaunchKernelEx", fn, &cfg)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for i := range shape {
 			if cfg.Grid[i]%shape[i] != 0 {
-				return device.Errorf("cuLaunchKernelEx", device.ErrInvalidClusterSize, "grid %v is not a multiple of cluster %v", cfg.Grid, shape)
+				return nil, device.Errorf("cuLaunchKernelEx", device.ErrInvalidClusterSize, "grid %v is not a multiple of cluster %v", cfg.Grid, shape)
 			}
 		}
 	}
 	if want := device.ParamBytes(fn.params); uint32(len(params)) != want {
-		return device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "parameter block of %d bytes, kernel %s takes %d", len(params), fn.kernel.Name, want)
+		return nil, device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "parameter block of %d bytes, kernel %s takes %d", len(params), fn.kernel.Name, want)
 	}
 	emulate := c.testKernel(fn.kernel.Name, cfg, params)
 	if first && emulate == nil {
 		c.log.Info("kernel launch validated and recorded, NOT executed (sim device)", "kernel", fn.kernel.Name, "grid", cfg.Grid, "block", cfg.Block)
 	}
 	c.launches.Add(1)
-	_, _, err = c.submit("cuLaunchKernel", cfg.Stream, func() {
+	return func() {
 		switch {
 		case !c.healthy():
 		case emulate != nil:
@@ -303,8 +314,7 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 		default:
 			c.skipped.Add(1)
 		}
-	})
-	return err
+	}, nil
 }
 
 // ModuleFunctionNames lists the kernels the image defines, by name.

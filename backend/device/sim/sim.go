@@ -129,6 +129,7 @@ type alloc struct {
 	host   bool     // registered host memory
 	mapped bool     // mem is an anonymous mapping (large allocations), not Go heap
 	phys   *physMem // a mapping of physical memory (vmm.go): mem is part of it
+	pool   *memPool // the pool it came from (mempool.go), nil for cuMemAlloc's
 }
 
 func (a *alloc) end() uint64 { return uint64(a.base) + uint64(len(a.mem)) }
@@ -152,9 +153,13 @@ type Context struct {
 	modules  map[device.Module]*module
 	funcs    map[device.Function]*function
 	phys     map[device.MemHandle]*physMem
+	arrays   map[device.Array]*array
+	pools    map[device.MemPool]*memPool
+	defPool  *memPool
 	reserved []reservation
 	vmmNext  uint64
 	graphs   map[device.Graph]*graph
+	nodes    map[device.GraphNode]*node
 	execs    map[device.GraphExec]*graph
 	limits   map[int]uint64
 	nullStrm *stream
@@ -172,7 +177,11 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		modules: map[device.Module]*module{},
 		funcs:   map[device.Function]*function{},
 		graphs:  map[device.Graph]*graph{},
+		nodes:   map[device.GraphNode]*node{},
 		phys:    map[device.MemHandle]*physMem{},
+		arrays:  map[device.Array]*array{},
+		pools:   map[device.MemPool]*memPool{},
+		defPool: newMemPool(0),
 		execs:   map[device.GraphExec]*graph{},
 		limits:  defaultLimits(),
 		handles: 0x1000,
@@ -347,6 +356,9 @@ func (c *Context) MemFree(p device.Ptr) error {
 	}
 	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
 	c.used -= uint64(len(a.mem))
+	if a.pool != nil {
+		a.pool.used -= uint64(len(a.mem))
+	}
 	c.releaseLocked(a)
 	return c.broken("cuMemFree") // freed all the same: the process's memory goes with it
 }
@@ -445,38 +457,48 @@ func (c *Context) MemcpyDtoD(dst, src device.Ptr, n uint64, s device.Stream, asy
 
 // Memset fills height rows of width elements.
 func (c *Context) Memset(dst device.Ptr, value uint32, elemSize int, width, height, pitch uint64, s device.Stream, async bool) error {
+	work, err := c.memsetWork(dst, value, elemSize, width, height, pitch)
+	if err != nil || work == nil {
+		return err
+	}
+	return c.run("cuMemset", s, async, work)
+}
+
+// memsetWork checks a memset and returns the work that does it (nil: no
+// bytes to set).
+func (c *Context) memsetWork(dst device.Ptr, value uint32, elemSize int, width, height, pitch uint64) (func(), error) {
 	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
-		return device.Errorf("cuMemset", device.ErrInvalidValue, "element size %d (want 1, 2 or 4)", elemSize)
+		return nil, device.Errorf("cuMemset", device.ErrInvalidValue, "element size %d (want 1, 2 or 4)", elemSize)
 	}
 	if height == 0 {
 		height = 1
 	}
 	rowBytes := width * uint64(elemSize)
 	if width != 0 && rowBytes/width != uint64(elemSize) {
-		return device.Errorf("cuMemset", device.ErrInvalidValue, "row size overflows")
+		return nil, device.Errorf("cuMemset", device.ErrInvalidValue, "row size overflows")
 	}
 	if height > 1 && pitch < rowBytes {
-		return device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d < row of %d bytes", pitch, rowBytes)
+		return nil, device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d < row of %d bytes", pitch, rowBytes)
 	}
 	if rowBytes == 0 {
-		return nil
+		return nil, nil
 	}
 	if height > 1 && pitch > (1<<48)/(height-1) {
-		return device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d × %d rows overflows", pitch, height)
+		return nil, device.Errorf("cuMemset2D", device.ErrInvalidValue, "pitch %d × %d rows overflows", pitch, height)
 	}
 	if rowBytes > ^uint64(0)-(height-1)*pitch {
-		return device.Errorf("cuMemset2D", device.ErrInvalidValue, "%d rows of pitch %d and a row of %d bytes overflow", height, pitch, rowBytes)
+		return nil, device.Errorf("cuMemset2D", device.ErrInvalidValue, "%d rows of pitch %d and a row of %d bytes overflow", height, pitch, rowBytes)
 	}
 	span := (height-1)*pitch + rowBytes
 	b, err := c.span("cuMemset", dst, span)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return c.run("cuMemset", s, async, func() {
+	return func() {
 		for r := uint64(0); r < height; r++ {
 			fill(b[r*pitch:r*pitch+rowBytes], value, elemSize)
 		}
-	})
+	}, nil
 }
 
 func fill(b []byte, v uint32, size int) {
@@ -552,6 +574,7 @@ func (c *Context) Reset() error {
 		c.releaseLocked(&alloc{mem: pm.mem, mapped: pm.mapped})
 	}
 	clear(c.phys)
+	clear(c.arrays)
 	c.reserved = nil
 	c.allocs = nil
 	c.used = 0
@@ -563,7 +586,10 @@ func (c *Context) Reset() error {
 	clear(c.modules)
 	clear(c.funcs)
 	clear(c.graphs)
+	clear(c.nodes)
 	clear(c.execs)
+	clear(c.pools)
+	c.defPool = newMemPool(0)
 	c.limits = defaultLimits()
 	return nil
 }

@@ -28,11 +28,12 @@ type stream struct {
 	done    uint64 // work items finished
 	closed  bool
 	stopped bool
-	cap     *capture // a capture in progress (graph.go)
+	cap     *capture    // a capture in progress (graph.go)
+	attrs   streamAttrs // streamattr.go; under c.mu
 }
 
 func newStream(c *Context, flags uint32) *stream {
-	s := &stream{c: c, flags: flags, q: make([]func(), 0, stateQueueCapHint)}
+	s := &stream{c: c, flags: flags, q: make([]func(), 0, stateQueueCapHint), attrs: defaultStreamAttrs()}
 	s.cond.L = &s.mu
 	go s.loop()
 	return s
@@ -133,7 +134,7 @@ func (c *Context) submit(op string, h device.Stream, fn func()) (*stream, uint64
 	}
 	s.mu.Lock()
 	if s.cap != nil { // recorded, not run (graph.go)
-		s.cap.work = append(s.cap.work, fn)
+		s.cap.record(op, fn)
 		s.mu.Unlock()
 		return s, 0, nil
 	}
@@ -192,7 +193,9 @@ func (c *Context) run(op string, h device.Stream, async bool, fn func()) error {
 	return nil
 }
 
-// StreamCreate creates a stream (priority is accepted and ignored).
+// StreamCreate creates a stream; its priority (clamped to the device's
+// range) is an attribute it keeps, the simulated device schedules every
+// stream alike.
 func (c *Context) StreamCreate(flags uint32, priority int32) (device.Stream, error) {
 	if err := c.broken("cuStreamCreate"); err != nil {
 		return 0, err
@@ -203,7 +206,9 @@ func (c *Context) StreamCreate(flags uint32, priority int32) (device.Stream, err
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := device.Stream(c.newHandle())
-	c.streams[h] = newStream(c, flags)
+	st := newStream(c, flags)
+	st.attrs.priority = clampPriority(priority)
+	c.streams[h] = st
 	return h, nil
 }
 

@@ -209,6 +209,10 @@ VGPU_PRIVATE int vgpu_share_alloc(struct vgpu_hostrange *r);
 /* Bytes copied through staging so far (tests, statistics). */
 VGPU_PRIVATE uint64_t vgpu_staged_bytes(void);
 VGPU_PRIVATE int vgpu_staged_copy(int to_dev, uint64_t dptr, void *host, uint64_t n, uint64_t stream, int *handled);
+/* memcpy split across up to vgpu_copy_threads() threads when n is large
+ * (parcopy.c; VGPU_STAGING_THREADS). */
+VGPU_PRIVATE void vgpu_par_copy(void *dst, const void *src, size_t n);
+VGPU_PRIVATE unsigned vgpu_copy_threads(void);
 
 /* ---- memory operations (device pointers are host GPU addresses) ---- */
 VGPU_PRIVATE int vgpu_mem_alloc(int dev, uint64_t size, uint64_t *ptr);
@@ -284,6 +288,11 @@ VGPU_PRIVATE int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value);
 VGPU_PRIVATE int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned flags, int *blocks);
 /* Fatbin size from its header (magic 0xBA55ED50), 0 if not a fatbin. */
 VGPU_PRIVATE uint64_t vgpu_fatbin_size(const void *image);
+/* Packs a launch's parameters (args: one pointer per parameter, or extra's
+ * buffer) into params (VGPU_MAX_PARAM_BYTES), as f's layout says; *psize
+ * gets the block's size. */
+VGPU_PRIVATE int vgpu_pack_params(const struct vgpu_func *f, void **args, void **extra, uint8_t *params,
+				  uint32_t *psize);
 /* Packs args (an array of pointers, one per parameter) and queues a launch. */
 VGPU_PRIVATE int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
 			     const uint32_t block[3], uint32_t smem, void **args, void **extra);

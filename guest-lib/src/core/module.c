@@ -342,9 +342,7 @@ int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned fl
 #define LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
 #define LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 
-/* Packs a launch's parameters (args: one pointer per parameter, or extra's
- * buffer) into params, as f's layout says; *psize gets the block's size. */
-static int pack_params(const struct vgpu_func *f, void **args, void **extra, uint8_t *params, uint32_t *psize)
+int vgpu_pack_params(const struct vgpu_func *f, void **args, void **extra, uint8_t *params, uint32_t *psize)
 {
 	*psize = f->param_bytes;
 	if (args) {
@@ -402,7 +400,7 @@ int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3], co
 		uint8_t params[VGPU_MAX_PARAM_BYTES + 4];
 	} q;
 	launch_header(&q.h, f, stream, grid, block, smem);
-	rc = pack_params(f, args, extra, q.params, &q.h.param_size);
+	rc = vgpu_pack_params(f, args, extra, q.params, &q.h.param_size);
 	if (rc)
 		return rc;
 	return vgpu_queue(VGPU_OP_LAUNCH_KERNEL, &q, (uint32_t)(sizeof q.h + q.h.param_size));
@@ -420,7 +418,7 @@ int vgpu_launch_cluster(struct vgpu_func *f, uint64_t stream, const uint32_t gri
 	} q;
 	launch_header(&q.h.launch, f, stream, grid, block, smem);
 	q.h.cluster = *cl;
-	rc = pack_params(f, args, extra, q.params, &q.h.launch.param_size);
+	rc = vgpu_pack_params(f, args, extra, q.params, &q.h.launch.param_size);
 	if (rc)
 		return rc;
 	return vgpu_queue(VGPU_OP_LAUNCH_KERNEL_EX, &q, (uint32_t)(sizeof q.h + q.h.launch.param_size));

@@ -20,6 +20,10 @@
  *    reply arrives, its slot is copied out and the slot's next chunk asked
  *    for.
  *
+ * The library's copies into and out of the slots are split across a few
+ * threads (parcopy.c, VGPU_STAGING_THREADS): one thread's memcpy, not the
+ * DMA, bounded the staged copies on the H200.
+ *
  * Every chunk is an ordinary synchronous copy on the caller's stream, so
  * ordering and errors are those of the chunked inline path it replaces;
  * the first failed chunk's error is returned after the chunks in flight
@@ -125,7 +129,7 @@ int vgpu_staged_copy(int to_dev, uint64_t dptr, void *host, uint64_t n, uint64_t
 			if (first)
 				break;
 			uint64_t off = i * STAGE_SLOT, len = CHUNK_LEN(i);
-			memcpy(slot(k), h + off, len);
+			vgpu_par_copy(slot(k), h + off, len);
 			int rc = begin_chunk(1, dptr + off, len, k, stream, &pc[k]);
 			if (rc)
 				first = rc;
@@ -142,7 +146,7 @@ int vgpu_staged_copy(int to_dev, uint64_t dptr, void *host, uint64_t n, uint64_t
 			if (first)
 				break;
 			uint64_t off = i * STAGE_SLOT;
-			memcpy(h + off, slot(k), CHUNK_LEN(i));
+			vgpu_par_copy(h + off, slot(k), CHUNK_LEN(i));
 			uint64_t next = i + STAGE_SLOTS;
 			if (next < chunks) {
 				int rc = begin_chunk(0, dptr + next * STAGE_SLOT, CHUNK_LEN(next), k, stream, &pc[k]);

@@ -41,6 +41,12 @@
  * event records, ...) are queued and sent as one BATCH frame before the
  * next synchronous call, or when the batch is full. The batch's first error
  * is kept and returned at the next synchronizing call (CUDA semantics).
+ * After a synchronous call the backend is idle: the first batch is sent at
+ * VGPU_BATCH_FIRST (32) calls and each next one at twice as many, up to
+ * HELLO's max_batch, so the backend starts on a burst while the library
+ * queues the rest (with one batch per burst, the library's time per call
+ * and the backend's added up: H200, 1000 launches a burst, 6.9 us a launch
+ * against the backend's 5.3).
  *
  * Device output: where the backend runs this process's GPU work in a host
  * process of its own, what the device prints there (kernel printf, assert
@@ -112,10 +118,13 @@ static pthread_cond_t pend_cv = PTHREAD_COND_INITIALIZER;
 static struct waiter *pending;
 
 /* batch */
+#define VGPU_BATCH_FIRST 32u
 static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *batch_buf; /* BatchReq + sub-frames */
 static size_t batch_len, batch_cap;
 static uint32_t batch_count;
+static uint32_t batch_limit; /* this batch is sent at this many calls (0: batch_first) */
+static uint32_t batch_first = VGPU_BATCH_FIRST; /* VGPU_BATCH_FIRST */
 static int deferred_err;
 
 int vgpu_host_mode(void) { return host_mode; }
@@ -844,6 +853,9 @@ static int say_hello(void)
 			hello.max_payload = VGPU_DEFAULT_MAX_PAYLOAD;
 		if (!hello.max_batch)
 			hello.max_batch = 256;
+		const char *bf = getenv("VGPU_BATCH_FIRST");
+		if (bf && *bf && strtoul(bf, NULL, 10) > 0)
+			batch_first = (uint32_t)strtoul(bf, NULL, 10);
 		if (hello.max_segments && hello.max_segments < max_segments)
 			max_segments = hello.max_segments;
 		VINFO("connected: backend %.32s, device kind %.16s, %u device(s), features %#llx, session %llu",
@@ -999,6 +1011,7 @@ int vgpu_flush(void)
 {
 	pthread_mutex_lock(&batch_mu);
 	int rc = flush_locked();
+	batch_limit = 0; /* a synchronizing call follows: the next burst starts small */
 	pthread_mutex_unlock(&batch_mu);
 	return rc;
 }
@@ -1133,7 +1146,9 @@ int vgpu_queue(uint16_t op, const void *req, uint32_t req_len)
 	if (sub + sizeof(struct vgpu_batch_req) > limit)
 		return vgpu_call(op, req, req_len, NULL, 0, NULL, 0, NULL, 0, NULL);
 	pthread_mutex_lock(&batch_mu);
-	if (batch_count && (batch_len + sub > limit || batch_count >= hello.max_batch))
+	if (!batch_limit)
+		batch_limit = batch_first < hello.max_batch ? batch_first : hello.max_batch;
+	if (batch_count && (batch_len + sub > limit || batch_count >= batch_limit))
 		flush_locked();
 	if (!batch_buf || batch_len + sub > batch_cap) {
 		size_t nc = batch_cap ? batch_cap : 65536;
@@ -1157,8 +1172,10 @@ int vgpu_queue(uint16_t op, const void *req, uint32_t req_len)
 	batch_len += sub;
 	batch_count++;
 	vgpu_opstat_add(op, sub, 0, 0, 0);
-	if (batch_count >= hello.max_batch)
+	if (batch_count >= batch_limit) {
 		flush_locked();
+		batch_limit = batch_limit < hello.max_batch / 2 ? 2 * batch_limit : hello.max_batch;
+	}
 	pthread_mutex_unlock(&batch_mu);
 	return 0;
 }

@@ -26,6 +26,16 @@ CU_API cuMemRelease(unsigned long long handle)
 	return vgpu_call(VGPU_OP_MEM_RELEASE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
 }
 
+CU_API cuArrayDestroy(CUarray hArray)
+{
+	VGPU_API();
+	struct vgpu_handle_req req = {0};
+	if (!hArray)
+		return VGPU_E_INVALID_HANDLE;
+	req.handle = (uint64_t)(uintptr_t)hArray;
+	return vgpu_call(VGPU_OP_ARRAY_DESTROY, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
 CU_API cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
 	VGPU_API();

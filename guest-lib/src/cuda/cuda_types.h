@@ -23,6 +23,7 @@ typedef struct vgpu_stream *CUstream;
 typedef struct vgpu_event *CUevent;
 /* Graphs are the backend session's handles, as opaque pointers (graph.c). */
 typedef void *CUgraph;
+typedef void *CUarray;
 typedef void *CUgraphExec;
 typedef void (*CUhostFn)(void *userData);
 typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
@@ -100,6 +101,46 @@ typedef struct {
 	size_t WidthInBytes, Height;
 } CUDA_MEMCPY2D;
 
+/* CUDA_MEMCPY3D (cuda.h, 200 bytes) */
+typedef struct {
+	size_t srcXInBytes, srcY, srcZ, srcLOD;
+	int srcMemoryType;
+	const void *srcHost;
+	CUdeviceptr srcDevice;
+	void *srcArray;
+	void *reserved0;
+	size_t srcPitch, srcHeight;
+	size_t dstXInBytes, dstY, dstZ, dstLOD;
+	int dstMemoryType;
+	void *dstHost;
+	CUdeviceptr dstDevice;
+	void *dstArray;
+	void *reserved1;
+	size_t dstPitch, dstHeight;
+	size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D;
+
+/* CUDA_ARRAY_DESCRIPTOR and CUDA_ARRAY3D_DESCRIPTOR (cuda.h) */
+typedef struct {
+	size_t Width, Height;
+	int Format;
+	unsigned NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+	size_t Width, Height, Depth;
+	int Format;
+	unsigned NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+/* CUmemorytype (cuda.h) */
+enum { VGPU_MT_HOST = 1, VGPU_MT_DEVICE = 2, VGPU_MT_ARRAY = 3, VGPU_MT_UNIFIED = 4 };
+
+/* array.c: a 3D copy between any of host memory, device memory and CUDA
+ * arrays (cuMemcpy3D); memory2d.c sends 2D copies with an array side here. */
+VGPU_PRIVATE CUresult vgpu_copy3d(const CUDA_MEMCPY3D *c, CUstream s, int async);
+/* memory2d.c: a 2D copy between host and device memory (no arrays). */
+VGPU_PRIVATE CUresult vgpu_copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async);
+
 #define VGPU_ALIAS(name, target) \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
 
@@ -114,6 +155,17 @@ struct mem_alloc_prop {
 	uint8_t reserved[4];
 };
 _Static_assert(sizeof(struct mem_alloc_prop) == 32, "CUmemAllocationProp");
+
+/* CUmemLocation and CUmemAccessDesc (cuda.h): vmm.c, mempool.c. */
+struct mem_location {
+	int32_t type; /* CUmemLocationType: 1 device */
+	int32_t id;
+};
+struct mem_access_desc {
+	struct mem_location location;
+	int32_t flags; /* CUmemAccess_flags: 0 none, 1 read, 3 read-write */
+};
+_Static_assert(sizeof(struct mem_access_desc) == 12, "CUmemAccessDesc");
 
 /* Graphs (calls_gen.c, graph.c): captures in progress, the host's status. */
 VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);

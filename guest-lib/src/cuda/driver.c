@@ -636,6 +636,111 @@ CU_API cuStreamGetPriority(CUstream s, int *prio)
 }
 VGPU_ALIAS(cuStreamGetPriority_ptsz, cuStreamGetPriority);
 
+/* Stream attributes (CUstreamAttrID: access policy window 1,
+ * synchronization policy 3, priority 8, memory sync domain map 9 and
+ * domain 10), forwarded. CUstreamAttrValue is a union of 32 bytes in CUDA
+ * 11 and 64 in 12+: only the attribute's own bytes are read or written. */
+struct access_policy_window { /* CUaccessPolicyWindow (cuda.h) */
+	uint64_t base;
+	uint64_t bytes;
+	float hit_ratio;
+	uint32_t hit_prop, miss_prop;
+};
+
+static CUresult stream_attr_dev(CUstream s, uint32_t *dev)
+{
+	if (vgpu_stream_handle(s)) {
+		*dev = (uint32_t)s->dev;
+		return 0;
+	}
+	int d;
+	CUresult rc = ctx_dev(&d);
+	*dev = (uint32_t)d;
+	return rc;
+}
+
+CU_API cuStreamSetAttribute(CUstream s, int attr, const void *value)
+{
+	VGPU_API();
+	struct vgpu_stream_attr_req req = {.stream = vgpu_stream_handle(s), .attr = (uint32_t)attr};
+	if (!value)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = stream_attr_dev(s, &req.device);
+	if (rc)
+		return rc;
+	switch (attr) {
+	case 1: {
+		struct access_policy_window w;
+		memcpy(&w, value, sizeof w);
+		req.value.window.base = w.base;
+		req.value.window.bytes = w.bytes;
+		memcpy(&req.value.window.hit_ratio, &w.hit_ratio, 4);
+		req.value.window.hit_prop = w.hit_prop;
+		req.value.window.miss_prop = w.miss_prop;
+		break;
+	}
+	case 3: case 8: case 10: {
+		int32_t v;
+		memcpy(&v, value, sizeof v);
+		req.value.value = (uint32_t)v;
+		break;
+	}
+	case 9: {
+		const uint8_t *m = value;
+		req.value.value = m[0] | (uint32_t)m[1] << 8;
+		break;
+	}
+	default:
+		return VGPU_E_INVALID_VALUE; /* not a stream attribute */
+	}
+	rc = vgpu_call(VGPU_OP_STREAM_SET_ATTRIBUTE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+	if (!rc && attr == 8 && vgpu_stream_handle(s))
+		s->priority = (int)req.value.value;
+	return rc;
+}
+VGPU_ALIAS(cuStreamSetAttribute_ptsz, cuStreamSetAttribute);
+
+CU_API cuStreamGetAttribute(CUstream s, int attr, void *out)
+{
+	VGPU_API();
+	struct vgpu_stream_attr_req req = {.stream = vgpu_stream_handle(s), .attr = (uint32_t)attr};
+	struct vgpu_stream_attr_value rep = {0};
+	if (!out || !(attr == 1 || attr == 3 || (attr >= 8 && attr <= 10)))
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = stream_attr_dev(s, &req.device);
+	if (!rc)
+		rc = vgpu_call(VGPU_OP_STREAM_GET_ATTRIBUTE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	if (attr == 1) {
+		struct access_policy_window w = {.base = rep.window.base, .bytes = rep.window.bytes,
+			.hit_prop = rep.window.hit_prop, .miss_prop = rep.window.miss_prop};
+		memcpy(&w.hit_ratio, &rep.window.hit_ratio, 4);
+		memcpy(out, &w, sizeof w);
+	} else if (attr == 9) {
+		uint8_t m[2] = {(uint8_t)rep.value, (uint8_t)(rep.value >> 8)};
+		memcpy(out, m, sizeof m);
+	} else {
+		int32_t v = (int32_t)rep.value;
+		memcpy(out, &v, sizeof v);
+	}
+	return 0;
+}
+VGPU_ALIAS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute);
+
+CU_API cuStreamCopyAttributes(CUstream dst, CUstream src)
+{
+	VGPU_API();
+	struct vgpu_stream_copy_attr_req req = {.dst = vgpu_stream_handle(dst), .src = vgpu_stream_handle(src)};
+	CUresult rc = stream_attr_dev(vgpu_stream_handle(dst) ? dst : src, &req.device);
+	if (!rc)
+		rc = vgpu_call(VGPU_OP_STREAM_COPY_ATTRIBUTES, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+	if (!rc && vgpu_stream_handle(dst))
+		dst->priority = vgpu_stream_handle(src) ? src->priority : 0;
+	return rc;
+}
+VGPU_ALIAS(cuStreamCopyAttributes_ptsz, cuStreamCopyAttributes);
+
 /* ---------------- stream capture queries, ids, devices ----------------
  * A stream captures when vgpu's own libcudart records into it (struct
  * vgpu_stream.capture) or when the host's driver captures it

@@ -116,3 +116,345 @@ CU_API cuGraphInstantiateWithParams(void **exec, void *graph, struct vgpu_instan
 	return rc;
 }
 VGPU_ALIAS(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams);
+
+/* ---- graphs node by node: node handles are the session's, as opaque
+ * pointers (CUgraphNode), each of one graph. ---- */
+
+#include <stdlib.h>
+
+/* CUmemorytype (cuda.h). */
+#define MEMTYPE_HOST 1
+#define MEMTYPE_DEVICE 2
+#define MEMTYPE_ARRAY 3
+#define MEMTYPE_UNIFIED 4
+
+/* CUDA_KERNEL_NODE_PARAMS (cuda.h): the first version is 56 bytes; _v2
+ * (CUDA 12) adds the CUkernel and the context. */
+struct kernel_node_params {
+	void *func;
+	unsigned grid[3];
+	unsigned block[3];
+	unsigned shared_mem;
+	void **kernel_params;
+	void **extra;
+	void *kern; /* _v2 only */
+	void *ctx; /* _v2 only */
+};
+_Static_assert(offsetof(struct kernel_node_params, kernel_params) == 40, "CUDA_KERNEL_NODE_PARAMS.kernelParams");
+_Static_assert(offsetof(struct kernel_node_params, kern) == 56, "CUDA_KERNEL_NODE_PARAMS_v2.kern");
+
+/* CUDA_MEMCPY3D (cuda.h). */
+struct memcpy3d_side {
+	size_t x_bytes, y, z, lod;
+	int type;
+	const void *host;
+	CUdeviceptr device;
+	void *array;
+	void *reserved;
+	size_t pitch, height;
+};
+struct memcpy3d {
+	struct memcpy3d_side src, dst;
+	size_t width, height, depth;
+};
+_Static_assert(sizeof(struct memcpy3d) == 200, "CUDA_MEMCPY3D size");
+_Static_assert(offsetof(struct memcpy3d, dst) == 88, "CUDA_MEMCPY3D.dstXInBytes");
+
+/* CUDA_MEMSET_NODE_PARAMS (cuda.h). */
+struct memset_node_params {
+	CUdeviceptr dst;
+	size_t pitch;
+	unsigned value;
+	unsigned element_size;
+	size_t width, height;
+};
+_Static_assert(sizeof(struct memset_node_params) == 40, "CUDA_MEMSET_NODE_PARAMS size");
+
+static uint64_t node_handle(void *n) { return (uint64_t)(uintptr_t)n; }
+
+CU_API cuGraphCreate(void **graph, unsigned flags)
+{
+	VGPU_API();
+	if (!graph || flags)
+		return VGPU_E_INVALID_VALUE;
+	int d;
+	CUresult rc = vgpu_ctx_device(&d);
+	if (rc)
+		return rc;
+	struct vgpu_graph_create_req req = {.device = (uint32_t)d};
+	struct vgpu_handle_reply rep = {0};
+	rc = vgpu_call(VGPU_OP_GRAPH_CREATE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	*graph = (void *)(uintptr_t)rep.handle;
+	return 0;
+}
+
+/* cuGraphGetNodes / cuGraphGetRootNodes: nodes NULL asks the count; else
+ * up to *num handles, the rest of the array NULL, *num the handles given. */
+static CUresult graph_nodes(void *graph, void **nodes, size_t *num, uint32_t roots)
+{
+	if (!graph || !num)
+		return VGPU_E_INVALID_VALUE;
+	size_t want = nodes ? *num : 0, got = 0;
+	uint64_t *ids = malloc(VGPU_MAX_GRAPH_NODE_LIST * sizeof *ids);
+	if (!ids)
+		return VGPU_E_OUT_OF_MEMORY;
+	struct vgpu_graph_nodes_reply rep = {0};
+	CUresult rc;
+	for (;;) {
+		struct vgpu_graph_nodes_req req = {.graph = node_handle(graph), .roots = roots, .first = (uint32_t)got};
+		uint32_t tl = 0;
+		rc = vgpu_call(VGPU_OP_GRAPH_GET_NODES, &req, sizeof req, NULL, 0, &rep, sizeof rep, ids,
+			       VGPU_MAX_GRAPH_NODE_LIST * sizeof *ids, &tl);
+		if (rc)
+			break;
+		uint32_t n = rep.count;
+		if (n > tl / sizeof *ids)
+			n = tl / sizeof *ids;
+		for (uint32_t i = 0; i < n && got < want; i++)
+			nodes[got++] = (void *)(uintptr_t)ids[i];
+		if (!nodes || got >= want || got >= rep.total || n == 0)
+			break;
+	}
+	free(ids);
+	if (rc)
+		return rc;
+	if (nodes) {
+		for (size_t i = got; i < want; i++)
+			nodes[i] = NULL;
+		*num = got;
+	} else {
+		*num = rep.total;
+	}
+	return 0;
+}
+
+CU_API cuGraphGetNodes(void *graph, void **nodes, size_t *num)
+{
+	VGPU_API();
+	return graph_nodes(graph, nodes, num, 0);
+}
+
+CU_API cuGraphGetRootNodes(void *graph, void **nodes, size_t *num)
+{
+	VGPU_API();
+	return graph_nodes(graph, nodes, num, 1);
+}
+
+CU_API cuGraphNodeGetType(void *node, int *type)
+{
+	VGPU_API();
+	if (!node || !type)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_handle_req req = {.handle = node_handle(node)};
+	struct vgpu_graph_node_type_reply rep = {0};
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_NODE_GET_TYPE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (!rc)
+		*type = (int)rep.type;
+	return rc;
+}
+
+/*
+ * A node request: the fixed part (fixed bytes, whose first fields are the
+ * graph and the dependency count), then the dependencies, then extra
+ * bytes; sent, and the new node's handle stored in *node. The caller has
+ * filled everything of the fixed part but the graph and the count.
+ */
+static CUresult add_node(uint16_t op, void **node, void *graph, void *const *deps, size_t ndeps, void *fixed,
+			 size_t fixed_len, const void *extra, size_t extra_len)
+{
+	if (!node || !graph || (ndeps && !deps) || ndeps > VGPU_MAX_GRAPH_DEPS)
+		return VGPU_E_INVALID_VALUE;
+	size_t len = fixed_len + ndeps * 8 + extra_len;
+	uint8_t *b = malloc(len);
+	if (!b)
+		return VGPU_E_OUT_OF_MEMORY;
+	struct {
+		uint64_t graph;
+		uint32_t num_deps;
+	} head = {node_handle(graph), (uint32_t)ndeps};
+	memcpy(fixed, &head.graph, 8);
+	memcpy((uint8_t *)fixed + 8, &head.num_deps, 4);
+	memcpy(b, fixed, fixed_len);
+	for (size_t i = 0; i < ndeps; i++) {
+		if (!deps[i]) {
+			free(b);
+			return VGPU_E_INVALID_VALUE;
+		}
+		uint64_t id = node_handle(deps[i]);
+		memcpy(b + fixed_len + 8 * i, &id, 8);
+	}
+	if (extra_len)
+		memcpy(b + fixed_len + ndeps * 8, extra, extra_len);
+	struct vgpu_handle_reply rep = {0};
+	CUresult rc = vgpu_call(op, b, (uint32_t)len, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	free(b);
+	if (!rc)
+		*node = (void *)(uintptr_t)rep.handle;
+	return rc;
+}
+
+static CUresult add_kernel_node(void **node, void *graph, void *const *deps, size_t ndeps,
+				const struct kernel_node_params *p, int v2)
+{
+	if (!p)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_func *f = p->func;
+	if (!f && v2)
+		f = p->kern;
+	if (!f)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
+	uint8_t *params = malloc(VGPU_MAX_PARAM_BYTES + 4);
+	if (!params)
+		return VGPU_E_OUT_OF_MEMORY;
+	struct vgpu_graph_add_kernel_node_req req;
+	memset(&req, 0, sizeof req);
+	req.launch.func = f->handle;
+	req.launch.grid_x = p->grid[0];
+	req.launch.grid_y = p->grid[1];
+	req.launch.grid_z = p->grid[2];
+	req.launch.block_x = p->block[0];
+	req.launch.block_y = p->block[1];
+	req.launch.block_z = p->block[2];
+	req.launch.shared_mem = p->shared_mem;
+	rc = vgpu_pack_params(f, p->kernel_params, p->extra, params, &req.launch.param_size);
+	if (!rc)
+		rc = add_node(VGPU_OP_GRAPH_ADD_KERNEL_NODE, node, graph, deps, ndeps, &req, sizeof req, params,
+			      req.launch.param_size);
+	free(params);
+	return rc;
+}
+
+/* The CUDA 10-11 form (CUDA_KERNEL_NODE_PARAMS of 56 bytes). */
+CU_API cuGraphAddKernelNode(void **node, void *graph, void *const *deps, size_t ndeps, const void *params)
+{
+	VGPU_API();
+	struct kernel_node_params p;
+	if (!params)
+		return VGPU_E_INVALID_VALUE;
+	memset(&p, 0, sizeof p);
+	memcpy(&p, params, offsetof(struct kernel_node_params, kern));
+	return add_kernel_node(node, graph, deps, ndeps, &p, 0);
+}
+
+/* CUDA 12+: CUDA_KERNEL_NODE_PARAMS_v2 (a CUkernel may stand for func). */
+CU_API cuGraphAddKernelNode_v2(void **node, void *graph, void *const *deps, size_t ndeps,
+			       const struct kernel_node_params *params)
+{
+	VGPU_API();
+	return add_kernel_node(node, graph, deps, ndeps, params, 1);
+}
+
+/* One side of a 1D copy: device memory (*dev) or host memory (*host). */
+static CUresult copy_side(const struct memcpy3d_side *s, size_t height, uint64_t *dev, const uint8_t **host)
+{
+	if (s->array || s->type == MEMTYPE_ARRAY || s->lod)
+		return VGPU_E_NOT_SUPPORTED; /* CUDA arrays: not on vgpu */
+	uint64_t off = s->x_bytes + (s->y + (uint64_t)s->z * s->height) * s->pitch;
+	(void)height;
+	switch (s->type) {
+	case MEMTYPE_HOST:
+		*host = (const uint8_t *)s->host + off;
+		return 0;
+	case MEMTYPE_DEVICE:
+		*dev = s->device + off;
+		return 0;
+	case MEMTYPE_UNIFIED: {
+		/* One address space: device memory if it is an allocation. */
+		uint64_t base, size;
+		int d;
+		if (vgpu_devmap_find(s->device, &base, &size, &d))
+			*dev = s->device + off;
+		else
+			*host = (const uint8_t *)(uintptr_t)s->device + off;
+		return 0;
+	}
+	}
+	return VGPU_E_INVALID_VALUE;
+}
+
+CU_API cuGraphAddMemcpyNode(void **node, void *graph, void *const *deps, size_t ndeps, const struct memcpy3d *p,
+			    void *ctx)
+{
+	VGPU_API();
+	if (!p)
+		return VGPU_E_INVALID_VALUE;
+	uint64_t h = p->height ? p->height : 1, dp = p->depth ? p->depth : 1;
+	/* One contiguous run of bytes on each side (what a 1D copy node is). */
+	int flat = h * dp == 1 || (p->src.pitch == p->width && p->dst.pitch == p->width &&
+				  (dp == 1 || (p->src.height == h && p->dst.height == h)));
+	if (!p->width)
+		return VGPU_E_INVALID_VALUE;
+	if (!flat) {
+		VWARN("cuGraphAddMemcpyNode: only copies of one contiguous range are supported (width %zu, height %zu, depth %zu, pitches %zu/%zu)",
+		      p->width, p->height, p->depth, p->src.pitch, p->dst.pitch);
+		return VGPU_E_NOT_SUPPORTED;
+	}
+	uint64_t n = p->width * h * dp;
+	uint64_t sdev = 0, ddev = 0;
+	const uint8_t *shost = NULL, *dhost = NULL;
+	CUresult rc = copy_side(&p->src, h, &sdev, &shost);
+	if (!rc)
+		rc = copy_side(&p->dst, h, &ddev, &dhost);
+	if (rc)
+		return rc;
+	struct vgpu_graph_add_memcpy_node_req req;
+	memset(&req, 0, sizeof req);
+	const uint8_t *host = shost ? shost : dhost;
+	if (shost && dhost) {
+		VWARN("cuGraphAddMemcpyNode: host-to-host copy nodes are not supported on vgpu");
+		return VGPU_E_NOT_SUPPORTED;
+	}
+	if (host) {
+		struct vgpu_hostrange hr;
+		if (!vgpu_regions_usable() || !vgpu_hostmap_find(host, n, &hr) || !hr.region) {
+			VWARN("cuGraphAddMemcpyNode: host memory %p (+%llu) is not pinned: graph memcpy nodes need pinned host memory (cudaMallocHost/cudaHostRegister)",
+			      (const void *)host, (unsigned long long)n);
+			return VGPU_E_NOT_SUPPORTED;
+		}
+		req.host.kind = VGPU_BUF_REGION;
+		req.host.region = hr.region;
+		req.host.offset = (uint64_t)(host - (const uint8_t *)hr.addr);
+		req.host.len = n;
+		req.dir = shost ? VGPU_GRAPH_COPY_HTOD : VGPU_GRAPH_COPY_DTOH;
+		req.dst = ddev;
+		req.src = sdev;
+	} else {
+		req.dir = VGPU_GRAPH_COPY_DTOD;
+		req.dst = ddev;
+		req.src = sdev;
+		req.size = n;
+	}
+	(void)ctx;
+	return add_node(VGPU_OP_GRAPH_ADD_MEMCPY_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
+}
+
+CU_API cuGraphAddMemsetNode(void **node, void *graph, void *const *deps, size_t ndeps,
+			    const struct memset_node_params *p, void *ctx)
+{
+	VGPU_API();
+	if (!p)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_add_memset_node_req req;
+	memset(&req, 0, sizeof req);
+	req.elem_size = p->element_size;
+	req.dst = p->dst;
+	req.value = p->value;
+	req.width = p->width;
+	req.height = p->height;
+	req.pitch = p->pitch;
+	(void)ctx;
+	return add_node(VGPU_OP_GRAPH_ADD_MEMSET_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
+}
+
+CU_API cuGraphAddEmptyNode(void **node, void *graph, void *const *deps, size_t ndeps)
+{
+	VGPU_API();
+	struct vgpu_graph_add_empty_node_req req;
+	memset(&req, 0, sizeof req);
+	return add_node(VGPU_OP_GRAPH_ADD_EMPTY_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
+}

@@ -1,8 +1,8 @@
 /*
  * memory2d.c - driver API pitched memory, 2D copies and memsets, and
  * pointer queries (libcuda.so.1). 2D copies are row loops over the core's
- * 1D copies (contiguous rows collapse into one copy); CUDA arrays are not
- * supported.
+ * 1D copies (contiguous rows collapse into one copy); a copy with a CUDA
+ * array side goes to array.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +11,7 @@
 
 #define CU_API VGPU_EXPORT CUresult
 
-/* CUmemorytype (cuda.h) */
-enum { MT_HOST = 1, MT_DEVICE = 2, MT_ARRAY = 3, MT_UNIFIED = 4 };
+enum { MT_HOST = VGPU_MT_HOST, MT_DEVICE = VGPU_MT_DEVICE, MT_ARRAY = VGPU_MT_ARRAY, MT_UNIFIED = VGPU_MT_UNIFIED };
 
 
 CU_API cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t width, size_t height, unsigned elem)
@@ -64,18 +63,37 @@ static CUresult copy_row(int sdev, int ddev, uint64_t dst, uint64_t src, size_t 
 	return 0;
 }
 
+/* A 2D copy as the 3D copy of one slice (a side is a CUDA array). */
+static CUresult copy2d_as_3d(const CUDA_MEMCPY2D *c, CUstream s, int async)
+{
+	CUDA_MEMCPY3D m = {
+		.srcXInBytes = c->srcXInBytes, .srcY = c->srcY, .srcMemoryType = c->srcMemoryType,
+		.srcHost = c->srcHost, .srcDevice = c->srcDevice, .srcArray = c->srcArray,
+		.srcPitch = c->srcPitch, .srcHeight = c->Height + c->srcY,
+		.dstXInBytes = c->dstXInBytes, .dstY = c->dstY, .dstMemoryType = c->dstMemoryType,
+		.dstHost = c->dstHost, .dstDevice = c->dstDevice, .dstArray = c->dstArray,
+		.dstPitch = c->dstPitch, .dstHeight = c->Height + c->dstY,
+		.WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = 1,
+	};
+	return vgpu_copy3d(&m, s, async);
+}
+
 static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async)
 {
 	if (!c)
 		return VGPU_E_INVALID_VALUE;
+	if (c->srcMemoryType == MT_ARRAY || c->dstMemoryType == MT_ARRAY)
+		return copy2d_as_3d(c, s, async);
+	return vgpu_copy2d(c, s, async);
+}
+
+CUresult vgpu_copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async)
+{
 	uint64_t src, dst;
 	int sdev = side(c->srcMemoryType, c->srcHost, c->srcDevice, &src);
 	int ddev = side(c->dstMemoryType, c->dstHost, c->dstDevice, &dst);
-	if (sdev < 0 || ddev < 0) {
-		static int once;
-		vgpu_unsupported("cuMemcpy2D with CUDA arrays", &once);
-		return VGPU_E_NOT_SUPPORTED;
-	}
+	if (sdev < 0 || ddev < 0)
+		return VGPU_E_INVALID_VALUE; /* not a CUmemorytype */
 	size_t w = c->WidthInBytes, h = c->Height;
 	size_t sp = c->srcPitch ? c->srcPitch : w, dp = c->dstPitch ? c->dstPitch : w;
 	if (w > sp || w > dp)

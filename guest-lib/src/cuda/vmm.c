@@ -17,17 +17,6 @@
 
 #define CU_API VGPU_EXPORT CUresult
 
-/* CUmemLocation and CUmemAccessDesc (cuda.h). */
-struct mem_location {
-	int32_t type; /* 1: device */
-	int32_t id;
-};
-struct mem_access_desc {
-	struct mem_location location;
-	int32_t flags; /* 3: read-write */
-};
-_Static_assert(sizeof(struct mem_access_desc) == 12, "CUmemAccessDesc");
-
 struct mapping {
 	uint64_t base, size;
 	int dev;

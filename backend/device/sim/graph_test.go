@@ -1,0 +1,140 @@
+package sim
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+)
+
+// A graph built node by node runs its nodes in order at each launch; its
+// nodes list with their types; a copy node's host memory must be
+// registered, and dependencies must be nodes of the same graph.
+func TestGraphBuiltNodeByNode(t *testing.T) {
+	c := newCtx(t)
+	host := bytes.Repeat([]byte{7}, 64)
+	if _, err := c.HostRegister(host, false); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.MemAlloc(64)
+	s, _ := c.StreamCreate(0, 0)
+	g, err := c.GraphCreate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.GraphAddMemcpyNode(g, nil, device.GraphCopy{Dst: p, SrcHost: host[:32], N: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := c.GraphAddMemsetNode(g, []device.GraphNode{in}, p+8, 0x01020304, 4, 2, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join, err := c.GraphAddEmptyNode(g, []device.GraphNode{in, set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.GraphAddMemcpyNode(g, []device.GraphNode{join}, device.GraphCopy{DstHost: host[32:], Src: p, N: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := c.GraphNodes(g, false)
+	if len(nodes) != 4 || nodes[0] != in || nodes[3] != out {
+		t.Fatalf("nodes %v", nodes)
+	}
+	if roots, _ := c.GraphNodes(g, true); len(roots) != 1 || roots[0] != in {
+		t.Fatalf("roots %v", roots)
+	}
+	for n, want := range map[device.GraphNode]int{in: device.GraphNodeMemcpy, set: device.GraphNodeMemset, join: device.GraphNodeEmpty} {
+		if typ, err := c.GraphNodeType(n); err != nil || typ != want {
+			t.Fatalf("node %#x: type %d (%v), want %d", n, typ, err, want)
+		}
+	}
+	e, err := c.GraphInstantiate(g, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nodes added after instantiation are not the executable graph's.
+	if _, err := c.GraphAddMemsetNode(g, nil, p, 0, 1, 32, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := append(bytes.Repeat([]byte{7}, 8), 4, 3, 2, 1, 4, 3, 2, 1)
+	want = append(want, bytes.Repeat([]byte{7}, 16)...)
+	for i := 0; i < 2; i++ {
+		copy(host[32:], make([]byte, 32))
+		if err := c.GraphLaunch(e, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.StreamSynchronize(s); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(host[32:], want) {
+			t.Fatalf("launch %d: % x", i, host[32:])
+		}
+	}
+
+	other, _ := c.GraphCreate()
+	if _, err := c.GraphAddEmptyNode(other, []device.GraphNode{in}); device.ResultOf(err) != device.ErrInvalidValue {
+		t.Fatalf("a dependency of another graph: %v", err)
+	}
+	if _, err := c.GraphAddEmptyNode(g, []device.GraphNode{in, in}); device.ResultOf(err) != device.ErrInvalidValue {
+		t.Fatalf("a dependency twice: %v", err)
+	}
+	if _, err := c.GraphAddMemcpyNode(g, nil, device.GraphCopy{Dst: p, SrcHost: make([]byte, 8), N: 8}); device.ResultOf(err) != device.ErrInvalidValue {
+		t.Fatalf("unregistered host memory: %v", err)
+	}
+	if _, err := c.GraphAddMemcpyNode(g, nil, device.GraphCopy{Dst: p, Src: p + 60, N: 8}); device.ResultOf(err) != device.ErrInvalidValue {
+		t.Fatalf("a copy past the allocation: %v", err)
+	}
+	if _, err := c.GraphAddMemsetNode(g, nil, p, 0, 3, 4, 1, 0); device.ResultOf(err) != device.ErrInvalidValue {
+		t.Fatalf("a memset of element size 3: %v", err)
+	}
+	if err := c.GraphDestroy(g); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GraphNodeType(in); device.ResultOf(err) != device.ErrInvalidHandle {
+		t.Fatalf("a node of a destroyed graph: %v", err)
+	}
+	if _, err := c.GraphNodes(g, false); device.ResultOf(err) != device.ErrInvalidHandle {
+		t.Fatalf("nodes of a destroyed graph: %v", err)
+	}
+	// The executable graph outlives its graph.
+	if err := c.GraphLaunch(e, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StreamSynchronize(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A capture's work becomes a chain of typed nodes.
+func TestCapturedNodes(t *testing.T) {
+	c := newCtx(t)
+	p, _ := c.MemAlloc(64)
+	s, _ := c.StreamCreate(0, 0)
+	if err := c.StreamBeginCapture(s, device.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Memset(p, 1, 1, 64, 1, 0, s, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MemcpyDtoD(p, p+32, 16, s, true); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.StreamEndCapture(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := c.GraphNodes(g, false)
+	if len(nodes) != 2 {
+		t.Fatalf("%d nodes", len(nodes))
+	}
+	for i, want := range []int{device.GraphNodeMemset, device.GraphNodeMemcpy} {
+		if typ, _ := c.GraphNodeType(nodes[i]); typ != want {
+			t.Fatalf("node %d: type %d, want %d", i, typ, want)
+		}
+	}
+	if roots, _ := c.GraphNodes(g, true); len(roots) != 1 || roots[0] != nodes[0] {
+		t.Fatalf("roots %v", roots)
+	}
+}

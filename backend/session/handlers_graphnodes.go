@@ -1,0 +1,375 @@
+package session
+
+import (
+	"encoding/binary"
+
+	"github.com/vgpu-project/vgpu/backend/budget"
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/backend/engine"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// Graphs built node by node (GRAPH_CREATE, GRAPH_ADD_*_NODE) and the
+// nodes of any graph (GRAPH_GET_NODES, GRAPH_NODE_GET_TYPE). A node's
+// handle is the session's, of one graph: it is made when the node is
+// added, or when the guest first lists a captured graph's nodes.
+//
+// Host memory in a graph: a memcpy node (or a copy captured into a graph)
+// is replayed at every launch, long after the call that named it, so it
+// cannot name a staging buffer or a segment list. It must name pinned
+// memory, a registered region (cudaMallocHost, cudaHostAlloc,
+// cudaHostRegister: in host mode a shared memfd, in a guest pages vgpu.ko
+// keeps pinned), and the node gets the backend's own mapping of it,
+// registered with the device (graphView). Anything else is
+// CUDA_ERROR_NOT_SUPPORTED. A region a graph or executable graph uses is
+// held: unregistering it hides it from the guest at once, but its mapping
+// goes only with the last graph using it, and a graph using a region the
+// guest unregistered is refused at launch (it would copy to or from
+// memory the program freed).
+
+// errPageable is the answer to host memory in a graph that is not pinned.
+func errPageable(op string) error {
+	return device.Errorf(op, device.ErrNotSupported, "graph memcpy nodes need pinned host memory (cudaMallocHost/cudaHostRegister): pageable memory cannot be copied by a graph on vgpu")
+}
+
+// nodeObj is a node of graph graph.
+type nodeObj struct {
+	graph uint64
+	h     device.GraphNode
+}
+
+// graphView returns [off, off+n) of region ref.Region as one slice of the
+// backend's memory that the device knows as registered host memory: the
+// region's own mapping when it has one (RegisterMapped), else a mapping
+// made for graphs on first use and kept with the region.
+func (s *Session) graphView(op string, ref protocol.BufRef, write bool) (*region, []byte, error) {
+	if ref.Kind != protocol.BufRegion {
+		return nil, nil, errPageable(op)
+	}
+	rg, ok := s.st.regions[ref.Region]
+	if !ok {
+		return nil, nil, device.Errorf(op, device.ErrInvalidValue, "region %#x is not this session's pinned memory (freed or never registered)", ref.Region)
+	}
+	if ref.Len == 0 || ref.Offset > rg.size || ref.Len > rg.size-ref.Offset {
+		return nil, nil, device.Errorf(op, device.ErrInvalidValue, "[%d, +%d) outside region %#x of %d bytes", ref.Offset, ref.Len, ref.Region, rg.size)
+	}
+	if write && rg.readOnly {
+		return nil, nil, device.Errorf(op, device.ErrInvalidValue, "region %#x was registered read-only", ref.Region)
+	}
+	m := rg.mapping
+	if m == nil {
+		if rg.view == nil {
+			n := mappingRuns(rg.pieces)
+			if err := s.pool.Take(budget.Mappings, n); err != nil {
+				return nil, nil, device.Errorf(op, device.ErrOutOfMemory, "mapping pinned memory for a graph (%d runs): %v", n, err)
+			}
+			v, err := mapPieces(rg.pieces)
+			if err != nil {
+				s.pool.Give(budget.Mappings, n)
+				return nil, nil, err
+			}
+			if _, err := s.cfg.Devices[rg.dev].HostRegister(v, rg.readOnly); err != nil {
+				unmap(v)
+				s.pool.Give(budget.Mappings, n)
+				return nil, nil, err
+			}
+			rg.view, rg.viewMaps = v, n
+		}
+		m = rg.view
+	}
+	return rg, m[ref.Offset : ref.Offset+ref.Len : ref.Offset+ref.Len], nil
+}
+
+// useRegions and unuseRegions count the graphs, executable graphs and
+// captures that hold regions; a region the guest unregistered goes with
+// its last user.
+func (s *Session) useRegions(rs []*region) {
+	for _, rg := range rs {
+		rg.users++
+	}
+}
+
+func (s *Session) unuseRegions(rs []*region) {
+	for _, rg := range rs {
+		rg.users--
+		if rg.users == 0 && rg.retired {
+			s.dropRegion(rg.id, rg)
+		}
+	}
+}
+
+// retiredRegion says whether any of rs was unregistered by the guest.
+func retiredRegion(rs []*region) bool {
+	for _, rg := range rs {
+		if rg.retired {
+			return true
+		}
+	}
+	return false
+}
+
+func graphCreate(s *Session, c *call, r *protocol.GraphCreateReq) (protocol.HandleReply, error) {
+	const op = "OpGraphCreate"
+	ctx, err := s.device(r.Device)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	if err := s.newObject(op, len(s.st.graphs)); err != nil {
+		return protocol.HandleReply{}, err
+	}
+	g, err := ctx.GraphCreate()
+	if err != nil {
+		s.dropObject()
+		return protocol.HandleReply{}, err
+	}
+	id := s.st.handle()
+	s.st.graphs[id] = &graphObj{dev: int(r.Device), h: g}
+	return protocol.HandleReply{Handle: id}, nil
+}
+
+// nodeID returns the session's handle of node h of graph id (made on
+// first use).
+func (s *Session) nodeID(op string, id uint64, g *graphObj, h device.GraphNode) (uint64, error) {
+	if n, ok := g.ids[h]; ok {
+		return n, nil
+	}
+	if err := room(op, len(s.st.nodes)); err != nil {
+		return 0, err
+	}
+	n := s.st.handle()
+	if g.ids == nil {
+		g.ids = map[device.GraphNode]uint64{}
+	}
+	g.ids[h] = n
+	s.st.nodes[n] = &nodeObj{graph: id, h: h}
+	return n, nil
+}
+
+func graphGetNodes(s *Session, c *call, r *protocol.GraphNodesReq) error {
+	const op = "OpGraphGetNodes"
+	g, ok := s.st.graphs[r.Graph]
+	if !ok {
+		return device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	}
+	nodes, err := s.cfg.Devices[g.dev].GraphNodes(g.h, r.Roots != 0)
+	if err != nil {
+		return err
+	}
+	if uint64(r.First) > uint64(len(nodes)) {
+		return device.Errorf(op, device.ErrInvalidValue, "from node %d of %d", r.First, len(nodes))
+	}
+	rest := nodes[r.First:]
+	rest = rest[:min(len(rest), protocol.MaxGraphNodeList)]
+	ids := make([]uint64, len(rest))
+	for i, h := range rest {
+		if ids[i], err = s.nodeID(op, r.Graph, g, h); err != nil {
+			return err
+		}
+	}
+	rep := protocol.GraphNodesReply{Total: uint32(len(nodes)), Count: uint32(len(rest))}
+	c.out = protocol.Append(c.out, &rep)
+	for _, id := range ids {
+		c.out = binary.LittleEndian.AppendUint64(c.out, id)
+	}
+	return nil
+}
+
+func graphNodeGetType(s *Session, c *call, r *protocol.HandleReq) (protocol.GraphNodeTypeReply, error) {
+	const op = "OpGraphNodeGetType"
+	n, ok := s.st.nodes[r.Handle]
+	if !ok {
+		return protocol.GraphNodeTypeReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", r.Handle)
+	}
+	g := s.st.graphs[n.graph]
+	t, err := s.cfg.Devices[g.dev].GraphNodeType(n.h)
+	return protocol.GraphNodeTypeReply{Type: uint32(t)}, err
+}
+
+// graphAdd resolves the graph and the dependencies (the first numDeps
+// node handles of the tail) of a node to add, and returns the rest of the
+// tail.
+func (s *Session) graphAdd(c *call, op string, graph uint64, numDeps uint32) (*graphObj, []device.GraphNode, []byte, error) {
+	g, ok := s.st.graphs[graph]
+	if !ok {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", graph)
+	}
+	if numDeps > protocol.MaxGraphDeps || uint64(numDeps)*8 > uint64(len(c.tail)) {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "%d dependencies declared, the tail holds %d bytes (at most %d)", numDeps, len(c.tail), protocol.MaxGraphDeps)
+	}
+	if err := room(op, len(s.st.nodes)); err != nil {
+		return nil, nil, nil, err
+	}
+	var deps []device.GraphNode
+	for i := uint32(0); i < numDeps; i++ {
+		id := binary.LittleEndian.Uint64(c.tail[8*i:])
+		n, ok := s.st.nodes[id]
+		if !ok || n.graph != graph {
+			return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "dependency %d (%#x) is not a node of graph %#x", i, id, graph)
+		}
+		deps = append(deps, n.h)
+	}
+	return g, deps, c.tail[8*numDeps:], nil
+}
+
+// added gives a new node of graph its handle, and the graph the regions
+// it holds.
+func (s *Session) added(op string, graph uint64, g *graphObj, h device.GraphNode, err error, rs ...*region) (protocol.HandleReply, error) {
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	id, err := s.nodeID(op, graph, g, h)
+	if err != nil {
+		return protocol.HandleReply{}, err // the node stays in the device's graph, without a handle
+	}
+	s.useRegions(rs)
+	g.regions = append(g.regions, rs...)
+	return protocol.HandleReply{Handle: id}, nil
+}
+
+func graphAddKernelNode(s *Session, c *call, r *protocol.GraphAddKernelNodeReq) (protocol.HandleReply, error) {
+	const op = "OpGraphAddKernelNode"
+	g, deps, params, err := s.graphAdd(c, op, r.Graph, r.NumDeps)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	l := &r.Launch
+	f, err := s.function(op, l.Func)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	if f.dev != g.dev {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidValue, "kernel of device %d in a graph of device %d", f.dev, g.dev)
+	}
+	if uint64(l.ParamSize) != uint64(len(params)) || l.ParamSize != f.bytes {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidValue, "parameter block of %d bytes declared, %d sent, the kernel's layout takes %d", l.ParamSize, len(params), f.bytes)
+	}
+	cfg := device.LaunchConfig{Grid: [3]uint32{l.GridX, l.GridY, l.GridZ}, Block: [3]uint32{l.BlockX, l.BlockY, l.BlockZ}, SharedMem: l.SharedMem}
+	h, err := s.cfg.Devices[g.dev].GraphAddKernelNode(g.h, deps, f.h, cfg, params)
+	return s.added(op, r.Graph, g, h, err)
+}
+
+func graphAddMemcpyNode(s *Session, c *call, r *protocol.GraphAddMemcpyNodeReq) (protocol.HandleReply, error) {
+	const op = "OpGraphAddMemcpyNode"
+	g, deps, _, err := s.graphAdd(c, op, r.Graph, r.NumDeps)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	// devRange checks [p, +n) is memory of this session on the graph's device.
+	devRange := func(p, n uint64) error {
+		m, err := s.st.find(op, p, n)
+		if err == nil && m.dev != g.dev {
+			err = device.Errorf(op, device.ErrInvalidValue, "%#x is memory of device %d, the graph is of device %d", p, m.dev, g.dev)
+		}
+		return err
+	}
+	cp := device.GraphCopy{Dst: device.Ptr(r.Dst), Src: device.Ptr(r.Src)}
+	var rg *region
+	switch r.Dir {
+	case protocol.GraphCopyHtoD:
+		cp.N = r.Host.Len
+		if rg, cp.SrcHost, err = s.graphView(op, r.Host, false); err == nil {
+			err = devRange(r.Dst, cp.N)
+		}
+	case protocol.GraphCopyDtoH:
+		cp.N = r.Host.Len
+		if rg, cp.DstHost, err = s.graphView(op, r.Host, true); err == nil {
+			err = devRange(r.Src, cp.N)
+		}
+	case protocol.GraphCopyDtoD:
+		cp.N = r.Size
+		if err = devRange(r.Src, cp.N); err == nil {
+			err = devRange(r.Dst, cp.N)
+		}
+	default:
+		err = device.Errorf(op, device.ErrInvalidValue, "copy direction %d", r.Dir)
+	}
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	h, err := s.cfg.Devices[g.dev].GraphAddMemcpyNode(g.h, deps, cp)
+	if rg == nil {
+		return s.added(op, r.Graph, g, h, err)
+	}
+	return s.added(op, r.Graph, g, h, err, rg)
+}
+
+func graphAddMemsetNode(s *Session, c *call, r *protocol.GraphAddMemsetNodeReq) (protocol.HandleReply, error) {
+	const op = "OpGraphAddMemsetNode"
+	g, deps, _, err := s.graphAdd(c, op, r.Graph, r.NumDeps)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	height := r.Height
+	if height == 1 {
+		height = 0 // one row: its pitch is unused (cudaMemset's 1D nodes leave it 0)
+	}
+	span, err := memsetSpan(op, r.ElemSize, r.Width, height, r.Pitch)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	m, err := s.st.find(op, r.Dst, span)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	if m.dev != g.dev {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidValue, "%#x is memory of device %d, the graph is of device %d", r.Dst, m.dev, g.dev)
+	}
+	h, err := s.cfg.Devices[g.dev].GraphAddMemsetNode(g.h, deps, device.Ptr(r.Dst), r.Value, int(r.ElemSize), r.Width, max(r.Height, 1), r.Pitch)
+	return s.added(op, r.Graph, g, h, err)
+}
+
+func graphAddEmptyNode(s *Session, c *call, r *protocol.GraphAddEmptyNodeReq) (protocol.HandleReply, error) {
+	const op = "OpGraphAddEmptyNode"
+	g, deps, _, err := s.graphAdd(c, op, r.Graph, r.NumDeps)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	h, err := s.cfg.Devices[g.dev].GraphAddEmptyNode(g.h, deps)
+	return s.added(op, r.Graph, g, h, err)
+}
+
+// forgetGraph drops graph id's node handles and its hold on regions.
+func (s *Session) forgetGraph(g *graphObj) {
+	for _, n := range g.ids {
+		delete(s.st.nodes, n)
+	}
+	g.ids = nil
+	s.unuseRegions(g.regions)
+	g.regions = nil
+}
+
+// captureOf returns stream h if the guest began a capture on it.
+func (s *Session) captureOf(h uint64) *streamObj {
+	if s.st.captures == 0 {
+		return nil
+	}
+	if o, ok := s.st.streams[h]; ok && o.capturing {
+		return o
+	}
+	return nil
+}
+
+// captureCopy records a copy between device memory at dev and pinned
+// memory (a region) into o's capture: the graph copies the backend's
+// mapping of the region at each launch (graphView), and holds the region.
+func (s *Session) captureCopy(o *streamObj, ctx device.Context, st device.Stream, dir engine.Dir, dev uint64, ref protocol.BufRef) error {
+	op := "OpMemcpyHtoD"
+	if dir == engine.DtoH {
+		op = "OpMemcpyDtoH"
+	}
+	rg, host, err := s.graphView(op, ref, dir == engine.DtoH)
+	if err != nil {
+		return err
+	}
+	if dir == engine.HtoD {
+		err = ctx.MemcpyHtoD(device.Ptr(dev), host, st, true)
+	} else {
+		err = ctx.MemcpyDtoH(host, device.Ptr(dev), st, true)
+	}
+	if err != nil {
+		return err
+	}
+	s.useRegions([]*region{rg})
+	o.capRegions = append(o.capRegions, rg)
+	return nil
+}
