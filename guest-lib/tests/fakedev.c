@@ -22,7 +22,10 @@
  * it publishes RingOffReqTaken and refuses frames with segments, as the
  * backend does. At exit it prints how many frames came on the ring, how
  * many calls on the stream, and the doorbells each way. Without it,
- * RING_SETUP answers ENOTTY, as an older vgpu.ko does.
+ * RING_SETUP answers ENOTTY, as an older vgpu.ko does. FAKEDEV_RING=broken
+ * plays a backend that ended the rings after 20 frames (the process broke
+ * them: VGPU_RING_BELL_BROKEN): the ring is no longer read, and RING_WAIT
+ * and RING_BELL fail with EPIPE, as vgpu.ko's do then.
  *
  * Test code only; never installed.
  */
@@ -78,6 +81,13 @@ static pthread_mutex_t bell_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bell_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t srv_bells, cli_bells; /* doorbells to the fake backend, to the library */
 static uint64_t ring_frames, stream_calls;
+static int ring_broken_mode; /* FAKEDEV_RING=broken */
+#define RING_BROKEN_AFTER 20
+
+static int ring_broken(void)
+{
+	return ring_broken_mode && __atomic_load_n(&ring_frames, __ATOMIC_RELAXED) >= RING_BROKEN_AFTER;
+}
 
 static void push_note(uint8_t *f, uint32_t len)
 {
@@ -493,6 +503,13 @@ static void *ring_server(void *arg)
 	uint64_t head = 0;
 	for (;;) {
 		struct vgpu_header h;
+		if (ring_broken()) {
+			pthread_mutex_lock(&bell_mu);
+			cli_bells++; /* wake the library's waits: they fail now */
+			pthread_cond_broadcast(&bell_cv);
+			pthread_mutex_unlock(&bell_mu);
+			return NULL;
+		}
 		ring_wait_req(head, sizeof h);
 		ring_copy_out((uint8_t *)&h, head, sizeof h);
 		uint64_t n = vgpu_frame_len(h.payload_len, h.num_segs);
@@ -562,8 +579,9 @@ static void ring_stats(void)
 static int fake_ring_setup(struct vgpu_ring_setup *a)
 {
 	const char *on = getenv("FAKEDEV_RING");
-	if (!on || strcmp(on, "1"))
+	if (!on || (strcmp(on, "1") && strcmp(on, "broken")))
 		return -ENOTTY; /* an older vgpu.ko */
+	ring_broken_mode = !strcmp(on, "broken");
 	if (a->flags || a->pad)
 		return -EINVAL;
 	if (ring_mem)
@@ -604,6 +622,8 @@ static int fake_ring_wait(struct vgpu_ring_wait *w)
 		return -ENXIO;
 	if (w->pad)
 		return -EINVAL;
+	if (ring_broken())
+		return -EPIPE;
 	pthread_mutex_lock(&bell_mu);
 	if (w->timeout_ms && cli_bells == w->seen) {
 		struct timespec dl;
@@ -693,6 +713,10 @@ int ioctl(int fd, unsigned long req, ...)
 		}
 		if (!ring_mem) {
 			rc = -ENXIO;
+			break;
+		}
+		if (ring_broken()) {
+			rc = -EPIPE;
 			break;
 		}
 		pthread_mutex_lock(&bell_mu);

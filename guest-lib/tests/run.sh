@@ -265,6 +265,15 @@ if start_server; then
 		else
 			fail "guest mode on rings through a fake /dev/vgpu: $(grep -E 'FAIL|fakedev|ring' "$T/guestring.out" | head -3 | tr '\n' ' ')"
 		fi
+		# rings the backend ended (the process broke them): calls fail, no hang
+		FAKEDEV_RING=broken FAKEDEV_SOCK=$SOCK VGPU_DEVICE=/dev/vgpu-fake LD_PRELOAD=$T/fakedev.so LD_LIBRARY_PATH=$BUILD \
+			timeout 60 "$T/hostmode_test" >"$T/guestring-broken.out" 2>&1
+		rc=$?
+		if [ $rc != 0 ] && [ $rc -lt 124 ] && grep -q "VGPU_IOC_RING_WAIT failed" "$T/guestring-broken.out"; then
+			pass "guest mode on rings the backend ended: calls fail (exit $rc), no crash or hang"
+		else
+			fail "guest mode on rings the backend ended: exit $rc: $(tail -3 "$T/guestring-broken.out" | tr '\n' ' ')"
+		fi
 	else
 		fail "building tests/fakedev.c"
 	fi
