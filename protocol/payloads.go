@@ -560,6 +560,35 @@ type LaunchExReq struct {
 	Cluster Cluster
 }
 
+// LaunchAttrs are the launch attributes of cuLaunchKernelEx beside the
+// cluster's, and cuLaunchCooperativeKernel's cooperative flag. Has has bit
+// 1<<id set for each attribute (CUlaunchAttributeID) the launch gives:
+// ACCESS_POLICY_WINDOW 1 (Window), COOPERATIVE 2, SYNCHRONIZATION_POLICY 3,
+// PROGRAMMATIC_STREAM_SERIALIZATION 6, PRIORITY 8, MEM_SYNC_DOMAIN_MAP 9
+// (default | remote<<8), MEM_SYNC_DOMAIN 10, PREFERRED_SHARED_MEMORY_CARVEOUT
+// 14; the fields of the others are 0.
+type LaunchAttrs struct {
+	Has                       uint32
+	Cooperative               uint32
+	SyncPolicy                uint32
+	ProgrammaticSerialization uint32
+	Priority                  int32
+	MemSyncDomainMap          uint32
+	MemSyncDomain             uint32
+	Carveout                  uint32
+	Window                    AccessPolicyWindow
+}
+
+// LaunchAttrsReq launches a kernel with launch attributes
+// (LAUNCH_KERNEL_ATTRS: cuLaunchKernelEx with attributes beside the
+// cluster's, cuLaunchCooperativeKernel); Cluster as LaunchExReq's (all 0:
+// none). The parameter block follows as for LaunchReq.
+type LaunchAttrsReq struct {
+	Launch  LaunchReq
+	Cluster Cluster
+	Attrs   LaunchAttrs
+}
+
 // StreamCreateReq creates a stream (OpStreamCreate).
 type StreamCreateReq struct {
 	Device   uint32
@@ -1011,4 +1040,77 @@ type BoxCopyReq struct {
 	Stream uint64
 	Flags  uint32 // CopyAsync
 	Pad0   uint32
+}
+
+// Texture and surface objects (cuTexObjectCreate, cuSurfObjectCreate).
+// The object's value is the driver's (kernels take it by value), and the
+// session answers only for objects it created.
+
+// Resource types (CUresourcetype) served: arrays, linear and pitched
+// memory (mipmapped arrays are not).
+const (
+	ResourceArray   uint32 = 0
+	ResourceMipmap  uint32 = 1
+	ResourceLinear  uint32 = 2
+	ResourcePitch2D uint32 = 3
+)
+
+// ResourceDesc is a CUDA_RESOURCE_DESC with the guest's handles: Array for
+// an array, else device memory at Ptr of Format x Channels elements, Width
+// bytes long (linear) or Width x Height elements in rows Pitch bytes apart
+// (pitch2D).
+type ResourceDesc struct {
+	Type     uint32
+	Flags    uint32 // must be 0
+	Array    uint64
+	Ptr      uint64
+	Format   uint32
+	Channels uint32
+	Width    uint64
+	Height   uint64
+	Pitch    uint64
+}
+
+// TextureDesc is a CUDA_TEXTURE_DESC; the float fields travel as their
+// IEEE-754 bits.
+type TextureDesc struct {
+	AddressMode0   uint32 // CUaddress_mode: 0 wrap, 1 clamp, 2 mirror, 3 border
+	AddressMode1   uint32
+	AddressMode2   uint32
+	Filter         uint32 // CUfilter_mode: 0 point, 1 linear
+	Flags          uint32 // CU_TRSF_*
+	MaxAnisotropy  uint32
+	MipmapFilter   uint32
+	MipmapBias     uint32
+	MinMipmapClamp uint32
+	MaxMipmapClamp uint32
+	Border0        uint32
+	Border1        uint32
+	Border2        uint32
+	Border3        uint32
+	Pad0           uint32
+	Pad1           uint32
+}
+
+// ViewDesc is a CUDA_RESOURCE_VIEW_DESC.
+type ViewDesc struct {
+	Format     uint32 // CUresourceViewFormat
+	FirstMip   uint32
+	LastMip    uint32
+	FirstLayer uint32
+	LastLayer  uint32
+	Pad0       uint32
+	Width      uint64
+	Height     uint64
+	Depth      uint64
+}
+
+// TexObjectCreateReq creates a texture object (TEX_OBJECT_CREATE); View
+// applies when HasView is 1.
+type TexObjectCreateReq struct {
+	Res     ResourceDesc
+	Tex     TextureDesc
+	View    ViewDesc
+	HasView uint32
+	Pad0    uint32
 }

@@ -183,7 +183,7 @@ var Ops = []OpInfo{
 	{Op: 0x021c, Name: "MEM_ALLOC_FROM_POOL", Req: MemAllocFromPoolReq{Pool: 6, Stream: 1, Size: 1 << 20}, Reply: PtrReply{Ptr: 0x7f0000200000}, Shape: ShapeSync,
 		Symbols: []string{"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemAllocAsync", "cuMemAllocAsync_ptsz"}, Device: "MemAllocFromPoolAsync",
 		Handler: "reply(memAllocFromPool)", Unchecked: "a pool and a stream the handler looks up; the size is checked against the VM's cap there"},
-	// 0x0220..: CUDA arrays and 3D copies (issue 16, helper arrays).
+	// 0x0220..: CUDA arrays, 3D copies, texture and surface objects (issue 16, helper arrays).
 	{Op: 0x0220, Name: "ARRAY_CREATE", Req: ArrayCreateReq{Format: 0x20, Channels: 1, Width: 64, Height: 32}, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
 		Symbols: []string{"cuArrayCreate_v2", "cuArray3DCreate_v2"}, Device: "ArrayCreate",
 		Handler: "reply(arrayCreate)", Check: "checkArrayCreate"},
@@ -197,6 +197,24 @@ var Ops = []OpInfo{
 	{Op: 0x0223, Name: "MEMCPY_3D", Go: "Memcpy3D", Req: BoxCopyReq{Src: CopySide{Ptr: 0x7f0000000000, Pitch: 256, Height: 32}, Dst: CopySide{Array: 6}, Width: 256, Height: 32, Depth: 1}, Reply: Empty{}, Shape: ShapeAsync,
 		Symbols: []string{"cuMemcpy3D_v2", "cuMemcpy3DAsync_v2", "cuMemcpy2D_v2", "cuMemcpy2DAsync_v2", "cuMemcpy2DUnaligned_v2", "cuMemcpyHtoA_v2", "cuMemcpyAtoH_v2", "cuMemcpyAtoD_v2", "cuMemcpyDtoA_v2", "cuMemcpyAtoA_v2", "cuMemcpyHtoAAsync_v2", "cuMemcpyAtoHAsync_v2"}, Device: "Memcpy3D",
 		Handler: "do(memcpy3D)", Check: "checkMemcpy3D"},
+	{Op: 0x0224, Name: "TEX_OBJECT_CREATE", Req: TexObjectCreateReq{Res: ResourceDesc{Type: ResourceArray, Array: 6}, Tex: TextureDesc{AddressMode0: 1, AddressMode1: 1, Flags: 2}}, Reply: HandleReply{Handle: 1}, Shape: ShapeSync,
+		Symbols: []string{"cuTexObjectCreate"}, Device: "TexObjectCreate",
+		Handler: "reply(texObjectCreate)", Check: "checkTexObjectCreate"},
+	{Op: 0x0225, Name: "TEX_OBJECT_DESTROY", Req: HandleReq{Handle: 1}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuTexObjectDestroy"}, Device: "TexObjectDestroy",
+		Handler: "do(texObjectDestroy)", Unchecked: "an object the handler looks up among the session's"},
+	{Op: 0x0226, Name: "TEX_OBJECT_GET_RESOURCE_DESC", Req: HandleReq{Handle: 1}, Reply: ResourceDesc{Type: ResourceArray, Array: 6}, Shape: ShapeSync,
+		Symbols: []string{"cuTexObjectGetResourceDesc"}, NoDevice: "the resource the session recorded at TEX_OBJECT_CREATE",
+		Handler: "reply(texObjectGetResourceDesc)", Unchecked: "an object the handler looks up among the session's"},
+	{Op: 0x0227, Name: "SURF_OBJECT_CREATE", Req: ResourceDesc{Type: ResourceArray, Array: 6}, Reply: HandleReply{Handle: 2}, Shape: ShapeSync,
+		Symbols: []string{"cuSurfObjectCreate"}, Device: "SurfObjectCreate",
+		Handler: "reply(surfObjectCreate)", Check: "checkSurfObjectCreate"},
+	{Op: 0x0228, Name: "SURF_OBJECT_DESTROY", Req: HandleReq{Handle: 2}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuSurfObjectDestroy"}, Device: "SurfObjectDestroy",
+		Handler: "do(surfObjectDestroy)", Unchecked: "an object the handler looks up among the session's"},
+	{Op: 0x0229, Name: "SURF_OBJECT_GET_RESOURCE_DESC", Req: HandleReq{Handle: 2}, Reply: ResourceDesc{Type: ResourceArray, Array: 6}, Shape: ShapeSync,
+		Symbols: []string{"cuSurfObjectGetResourceDesc"}, NoDevice: "the resource the session recorded at SURF_OBJECT_CREATE",
+		Handler: "reply(surfObjectGetResourceDesc)", Unchecked: "an object the handler looks up among the session's"},
 	// 0x0280..: calls NVIDIA's libraries need (issue 16, helper libs).
 	{Op: 0x0280, Name: "MEM_GET_GRANULARITY", Req: GranularityReq{Type: 1, HandleTypes: 1}, Reply: GranularityReply{Granularity: 2 << 20}, Shape: ShapeSync,
 		Symbols: []string{"cuMemGetAllocationGranularity"}, Device: "MemGetGranularity",
@@ -240,6 +258,9 @@ var Ops = []OpInfo{
 	{Op: 0x0480, Name: "LAUNCH_KERNEL_EX", Req: LaunchExReq{Launch: LaunchReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, Cluster: Cluster{X: 2, Y: 1, Z: 1, Policy: 1}}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
 		Symbols: []string{"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"}, Device: "Launch",
 		Handler: "do(launchKernelEx)", Check: "checkLaunchEx"},
+	{Op: 0x0481, Name: "LAUNCH_KERNEL_ATTRS", Req: LaunchAttrsReq{Launch: LaunchReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, Attrs: LaunchAttrs{Has: 1<<2 | 1<<8, Cooperative: 1, Priority: -1}}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz"}, Device: "Launch",
+		Handler: "do(launchKernelAttrs)", Check: "checkLaunchAttrs"},
 
 	// Streams (0x05).
 	{Op: 0x0501, Name: "STREAM_CREATE", Req: StreamCreateReq{}, Reply: HandleReply{Handle: 1}, Shape: ShapeSync,
@@ -343,6 +364,22 @@ var Ops = []OpInfo{
 	{Op: 0x070e, Name: "GRAPH_ADD_EMPTY_NODE", Req: GraphAddEmptyNodeReq{Graph: 3}, ReqTail: TailBytes, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
 		Symbols: []string{"cuGraphAddEmptyNode"}, Device: "GraphAddEmptyNode",
 		Handler: "reply(graphAddEmptyNode)", Check: "checkGraphDeps"},
+	{Op: 0x070f, Name: "GRAPH_CLONE", Req: HandleReq{Handle: 3}, Reply: HandleReply{Handle: 8}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphClone"}, Device: "GraphClone",
+		Handler: "reply(graphClone)", Unchecked: "a graph handle",
+		Stubs: []CStub{{Symbol: "cuGraphClone", Params: []CParam{
+			{C: "CUgraph *phGraphClone", Field: "Handle", Kind: OutHandle},
+			{C: "CUgraph originalGraph", Field: "Handle", Kind: InHandle}}}}},
+	{Op: 0x0710, Name: "GRAPH_DESTROY_NODE", Req: HandleReq{Handle: 6}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuGraphDestroyNode"}, Device: "GraphDestroyNode",
+		Handler: "do(graphDestroyNode)", Unchecked: "a node handle",
+		Stubs: []CStub{{Symbol: "cuGraphDestroyNode", Params: []CParam{{C: "CUgraphNode hNode", Field: "Handle", Kind: InHandle}}}}},
+	{Op: 0x0711, Name: "GRAPH_UPLOAD", Req: GraphLaunchReq{Exec: 4, Stream: 1}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuGraphUpload", "cuGraphUpload_ptsz"}, Device: "GraphUpload",
+		Handler: "do(graphUpload)", Unchecked: "two handles",
+		Stubs: []CStub{{Symbol: "cuGraphUpload", Aliases: []string{"cuGraphUpload_ptsz"}, Params: []CParam{
+			{C: "CUgraphExec hGraphExec", Field: "Exec", Kind: InHandle},
+			{C: "CUstream hStream", Field: "Stream", Kind: InStream}}}}},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

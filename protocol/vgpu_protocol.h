@@ -158,6 +158,12 @@ typedef float vgpu_f32;
 #define VGPU_OP_ARRAY_DESTROY 0x0221u
 #define VGPU_OP_ARRAY_GET_DESCRIPTOR 0x0222u
 #define VGPU_OP_MEMCPY_3D 0x0223u
+#define VGPU_OP_TEX_OBJECT_CREATE 0x0224u
+#define VGPU_OP_TEX_OBJECT_DESTROY 0x0225u
+#define VGPU_OP_TEX_OBJECT_GET_RESOURCE_DESC 0x0226u
+#define VGPU_OP_SURF_OBJECT_CREATE 0x0227u
+#define VGPU_OP_SURF_OBJECT_DESTROY 0x0228u
+#define VGPU_OP_SURF_OBJECT_GET_RESOURCE_DESC 0x0229u
 #define VGPU_OP_MEM_GET_GRANULARITY 0x0280u
 #define VGPU_OP_MODULE_LOAD 0x0301u
 #define VGPU_OP_MODULE_UNLOAD 0x0302u
@@ -170,6 +176,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_MODULE_LIST_FUNCTIONS 0x0381u
 #define VGPU_OP_LAUNCH_KERNEL 0x0401u
 #define VGPU_OP_LAUNCH_KERNEL_EX 0x0480u
+#define VGPU_OP_LAUNCH_KERNEL_ATTRS 0x0481u
 #define VGPU_OP_STREAM_CREATE 0x0501u
 #define VGPU_OP_STREAM_DESTROY 0x0502u
 #define VGPU_OP_STREAM_SYNCHRONIZE 0x0503u
@@ -198,6 +205,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_ADD_MEMCPY_NODE 0x070cu
 #define VGPU_OP_GRAPH_ADD_MEMSET_NODE 0x070du
 #define VGPU_OP_GRAPH_ADD_EMPTY_NODE 0x070eu
+#define VGPU_OP_GRAPH_CLONE 0x070fu
+#define VGPU_OP_GRAPH_DESTROY_NODE 0x0710u
+#define VGPU_OP_GRAPH_UPLOAD 0x0711u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -885,6 +895,100 @@ _Static_assert(offsetof(struct vgpu_box_copy_req, stream) == 136, "vgpu_box_copy
 _Static_assert(offsetof(struct vgpu_box_copy_req, flags) == 144, "vgpu_box_copy_req.flags");
 _Static_assert(offsetof(struct vgpu_box_copy_req, pad0) == 148, "vgpu_box_copy_req.pad0");
 
+struct vgpu_resource_desc {
+	uint32_t type;
+	uint32_t flags;
+	uint64_t array;
+	uint64_t ptr;
+	uint32_t format;
+	uint32_t channels;
+	uint64_t width;
+	uint64_t height;
+	uint64_t pitch;
+};
+_Static_assert(sizeof(struct vgpu_resource_desc) == 56, "vgpu_resource_desc size");
+_Static_assert(offsetof(struct vgpu_resource_desc, type) == 0, "vgpu_resource_desc.type");
+_Static_assert(offsetof(struct vgpu_resource_desc, flags) == 4, "vgpu_resource_desc.flags");
+_Static_assert(offsetof(struct vgpu_resource_desc, array) == 8, "vgpu_resource_desc.array");
+_Static_assert(offsetof(struct vgpu_resource_desc, ptr) == 16, "vgpu_resource_desc.ptr");
+_Static_assert(offsetof(struct vgpu_resource_desc, format) == 24, "vgpu_resource_desc.format");
+_Static_assert(offsetof(struct vgpu_resource_desc, channels) == 28, "vgpu_resource_desc.channels");
+_Static_assert(offsetof(struct vgpu_resource_desc, width) == 32, "vgpu_resource_desc.width");
+_Static_assert(offsetof(struct vgpu_resource_desc, height) == 40, "vgpu_resource_desc.height");
+_Static_assert(offsetof(struct vgpu_resource_desc, pitch) == 48, "vgpu_resource_desc.pitch");
+
+struct vgpu_texture_desc {
+	uint32_t address_mode0;
+	uint32_t address_mode1;
+	uint32_t address_mode2;
+	uint32_t filter;
+	uint32_t flags;
+	uint32_t max_anisotropy;
+	uint32_t mipmap_filter;
+	uint32_t mipmap_bias;
+	uint32_t min_mipmap_clamp;
+	uint32_t max_mipmap_clamp;
+	uint32_t border0;
+	uint32_t border1;
+	uint32_t border2;
+	uint32_t border3;
+	uint32_t pad0;
+	uint32_t pad1;
+};
+_Static_assert(sizeof(struct vgpu_texture_desc) == 64, "vgpu_texture_desc size");
+_Static_assert(offsetof(struct vgpu_texture_desc, address_mode0) == 0, "vgpu_texture_desc.address_mode0");
+_Static_assert(offsetof(struct vgpu_texture_desc, address_mode1) == 4, "vgpu_texture_desc.address_mode1");
+_Static_assert(offsetof(struct vgpu_texture_desc, address_mode2) == 8, "vgpu_texture_desc.address_mode2");
+_Static_assert(offsetof(struct vgpu_texture_desc, filter) == 12, "vgpu_texture_desc.filter");
+_Static_assert(offsetof(struct vgpu_texture_desc, flags) == 16, "vgpu_texture_desc.flags");
+_Static_assert(offsetof(struct vgpu_texture_desc, max_anisotropy) == 20, "vgpu_texture_desc.max_anisotropy");
+_Static_assert(offsetof(struct vgpu_texture_desc, mipmap_filter) == 24, "vgpu_texture_desc.mipmap_filter");
+_Static_assert(offsetof(struct vgpu_texture_desc, mipmap_bias) == 28, "vgpu_texture_desc.mipmap_bias");
+_Static_assert(offsetof(struct vgpu_texture_desc, min_mipmap_clamp) == 32, "vgpu_texture_desc.min_mipmap_clamp");
+_Static_assert(offsetof(struct vgpu_texture_desc, max_mipmap_clamp) == 36, "vgpu_texture_desc.max_mipmap_clamp");
+_Static_assert(offsetof(struct vgpu_texture_desc, border0) == 40, "vgpu_texture_desc.border0");
+_Static_assert(offsetof(struct vgpu_texture_desc, border1) == 44, "vgpu_texture_desc.border1");
+_Static_assert(offsetof(struct vgpu_texture_desc, border2) == 48, "vgpu_texture_desc.border2");
+_Static_assert(offsetof(struct vgpu_texture_desc, border3) == 52, "vgpu_texture_desc.border3");
+_Static_assert(offsetof(struct vgpu_texture_desc, pad0) == 56, "vgpu_texture_desc.pad0");
+_Static_assert(offsetof(struct vgpu_texture_desc, pad1) == 60, "vgpu_texture_desc.pad1");
+
+struct vgpu_view_desc {
+	uint32_t format;
+	uint32_t first_mip;
+	uint32_t last_mip;
+	uint32_t first_layer;
+	uint32_t last_layer;
+	uint32_t pad0;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+};
+_Static_assert(sizeof(struct vgpu_view_desc) == 48, "vgpu_view_desc size");
+_Static_assert(offsetof(struct vgpu_view_desc, format) == 0, "vgpu_view_desc.format");
+_Static_assert(offsetof(struct vgpu_view_desc, first_mip) == 4, "vgpu_view_desc.first_mip");
+_Static_assert(offsetof(struct vgpu_view_desc, last_mip) == 8, "vgpu_view_desc.last_mip");
+_Static_assert(offsetof(struct vgpu_view_desc, first_layer) == 12, "vgpu_view_desc.first_layer");
+_Static_assert(offsetof(struct vgpu_view_desc, last_layer) == 16, "vgpu_view_desc.last_layer");
+_Static_assert(offsetof(struct vgpu_view_desc, pad0) == 20, "vgpu_view_desc.pad0");
+_Static_assert(offsetof(struct vgpu_view_desc, width) == 24, "vgpu_view_desc.width");
+_Static_assert(offsetof(struct vgpu_view_desc, height) == 32, "vgpu_view_desc.height");
+_Static_assert(offsetof(struct vgpu_view_desc, depth) == 40, "vgpu_view_desc.depth");
+
+struct vgpu_tex_object_create_req {
+	struct vgpu_resource_desc res;
+	struct vgpu_texture_desc tex;
+	struct vgpu_view_desc view;
+	uint32_t has_view;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_tex_object_create_req) == 176, "vgpu_tex_object_create_req size");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, res) == 0, "vgpu_tex_object_create_req.res");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, tex) == 56, "vgpu_tex_object_create_req.tex");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, view) == 120, "vgpu_tex_object_create_req.view");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, has_view) == 168, "vgpu_tex_object_create_req.has_view");
+_Static_assert(offsetof(struct vgpu_tex_object_create_req, pad0) == 172, "vgpu_tex_object_create_req.pad0");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -1087,6 +1191,54 @@ _Static_assert(sizeof(struct vgpu_launch_ex_req) == 64, "vgpu_launch_ex_req size
 _Static_assert(offsetof(struct vgpu_launch_ex_req, launch) == 0, "vgpu_launch_ex_req.launch");
 _Static_assert(offsetof(struct vgpu_launch_ex_req, cluster) == 48, "vgpu_launch_ex_req.cluster");
 
+struct vgpu_access_policy_window {
+	uint64_t base;
+	uint64_t bytes;
+	uint32_t hit_ratio;
+	uint32_t hit_prop;
+	uint32_t miss_prop;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_access_policy_window) == 32, "vgpu_access_policy_window size");
+_Static_assert(offsetof(struct vgpu_access_policy_window, base) == 0, "vgpu_access_policy_window.base");
+_Static_assert(offsetof(struct vgpu_access_policy_window, bytes) == 8, "vgpu_access_policy_window.bytes");
+_Static_assert(offsetof(struct vgpu_access_policy_window, hit_ratio) == 16, "vgpu_access_policy_window.hit_ratio");
+_Static_assert(offsetof(struct vgpu_access_policy_window, hit_prop) == 20, "vgpu_access_policy_window.hit_prop");
+_Static_assert(offsetof(struct vgpu_access_policy_window, miss_prop) == 24, "vgpu_access_policy_window.miss_prop");
+_Static_assert(offsetof(struct vgpu_access_policy_window, pad0) == 28, "vgpu_access_policy_window.pad0");
+
+struct vgpu_launch_attrs {
+	uint32_t has;
+	uint32_t cooperative;
+	uint32_t sync_policy;
+	uint32_t programmatic_serialization;
+	int32_t priority;
+	uint32_t mem_sync_domain_map;
+	uint32_t mem_sync_domain;
+	uint32_t carveout;
+	struct vgpu_access_policy_window window;
+};
+_Static_assert(sizeof(struct vgpu_launch_attrs) == 64, "vgpu_launch_attrs size");
+_Static_assert(offsetof(struct vgpu_launch_attrs, has) == 0, "vgpu_launch_attrs.has");
+_Static_assert(offsetof(struct vgpu_launch_attrs, cooperative) == 4, "vgpu_launch_attrs.cooperative");
+_Static_assert(offsetof(struct vgpu_launch_attrs, sync_policy) == 8, "vgpu_launch_attrs.sync_policy");
+_Static_assert(offsetof(struct vgpu_launch_attrs, programmatic_serialization) == 12, "vgpu_launch_attrs.programmatic_serialization");
+_Static_assert(offsetof(struct vgpu_launch_attrs, priority) == 16, "vgpu_launch_attrs.priority");
+_Static_assert(offsetof(struct vgpu_launch_attrs, mem_sync_domain_map) == 20, "vgpu_launch_attrs.mem_sync_domain_map");
+_Static_assert(offsetof(struct vgpu_launch_attrs, mem_sync_domain) == 24, "vgpu_launch_attrs.mem_sync_domain");
+_Static_assert(offsetof(struct vgpu_launch_attrs, carveout) == 28, "vgpu_launch_attrs.carveout");
+_Static_assert(offsetof(struct vgpu_launch_attrs, window) == 32, "vgpu_launch_attrs.window");
+
+struct vgpu_launch_attrs_req {
+	struct vgpu_launch_req launch;
+	struct vgpu_cluster cluster;
+	struct vgpu_launch_attrs attrs;
+};
+_Static_assert(sizeof(struct vgpu_launch_attrs_req) == 128, "vgpu_launch_attrs_req size");
+_Static_assert(offsetof(struct vgpu_launch_attrs_req, launch) == 0, "vgpu_launch_attrs_req.launch");
+_Static_assert(offsetof(struct vgpu_launch_attrs_req, cluster) == 48, "vgpu_launch_attrs_req.cluster");
+_Static_assert(offsetof(struct vgpu_launch_attrs_req, attrs) == 64, "vgpu_launch_attrs_req.attrs");
+
 struct vgpu_stream_create_req {
 	uint32_t device;
 	uint32_t flags;
@@ -1110,22 +1262,6 @@ _Static_assert(offsetof(struct vgpu_stream_wait_event_req, stream) == 0, "vgpu_s
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, event) == 8, "vgpu_stream_wait_event_req.event");
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, flags) == 16, "vgpu_stream_wait_event_req.flags");
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, pad0) == 20, "vgpu_stream_wait_event_req.pad0");
-
-struct vgpu_access_policy_window {
-	uint64_t base;
-	uint64_t bytes;
-	uint32_t hit_ratio;
-	uint32_t hit_prop;
-	uint32_t miss_prop;
-	uint32_t pad0;
-};
-_Static_assert(sizeof(struct vgpu_access_policy_window) == 32, "vgpu_access_policy_window size");
-_Static_assert(offsetof(struct vgpu_access_policy_window, base) == 0, "vgpu_access_policy_window.base");
-_Static_assert(offsetof(struct vgpu_access_policy_window, bytes) == 8, "vgpu_access_policy_window.bytes");
-_Static_assert(offsetof(struct vgpu_access_policy_window, hit_ratio) == 16, "vgpu_access_policy_window.hit_ratio");
-_Static_assert(offsetof(struct vgpu_access_policy_window, hit_prop) == 20, "vgpu_access_policy_window.hit_prop");
-_Static_assert(offsetof(struct vgpu_access_policy_window, miss_prop) == 24, "vgpu_access_policy_window.miss_prop");
-_Static_assert(offsetof(struct vgpu_access_policy_window, pad0) == 28, "vgpu_access_policy_window.pad0");
 
 struct vgpu_stream_attr_value {
 	uint32_t value;
@@ -1443,6 +1579,12 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_ARRAY_DESTROY: return "ARRAY_DESTROY";
 	case VGPU_OP_ARRAY_GET_DESCRIPTOR: return "ARRAY_GET_DESCRIPTOR";
 	case VGPU_OP_MEMCPY_3D: return "MEMCPY_3D";
+	case VGPU_OP_TEX_OBJECT_CREATE: return "TEX_OBJECT_CREATE";
+	case VGPU_OP_TEX_OBJECT_DESTROY: return "TEX_OBJECT_DESTROY";
+	case VGPU_OP_TEX_OBJECT_GET_RESOURCE_DESC: return "TEX_OBJECT_GET_RESOURCE_DESC";
+	case VGPU_OP_SURF_OBJECT_CREATE: return "SURF_OBJECT_CREATE";
+	case VGPU_OP_SURF_OBJECT_DESTROY: return "SURF_OBJECT_DESTROY";
+	case VGPU_OP_SURF_OBJECT_GET_RESOURCE_DESC: return "SURF_OBJECT_GET_RESOURCE_DESC";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";
@@ -1455,6 +1597,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MODULE_LIST_FUNCTIONS: return "MODULE_LIST_FUNCTIONS";
 	case VGPU_OP_LAUNCH_KERNEL: return "LAUNCH_KERNEL";
 	case VGPU_OP_LAUNCH_KERNEL_EX: return "LAUNCH_KERNEL_EX";
+	case VGPU_OP_LAUNCH_KERNEL_ATTRS: return "LAUNCH_KERNEL_ATTRS";
 	case VGPU_OP_STREAM_CREATE: return "STREAM_CREATE";
 	case VGPU_OP_STREAM_DESTROY: return "STREAM_DESTROY";
 	case VGPU_OP_STREAM_SYNCHRONIZE: return "STREAM_SYNCHRONIZE";
@@ -1483,6 +1626,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_ADD_MEMCPY_NODE: return "GRAPH_ADD_MEMCPY_NODE";
 	case VGPU_OP_GRAPH_ADD_MEMSET_NODE: return "GRAPH_ADD_MEMSET_NODE";
 	case VGPU_OP_GRAPH_ADD_EMPTY_NODE: return "GRAPH_ADD_EMPTY_NODE";
+	case VGPU_OP_GRAPH_CLONE: return "GRAPH_CLONE";
+	case VGPU_OP_GRAPH_DESTROY_NODE: return "GRAPH_DESTROY_NODE";
+	case VGPU_OP_GRAPH_UPLOAD: return "GRAPH_UPLOAD";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

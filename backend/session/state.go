@@ -154,6 +154,9 @@ type state struct {
 	maps          map[uint64]*mappingObj
 	// arrays are the session's CUDA arrays (handlers_array.go).
 	arrays map[uint64]*arrayObj
+	// texObjs are its texture and surface objects, by the driver's value
+	// (handlers_texture.go).
+	texObjs map[uint64]*texObj
 	// Memory pools (handlers_mempool.go): created pools by handle, and the
 	// release thresholds the guest set on default pools, by device.
 	pools        map[uint64]*poolObj
@@ -176,6 +179,7 @@ func (st *state) init() {
 	st.phys = map[uint64]*physObj{}
 	st.maps = map[uint64]*mappingObj{}
 	st.arrays = map[uint64]*arrayObj{}
+	st.texObjs = map[uint64]*texObj{}
 	st.pools = map[uint64]*poolObj{}
 }
 
@@ -295,6 +299,7 @@ func (s *Session) releaseAll(dev int) {
 		}
 	}
 	s.releaseVMM(match)
+	s.releaseTexObjects(match)
 	s.releaseArrays(match)
 	kept := st.ranges[:0]
 	for _, r := range st.ranges {

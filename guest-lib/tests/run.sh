@@ -161,14 +161,16 @@ if start_server; then
 	if $CC $CFLAGS -DVGPU_CUDART_ABI=13 $INC -o "$T/hostmode_test" "$HERE/hostmode_test.c" \
 		-L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -Wl,-rpath,"$BUILD"; then
 		if LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test"; then pass "host mode (sim), pinned memory shared as memfds"; else fail "host mode (sim): see $T/server.log"; fi
-		# staged pageable copies with one thread per copy, and with two
-		# helpers (forced: on fewer than 4 CPUs the default is one)
-		for n in 1 3; do
-			if VGPU_STAGING_THREADS=$n LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" staged_copy >"$T/staged-$n.out" 2>&1 &&
-				grep -q "^ok   staged_copy" "$T/staged-$n.out"; then
-				pass "host mode (sim), staged pageable copies with VGPU_STAGING_THREADS=$n"
+		# staged pageable copies with one thread per copy, with two helpers
+		# (forced: on fewer than 4 CPUs the default is one), and none
+		# staged (VGPU_STAGING=0: every byte inline, the test checks none
+		# went through staging)
+		for v in VGPU_STAGING_THREADS=1 VGPU_STAGING_THREADS=3 VGPU_STAGING=0; do
+			if env "$v" LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" staged_copy >"$T/staged-$v.out" 2>&1 &&
+				grep -q "^ok   staged_copy" "$T/staged-$v.out"; then
+				pass "host mode (sim), pageable copies with $v"
 			else
-				fail "host mode, staged copies with VGPU_STAGING_THREADS=$n: $(grep FAIL "$T/staged-$n.out" | head -3 | tr '\n' ' ')"
+				fail "host mode, pageable copies with $v: $(grep FAIL "$T/staged-$v.out" | head -3 | tr '\n' ' ')"
 			fi
 		done
 		# batches sent from the first queued call on (1, 2, 4, ... calls)

@@ -72,6 +72,10 @@ type lib struct {
 	cuArrayDestroy            func(h uint64) int32
 	cuMemcpy3D                func(p *memcpy3D) int32
 	cuMemcpy3DAsync           func(p *memcpy3D, s uintptr) int32
+	cuTexObjectCreate         func(o *uint64, r *resourceDesc, t *textureDesc, v *viewDesc) int32
+	cuTexObjectDestroy        func(o uint64) int32
+	cuSurfObjectCreate        func(o *uint64, r *resourceDesc) int32
+	cuSurfObjectDestroy       func(o uint64) int32
 	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, n uint64, s uintptr) int32
 	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uint64, s uintptr) int32
 	cuMemcpyDtoDAsync         func(dst, src, n uint64, s uintptr) int32
@@ -139,6 +143,9 @@ type lib struct {
 	cuGraphAddMemcpyNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer, ctx uintptr) int32
 	cuGraphAddMemsetNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer, ctx uintptr) int32
 	cuGraphAddEmptyNode  func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr) int32
+	cuGraphClone         func(clone *uintptr, g uintptr) int32
+	cuGraphDestroyNode   func(n uintptr) int32
+	cuGraphUpload        func(e, s uintptr) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -226,6 +233,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync"}, {&l.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync"}, {&l.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync"},
 		{&l.cuArray3DCreate, "cuArray3DCreate"}, {&l.cuArrayDestroy, "cuArrayDestroy"},
 		{&l.cuMemcpy3D, "cuMemcpy3D"}, {&l.cuMemcpy3DAsync, "cuMemcpy3DAsync"},
+		{&l.cuTexObjectCreate, "cuTexObjectCreate"}, {&l.cuTexObjectDestroy, "cuTexObjectDestroy"},
+		{&l.cuSurfObjectCreate, "cuSurfObjectCreate"}, {&l.cuSurfObjectDestroy, "cuSurfObjectDestroy"},
 		{&l.cuMemsetD8, "cuMemsetD8"}, {&l.cuMemsetD16, "cuMemsetD16"}, {&l.cuMemsetD32, "cuMemsetD32"},
 		{&l.cuMemsetD8Async, "cuMemsetD8Async"}, {&l.cuMemsetD16Async, "cuMemsetD16Async"}, {&l.cuMemsetD32Async, "cuMemsetD32Async"},
 		{&l.cuMemsetD2D8, "cuMemsetD2D8"}, {&l.cuMemsetD2D16, "cuMemsetD2D16"}, {&l.cuMemsetD2D32, "cuMemsetD2D32"},
@@ -252,7 +261,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphCreate, "cuGraphCreate"}, {&l.cuGraphGetNodes, "cuGraphGetNodes"}, {&l.cuGraphGetRootNodes, "cuGraphGetRootNodes"},
 		{&l.cuGraphNodeGetType, "cuGraphNodeGetType"}, {&l.cuGraphAddKernelNode, "cuGraphAddKernelNode"},
 		{&l.cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode"}, {&l.cuGraphAddMemsetNode, "cuGraphAddMemsetNode"},
-		{&l.cuGraphAddEmptyNode, "cuGraphAddEmptyNode"},
+		{&l.cuGraphAddEmptyNode, "cuGraphAddEmptyNode"}, {&l.cuGraphClone, "cuGraphClone"},
+		{&l.cuGraphDestroyNode, "cuGraphDestroyNode"}, {&l.cuGraphUpload, "cuGraphUpload"},
 	}
 }
 

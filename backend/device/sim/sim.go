@@ -154,6 +154,7 @@ type Context struct {
 	funcs    map[device.Function]*function
 	phys     map[device.MemHandle]*physMem
 	arrays   map[device.Array]*array
+	objects  map[uint64]*texObject // texture and surface objects
 	pools    map[device.MemPool]*memPool
 	defPool  *memPool
 	reserved []reservation
@@ -180,6 +181,7 @@ func newContext(ord int, mem uint64, log hclog.Logger) *Context {
 		nodes:   map[device.GraphNode]*node{},
 		phys:    map[device.MemHandle]*physMem{},
 		arrays:  map[device.Array]*array{},
+		objects: map[uint64]*texObject{},
 		pools:   map[device.MemPool]*memPool{},
 		defPool: newMemPool(0),
 		execs:   map[device.GraphExec]*graph{},
@@ -575,6 +577,7 @@ func (c *Context) Reset() error {
 	}
 	clear(c.phys)
 	clear(c.arrays)
+	clear(c.objects)
 	c.reserved = nil
 	c.allocs = nil
 	c.used = 0

@@ -25,6 +25,7 @@ typedef struct vgpu_event *CUevent;
 typedef void *CUgraph;
 typedef void *CUarray;
 typedef void *CUgraphExec;
+typedef void *CUgraphNode;
 typedef void (*CUhostFn)(void *userData);
 typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 
@@ -131,6 +132,53 @@ typedef struct {
 	int Format;
 	unsigned NumChannels, Flags;
 } CUDA_ARRAY3D_DESCRIPTOR;
+
+/* CUDA_RESOURCE_DESC, CUDA_TEXTURE_DESC, CUDA_RESOURCE_VIEW_DESC (cuda.h;
+ * 144, 104 and 112 bytes) */
+typedef struct {
+	int resType;
+	union {
+		struct {
+			CUarray hArray;
+		} array;
+		struct {
+			void *hMipmappedArray;
+		} mipmap;
+		struct {
+			CUdeviceptr devPtr;
+			int format;
+			unsigned numChannels;
+			size_t sizeInBytes;
+		} linear;
+		struct {
+			CUdeviceptr devPtr;
+			int format;
+			unsigned numChannels;
+			size_t width, height, pitchInBytes;
+		} pitch2D;
+		struct {
+			int reserved[32];
+		} reserved;
+	} res;
+	unsigned flags;
+} CUDA_RESOURCE_DESC;
+typedef struct {
+	int addressMode[3];
+	int filterMode;
+	unsigned flags, maxAnisotropy;
+	int mipmapFilterMode;
+	float mipmapLevelBias, minMipmapLevelClamp, maxMipmapLevelClamp;
+	float borderColor[4];
+	int reserved[12];
+} CUDA_TEXTURE_DESC;
+typedef struct {
+	int format;
+	size_t width, height, depth;
+	unsigned firstMipmapLevel, lastMipmapLevel, firstLayer, lastLayer;
+	unsigned reserved[16];
+} CUDA_RESOURCE_VIEW_DESC;
+typedef unsigned long long CUtexObject;
+typedef unsigned long long CUsurfObject;
 
 /* CUmemorytype (cuda.h) */
 enum { VGPU_MT_HOST = 1, VGPU_MT_DEVICE = 2, VGPU_MT_ARRAY = 3, VGPU_MT_UNIFIED = 4 };
