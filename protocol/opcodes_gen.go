@@ -79,8 +79,9 @@ const (
 	OpOccupancyMaxClusters Opcode = 0x0380
 	OpModuleListFunctions  Opcode = 0x0381
 
-	OpLaunchKernel   Opcode = 0x0401
-	OpLaunchKernelEx Opcode = 0x0480
+	OpLaunchKernel      Opcode = 0x0401
+	OpLaunchKernelEx    Opcode = 0x0480
+	OpLaunchKernelAttrs Opcode = 0x0481
 
 	OpStreamCreate         Opcode = 0x0501
 	OpStreamDestroy        Opcode = 0x0502
@@ -112,6 +113,9 @@ const (
 	OpGraphAddMemcpyNode Opcode = 0x070c
 	OpGraphAddMemsetNode Opcode = 0x070d
 	OpGraphAddEmptyNode  Opcode = 0x070e
+	OpGraphClone         Opcode = 0x070f
+	OpGraphDestroyNode   Opcode = 0x0710
+	OpGraphUpload        Opcode = 0x0711
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

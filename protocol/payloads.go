@@ -560,6 +560,35 @@ type LaunchExReq struct {
 	Cluster Cluster
 }
 
+// LaunchAttrs are the launch attributes of cuLaunchKernelEx beside the
+// cluster's, and cuLaunchCooperativeKernel's cooperative flag. Has has bit
+// 1<<id set for each attribute (CUlaunchAttributeID) the launch gives:
+// ACCESS_POLICY_WINDOW 1 (Window), COOPERATIVE 2, SYNCHRONIZATION_POLICY 3,
+// PROGRAMMATIC_STREAM_SERIALIZATION 6, PRIORITY 8, MEM_SYNC_DOMAIN_MAP 9
+// (default | remote<<8), MEM_SYNC_DOMAIN 10, PREFERRED_SHARED_MEMORY_CARVEOUT
+// 14; the fields of the others are 0.
+type LaunchAttrs struct {
+	Has                       uint32
+	Cooperative               uint32
+	SyncPolicy                uint32
+	ProgrammaticSerialization uint32
+	Priority                  int32
+	MemSyncDomainMap          uint32
+	MemSyncDomain             uint32
+	Carveout                  uint32
+	Window                    AccessPolicyWindow
+}
+
+// LaunchAttrsReq launches a kernel with launch attributes
+// (LAUNCH_KERNEL_ATTRS: cuLaunchKernelEx with attributes beside the
+// cluster's, cuLaunchCooperativeKernel); Cluster as LaunchExReq's (all 0:
+// none). The parameter block follows as for LaunchReq.
+type LaunchAttrsReq struct {
+	Launch  LaunchReq
+	Cluster Cluster
+	Attrs   LaunchAttrs
+}
+
 // StreamCreateReq creates a stream (OpStreamCreate).
 type StreamCreateReq struct {
 	Device   uint32

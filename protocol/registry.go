@@ -258,6 +258,9 @@ var Ops = []OpInfo{
 	{Op: 0x0480, Name: "LAUNCH_KERNEL_EX", Req: LaunchExReq{Launch: LaunchReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, Cluster: Cluster{X: 2, Y: 1, Z: 1, Policy: 1}}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
 		Symbols: []string{"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"}, Device: "Launch",
 		Handler: "do(launchKernelEx)", Check: "checkLaunchEx"},
+	{Op: 0x0481, Name: "LAUNCH_KERNEL_ATTRS", Req: LaunchAttrsReq{Launch: LaunchReq{GridX: 2, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, Attrs: LaunchAttrs{Has: 1<<2 | 1<<8, Cooperative: 1, Priority: -1}}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz"}, Device: "Launch",
+		Handler: "do(launchKernelAttrs)", Check: "checkLaunchAttrs"},
 
 	// Streams (0x05).
 	{Op: 0x0501, Name: "STREAM_CREATE", Req: StreamCreateReq{}, Reply: HandleReply{Handle: 1}, Shape: ShapeSync,
@@ -361,6 +364,22 @@ var Ops = []OpInfo{
 	{Op: 0x070e, Name: "GRAPH_ADD_EMPTY_NODE", Req: GraphAddEmptyNodeReq{Graph: 3}, ReqTail: TailBytes, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
 		Symbols: []string{"cuGraphAddEmptyNode"}, Device: "GraphAddEmptyNode",
 		Handler: "reply(graphAddEmptyNode)", Check: "checkGraphDeps"},
+	{Op: 0x070f, Name: "GRAPH_CLONE", Req: HandleReq{Handle: 3}, Reply: HandleReply{Handle: 8}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphClone"}, Device: "GraphClone",
+		Handler: "reply(graphClone)", Unchecked: "a graph handle",
+		Stubs: []CStub{{Symbol: "cuGraphClone", Params: []CParam{
+			{C: "CUgraph *phGraphClone", Field: "Handle", Kind: OutHandle},
+			{C: "CUgraph originalGraph", Field: "Handle", Kind: InHandle}}}}},
+	{Op: 0x0710, Name: "GRAPH_DESTROY_NODE", Req: HandleReq{Handle: 6}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuGraphDestroyNode"}, Device: "GraphDestroyNode",
+		Handler: "do(graphDestroyNode)", Unchecked: "a node handle",
+		Stubs: []CStub{{Symbol: "cuGraphDestroyNode", Params: []CParam{{C: "CUgraphNode hNode", Field: "Handle", Kind: InHandle}}}}},
+	{Op: 0x0711, Name: "GRAPH_UPLOAD", Req: GraphLaunchReq{Exec: 4, Stream: 1}, Reply: Empty{}, Shape: ShapeAsync,
+		Symbols: []string{"cuGraphUpload", "cuGraphUpload_ptsz"}, Device: "GraphUpload",
+		Handler: "do(graphUpload)", Unchecked: "two handles",
+		Stubs: []CStub{{Symbol: "cuGraphUpload", Aliases: []string{"cuGraphUpload_ptsz"}, Params: []CParam{
+			{C: "CUgraphExec hGraphExec", Field: "Exec", Kind: InHandle},
+			{C: "CUstream hStream", Field: "Stream", Kind: InStream}}}}},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

@@ -98,6 +98,7 @@ typedef float vgpu_f32;
 #define VGPU_RING_PAGE_SIZE 0x1000u
 #define VGPU_RING_BELL_REQUESTS 0x0u
 #define VGPU_RING_BELL_SPACE 0x1u
+#define VGPU_RING_BELL_BROKEN 0x2u
 #define VGPU_RING_CARRIER_SIZE 0x8u
 #define VGPU_RING_DEFAULT_BYTES 0x100000u
 #define VGPU_RING_DEFAULT_SPIN_NS 0x4e20u
@@ -175,6 +176,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_MODULE_LIST_FUNCTIONS 0x0381u
 #define VGPU_OP_LAUNCH_KERNEL 0x0401u
 #define VGPU_OP_LAUNCH_KERNEL_EX 0x0480u
+#define VGPU_OP_LAUNCH_KERNEL_ATTRS 0x0481u
 #define VGPU_OP_STREAM_CREATE 0x0501u
 #define VGPU_OP_STREAM_DESTROY 0x0502u
 #define VGPU_OP_STREAM_SYNCHRONIZE 0x0503u
@@ -203,6 +205,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_ADD_MEMCPY_NODE 0x070cu
 #define VGPU_OP_GRAPH_ADD_MEMSET_NODE 0x070du
 #define VGPU_OP_GRAPH_ADD_EMPTY_NODE 0x070eu
+#define VGPU_OP_GRAPH_CLONE 0x070fu
+#define VGPU_OP_GRAPH_DESTROY_NODE 0x0710u
+#define VGPU_OP_GRAPH_UPLOAD 0x0711u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -1186,6 +1191,54 @@ _Static_assert(sizeof(struct vgpu_launch_ex_req) == 64, "vgpu_launch_ex_req size
 _Static_assert(offsetof(struct vgpu_launch_ex_req, launch) == 0, "vgpu_launch_ex_req.launch");
 _Static_assert(offsetof(struct vgpu_launch_ex_req, cluster) == 48, "vgpu_launch_ex_req.cluster");
 
+struct vgpu_access_policy_window {
+	uint64_t base;
+	uint64_t bytes;
+	uint32_t hit_ratio;
+	uint32_t hit_prop;
+	uint32_t miss_prop;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_access_policy_window) == 32, "vgpu_access_policy_window size");
+_Static_assert(offsetof(struct vgpu_access_policy_window, base) == 0, "vgpu_access_policy_window.base");
+_Static_assert(offsetof(struct vgpu_access_policy_window, bytes) == 8, "vgpu_access_policy_window.bytes");
+_Static_assert(offsetof(struct vgpu_access_policy_window, hit_ratio) == 16, "vgpu_access_policy_window.hit_ratio");
+_Static_assert(offsetof(struct vgpu_access_policy_window, hit_prop) == 20, "vgpu_access_policy_window.hit_prop");
+_Static_assert(offsetof(struct vgpu_access_policy_window, miss_prop) == 24, "vgpu_access_policy_window.miss_prop");
+_Static_assert(offsetof(struct vgpu_access_policy_window, pad0) == 28, "vgpu_access_policy_window.pad0");
+
+struct vgpu_launch_attrs {
+	uint32_t has;
+	uint32_t cooperative;
+	uint32_t sync_policy;
+	uint32_t programmatic_serialization;
+	int32_t priority;
+	uint32_t mem_sync_domain_map;
+	uint32_t mem_sync_domain;
+	uint32_t carveout;
+	struct vgpu_access_policy_window window;
+};
+_Static_assert(sizeof(struct vgpu_launch_attrs) == 64, "vgpu_launch_attrs size");
+_Static_assert(offsetof(struct vgpu_launch_attrs, has) == 0, "vgpu_launch_attrs.has");
+_Static_assert(offsetof(struct vgpu_launch_attrs, cooperative) == 4, "vgpu_launch_attrs.cooperative");
+_Static_assert(offsetof(struct vgpu_launch_attrs, sync_policy) == 8, "vgpu_launch_attrs.sync_policy");
+_Static_assert(offsetof(struct vgpu_launch_attrs, programmatic_serialization) == 12, "vgpu_launch_attrs.programmatic_serialization");
+_Static_assert(offsetof(struct vgpu_launch_attrs, priority) == 16, "vgpu_launch_attrs.priority");
+_Static_assert(offsetof(struct vgpu_launch_attrs, mem_sync_domain_map) == 20, "vgpu_launch_attrs.mem_sync_domain_map");
+_Static_assert(offsetof(struct vgpu_launch_attrs, mem_sync_domain) == 24, "vgpu_launch_attrs.mem_sync_domain");
+_Static_assert(offsetof(struct vgpu_launch_attrs, carveout) == 28, "vgpu_launch_attrs.carveout");
+_Static_assert(offsetof(struct vgpu_launch_attrs, window) == 32, "vgpu_launch_attrs.window");
+
+struct vgpu_launch_attrs_req {
+	struct vgpu_launch_req launch;
+	struct vgpu_cluster cluster;
+	struct vgpu_launch_attrs attrs;
+};
+_Static_assert(sizeof(struct vgpu_launch_attrs_req) == 128, "vgpu_launch_attrs_req size");
+_Static_assert(offsetof(struct vgpu_launch_attrs_req, launch) == 0, "vgpu_launch_attrs_req.launch");
+_Static_assert(offsetof(struct vgpu_launch_attrs_req, cluster) == 48, "vgpu_launch_attrs_req.cluster");
+_Static_assert(offsetof(struct vgpu_launch_attrs_req, attrs) == 64, "vgpu_launch_attrs_req.attrs");
+
 struct vgpu_stream_create_req {
 	uint32_t device;
 	uint32_t flags;
@@ -1209,22 +1262,6 @@ _Static_assert(offsetof(struct vgpu_stream_wait_event_req, stream) == 0, "vgpu_s
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, event) == 8, "vgpu_stream_wait_event_req.event");
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, flags) == 16, "vgpu_stream_wait_event_req.flags");
 _Static_assert(offsetof(struct vgpu_stream_wait_event_req, pad0) == 20, "vgpu_stream_wait_event_req.pad0");
-
-struct vgpu_access_policy_window {
-	uint64_t base;
-	uint64_t bytes;
-	uint32_t hit_ratio;
-	uint32_t hit_prop;
-	uint32_t miss_prop;
-	uint32_t pad0;
-};
-_Static_assert(sizeof(struct vgpu_access_policy_window) == 32, "vgpu_access_policy_window size");
-_Static_assert(offsetof(struct vgpu_access_policy_window, base) == 0, "vgpu_access_policy_window.base");
-_Static_assert(offsetof(struct vgpu_access_policy_window, bytes) == 8, "vgpu_access_policy_window.bytes");
-_Static_assert(offsetof(struct vgpu_access_policy_window, hit_ratio) == 16, "vgpu_access_policy_window.hit_ratio");
-_Static_assert(offsetof(struct vgpu_access_policy_window, hit_prop) == 20, "vgpu_access_policy_window.hit_prop");
-_Static_assert(offsetof(struct vgpu_access_policy_window, miss_prop) == 24, "vgpu_access_policy_window.miss_prop");
-_Static_assert(offsetof(struct vgpu_access_policy_window, pad0) == 28, "vgpu_access_policy_window.pad0");
 
 struct vgpu_stream_attr_value {
 	uint32_t value;
@@ -1560,6 +1597,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_MODULE_LIST_FUNCTIONS: return "MODULE_LIST_FUNCTIONS";
 	case VGPU_OP_LAUNCH_KERNEL: return "LAUNCH_KERNEL";
 	case VGPU_OP_LAUNCH_KERNEL_EX: return "LAUNCH_KERNEL_EX";
+	case VGPU_OP_LAUNCH_KERNEL_ATTRS: return "LAUNCH_KERNEL_ATTRS";
 	case VGPU_OP_STREAM_CREATE: return "STREAM_CREATE";
 	case VGPU_OP_STREAM_DESTROY: return "STREAM_DESTROY";
 	case VGPU_OP_STREAM_SYNCHRONIZE: return "STREAM_SYNCHRONIZE";
@@ -1588,6 +1626,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_ADD_MEMCPY_NODE: return "GRAPH_ADD_MEMCPY_NODE";
 	case VGPU_OP_GRAPH_ADD_MEMSET_NODE: return "GRAPH_ADD_MEMSET_NODE";
 	case VGPU_OP_GRAPH_ADD_EMPTY_NODE: return "GRAPH_ADD_EMPTY_NODE";
+	case VGPU_OP_GRAPH_CLONE: return "GRAPH_CLONE";
+	case VGPU_OP_GRAPH_DESTROY_NODE: return "GRAPH_DESTROY_NODE";
+	case VGPU_OP_GRAPH_UPLOAD: return "GRAPH_UPLOAD";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

@@ -33,8 +33,8 @@ run_all() {
 }
 if [[ -n $cts && -n $drv ]]; then
 	echo "-- guest: NVIDIA's libcudart.so.11.0 (shared) on vgpu's libcuda.so.1"
-	run_all "$ct" --lib "$drv" --xfail graph_capture
+	run_all "$ct" --lib "$drv"
 	echo "-- guest: NVIDIA's static runtime on vgpu's libcuda.so.1"
-	run_all "$cts" --lib "$drv" --xfail graph_capture
+	run_all "$cts" --lib "$drv"
 fi
 exit $status

@@ -12,9 +12,8 @@
 # and cublas_sgemm loads NVIDIA's cuBLAS 11 on each. In host mode, NVIDIA's
 # libraries themselves (scripts/cuda-libs: cuBLAS/cuBLASLt, cuFFT, cuRAND,
 # cuSPARSE 11, each with its static runtime) run on vgpu's
-# libcuda.so.1 as well. graph_capture is a
-# known gap under NVIDIA's runtime (run.sh --xfail): it needs the driver-API
-# graph and capture calls. Each stack runs twice:
+# libcuda.so.1 as well (graph_capture too: graphs built node by node, and
+# copies to pinned memory inside graphs). Each stack runs twice:
 #   1. host mode: `vgpu serve --device sim --unix` and VGPU_TRANSPORT=unix:...
 #   2. inside the TCG test guest: vgpu.ko, /dev/vgpu, virtio-vsock,
 #      vhost-user, guest-physical segments -- every byte of every copy goes
@@ -70,9 +69,9 @@ run_all() {
 	if out=$(VGPU_TRANSPORT=unix:$sock scripts/cuda-tests/run.sh "$@" 2>&1); then echo "$out" | tail -1; else echo "$out"; status=1; fi
 }
 echo "-- NVIDIA's libcudart.so.11.0 (shared) on vgpu's libcuda.so.1"
-run_all "$ct" --lib "$drv" --xfail graph_capture --logs "$logs/hostmode-nvrt-shared"
+run_all "$ct" --lib "$drv" --logs "$logs/hostmode-nvrt-shared"
 echo "-- NVIDIA's static runtime on vgpu's libcuda.so.1"
-run_all "$cts" --lib "$drv" --xfail graph_capture --logs "$logs/hostmode-nvrt-static"
+run_all "$cts" --lib "$drv" --logs "$logs/hostmode-nvrt-static"
 echo "-- NVIDIA's libraries (cuBLAS, cuFFT, cuRAND, cuSPARSE, cuSOLVER 11) on vgpu's libcuda.so.1"
 run_all "$cl" --lib "$drv" --logs "$logs/hostmode-nvidia-libs" cublas_gemm cufft curand cusparse cusolver
 kill $srv; wait $srv 2>/dev/null || true

@@ -71,8 +71,7 @@ suites() {
 	local mode=$1 lib=$2 ld vl=() x=()
 	ld=$cudalib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	for v in static shared; do
-		# graph_capture: NVIDIA's runtime builds graphs with driver-API graph calls vgpu lacks
-		[[ $mode == vgpu ]] && vl=(--lib "$lib" --vgpu-log "$logs/vgpu-log/ct-$v" --xfail graph_capture)
+		[[ $mode == vgpu ]] && vl=(--lib "$lib" --vgpu-log "$logs/vgpu-log/ct-$v")
 		LD_LIBRARY_PATH=$ld timeout -k 5 "$(cap 120)" scripts/cuda-tests/run.sh "$b/ct-$v" --timeout 20 \
 			--logs "$logs/$mode-ct-$v" --out "$logs/$mode-ct-$v.csv" "${vl[@]}" >"$logs/$mode-ct-$v.txt" 2>&1
 		res[$mode,ct-$v]="$(verdict $? "$logs/$mode-ct-$v.txt") $(failed "$logs/$mode-ct-$v.csv")"

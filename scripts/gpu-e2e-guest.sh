@@ -9,5 +9,7 @@ echo "guest: $(uname -sr), $(nproc) CPUs, $(awk '/MemTotal/ {print $2/1048576 " 
 "$(dirname "$0")/cuda-tests/run.sh" "$ct/sm_90" --lib "$carry/lib" --xfail arrays_textures --out "$res/programs-guest.csv" --timeout 180
 echo "---- vgpu bench calls (guest)"
 "$carry/vgpu" bench calls
+echo "---- vgpu bench calls (guest, VGPU_RING=0: the vsock stream instead of rings in guest RAM)"
+VGPU_RING=0 "$carry/vgpu" bench calls
 echo "---- vgpu bench memcpy (guest)"
 "$carry/vgpu" bench memcpy --max-size "$max" --min-time 200ms --max-iter 200 --csv "$res/memcpy-guest.csv"

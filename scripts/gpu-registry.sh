@@ -4,14 +4,18 @@
 #
 #   1. the backend's session tests against the real driver
 #      (session-gpu.test: TestGPUStreamCapture, TestGPUGraphsReleased,
-#      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects): capture records and a graph replays per
+#      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects,
+#      TestGPUGraphNodes, TestGPUCaptureCopiesPinned): capture records and a graph replays per
 #      launch, guest memory and host functions refused in a capture,
 #      capture/graphs released with the session, stream-ordered
 #      allocation tracked, capped and freed; the virtual-memory API's
 #      ranges, memory and mappings (refusals, release while mapped, the
 #      session's end); CUDA arrays and 3D copies (sub-boxes, 3D, refusals), texture and surface objects;
+#      graphs built node by node (memcpy nodes on pinned guest memory,
+#      memset, kernel, empty nodes; listing, types, refusals) and copies of
+#      pinned memory captured into a graph;
 #   2. if a C compiler is there: guest-lib/tests/hostmode_test.c's
-#      driver_capture, driver_mempool, driver_vmm and driver_arrays through our libcuda.so.1 against
+#      driver_capture, driver_graph_nodes, driver_mempool, driver_vmm and driver_arrays through our libcuda.so.1 against
 #      `vgpu serve --device cuda` in host mode.
 #
 # CARRY is scripts/gpu-carry.sh's folder (vgpu, lib/, session-gpu.test).
@@ -30,16 +34,16 @@ result() { status+=("$1 $2"); echo "$1 $2"; }
 step "backend: session tests on the GPU"
 if [[ -x $carry/session-gpu.test ]]; then
 	(cd backend/session && timeout 300 "$carry/session-gpu.test" -test.v -test.count=1 \
-		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects') >"$out/gotest-registry.log" 2>&1
+		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUCaptureCopiesPinned') >"$out/gotest-registry.log" 2>&1
 	rc=$?
 	grep -E '^(--- |ok|FAIL|PASS)|\.go:[0-9]+:' "$out/gotest-registry.log" | head -40
-	[[ $rc == 0 ]] && result PASS "session: capture, graphs, stream-ordered allocation, virtual memory, arrays on the GPU" ||
+	[[ $rc == 0 ]] && result PASS "session: capture, graphs (node by node too), stream-ordered allocation, virtual memory, arrays on the GPU" ||
 		result FAIL "session tests (rc $rc): $out/gotest-registry.log"
 else
 	result FAIL "no $carry/session-gpu.test: run scripts/gpu-carry.sh first"
 fi
 
-step "host mode: hostmode_test driver_capture, driver_mempool, driver_vmm, driver_arrays against vgpu serve --device $dev"
+step "host mode: hostmode_test driver_capture, driver_graph_nodes, driver_mempool, driver_vmm, driver_arrays against vgpu serve --device $dev"
 cc=$(command -v cc || command -v gcc || true)
 if [[ -z $cc ]]; then
 	result SKIP "no C compiler on this machine: host-mode C tests not run"
@@ -53,7 +57,7 @@ else
 		"$carry/vgpu" serve --device "$dev" --unix "$sock" --log-level info >"$out/serve.log" 2>&1 &
 		srv=$!
 		for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-		for t in driver_capture driver_mempool driver_vmm driver_arrays; do
+		for t in driver_capture driver_graph_nodes driver_mempool driver_vmm driver_arrays; do
 			if VGPU_TRANSPORT=unix:$sock LD_LIBRARY_PATH=$carry/lib timeout 120 "$out/hostmode_test" $t >"$out/hostmode-$t.log" 2>&1; then
 				result PASS "host mode ($dev): $t"
 			else

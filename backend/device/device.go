@@ -133,6 +133,35 @@ type LaunchConfig struct {
 	// ClusterPolicy is CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE
 	// (CUclusterSchedulingPolicy: 0 default, 1 spread, 2 load balancing).
 	ClusterPolicy uint32
+	// Attrs are the launch's other attributes (cuLaunchKernelEx,
+	// cuLaunchCooperativeKernel); the zero value is none.
+	Attrs LaunchAttrs
+}
+
+// Launch attributes (CUlaunchAttributeID, cuda.h) beside the cluster's;
+// the stream attributes (StreamAttr*) are launch attributes too.
+const (
+	LaunchAttrCooperative               = 2
+	LaunchAttrProgrammaticSerialization = 6
+	LaunchAttrCarveout                  = 14 // PREFERRED_SHARED_MEMORY_CARVEOUT
+)
+
+// LaunchAttrs are a launch's attributes beside the cluster's: Has has bit
+// 1<<id for each one given (LaunchAttr*, StreamAttr* ids); Value holds
+// each integer one by id, Window the access policy window.
+type LaunchAttrs struct {
+	Has    uint32
+	Value  [LaunchAttrCarveout + 1]uint32
+	Window AccessPolicyWindow
+}
+
+// Given says whether attribute id is set.
+func (a *LaunchAttrs) Given(id int) bool { return id < 32 && a.Has&(1<<id) != 0 }
+
+// Cooperative says whether the launch is cooperative (its blocks must be
+// resident at once, cuLaunchCooperativeKernel).
+func (a *LaunchAttrs) Cooperative() bool {
+	return a.Given(LaunchAttrCooperative) && a.Value[LaunchAttrCooperative] != 0
 }
 
 // HasCluster says whether the launch names a cluster shape or policy.
@@ -368,6 +397,12 @@ type Context interface {
 	GraphAddMemcpyNode(g Graph, deps []GraphNode, cp GraphCopy) (GraphNode, error)
 	GraphAddMemsetNode(g Graph, deps []GraphNode, dst Ptr, value uint32, elemSize int, width, height, pitch uint64) (GraphNode, error)
 	GraphAddEmptyNode(g Graph, deps []GraphNode) (GraphNode, error)
+	// GraphClone copies g (its nodes and edges); GraphDestroyNode removes
+	// a node and its edges from its graph; GraphUpload prepares e for
+	// launches on s (no visible effect).
+	GraphClone(g Graph) (Graph, error)
+	GraphDestroyNode(n GraphNode) error
+	GraphUpload(e GraphExec, s Stream) error
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream
@@ -468,6 +503,7 @@ const (
 	ErrContextDestroyed    Result = 709
 	ErrAssert              Result = 710
 	ErrLaunchFailed        Result = 719
+	ErrCooperativeTooLarge Result = 720 // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
 	ErrHostMemAlreadyReg   Result = 712
 	ErrHostMemNotReg       Result = 713
 	ErrNotPermitted        Result = 800
@@ -557,10 +593,11 @@ func ResultOf(err error) Result {
 // later call of the process on that context fails (cuda.h: "the process
 // must be terminated and relaunched"). On the H100 (driver 580) such an
 // error poisons the whole process, every context of it
-// (bench/results/2026-11-25-h100-probe).
+// (bench/results/2026-11-25-h100-probe). A cooperative launch too large
+// (720) is not one: the driver refuses it before it runs.
 func Sticky(r Result) bool {
 	switch r {
-	case ErrIllegalAddress, 702, ErrAssert, 714, 715, 716, ErrInvalidAddressSpace, 718, ErrLaunchFailed, 720, 721:
+	case ErrIllegalAddress, 702, ErrAssert, 714, 715, 716, ErrInvalidAddressSpace, 718, ErrLaunchFailed, 721:
 		return true
 	}
 	return false

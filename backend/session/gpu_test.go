@@ -451,6 +451,14 @@ func TestGPUStreamAttributes(t *testing.T) { testStreamAttributes(t, opts{drv: g
 func TestGPUVirtualMemory(t *testing.T)    { testVirtualMemory(t, opts{drv: gpuDriver(t)}) }
 func TestGPUArrays(t *testing.T)           { testArrays(t, opts{drv: gpuDriver(t)}) }
 func TestGPUTextureObjects(t *testing.T)   { testTextureObjects(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphNodes(t *testing.T)       { testGraphNodes(t, opts{drv: gpuDriver(t)}) }
+func TestGPUCaptureCopiesPinned(t *testing.T) {
+	testCaptureCopiesPinned(t, opts{drv: gpuDriver(t)})
+}
+
+// Launch attributes and cooperative launches (launchattr_test.go).
+func TestGPULaunchKernelAttrs(t *testing.T) { testLaunchKernelAttrs(t, opts{drv: gpuDriver(t)}) }
+
 func TestGPUVirtualMemoryReleased(t *testing.T) {
 	testVirtualMemoryReleased(t, opts{drv: gpuDriver(t)})
 }

@@ -35,8 +35,11 @@ func nodesOf(e *env, g uint64, roots uint32) []uint64 {
 // A graph built node by node on pinned (registered) guest memory: copy in,
 // memset, a kernel, copy out; each launch replays it, the nodes are listed
 // with their types, and what a node cannot name is refused.
-func TestGraphNodes(t *testing.T) {
-	e := start(t, opts{mem: true, allowAll: true})
+func TestGraphNodes(t *testing.T) { testGraphNodes(t, opts{}) }
+
+func testGraphNodes(t *testing.T, o opts) {
+	o.mem, o.allowAll = true, true
+	e := start(t, o)
 	segs := []protocol.Segment{{GPA: 1<<32 + 8192, Len: 4096}, {GPA: 4096, Len: 4096}} // not contiguous
 	want := append(e.guestFill(segs[0].GPA, 4096, 1), e.guestFill(segs[1].GPA, 4096, 2)...)
 	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
@@ -110,6 +113,38 @@ func TestGraphNodes(t *testing.T) {
 		}
 	}
 
+	// A clone copies the nodes and their edges, and uses the region too;
+	// removing a node of the clone leaves the original whole.
+	g2, _ := must[protocol.HandleReq, protocol.HandleReply](e, protocol.OpGraphClone, protocol.HandleReq{Handle: g.Handle}, nil)
+	ids2 := nodesOf(e, g2.Handle, 0)
+	if len(ids2) != 5 || ids2[0] == in {
+		t.Fatalf("clone's nodes %v (the original's: %d...)", ids2, in)
+	}
+	x2, _ := must[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: g2.Handle}, nil)
+	must[protocol.GraphLaunchReq, protocol.Empty](e, protocol.OpGraphUpload, protocol.GraphLaunchReq{Exec: x2.Handle, Stream: strm.Handle}, nil)
+	e.guestFill(segs[1].GPA, 4096, 0x30)
+	must[protocol.GraphLaunchReq, protocol.Empty](e, protocol.OpGraphLaunch, protocol.GraphLaunchReq{Exec: x2.Handle, Stream: strm.Handle}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpStreamSynchronize, protocol.HandleReq{Handle: strm.Handle}, nil)
+	if got := e.guestRead(segs[1].GPA, 4096); !bytes.Equal(got, page) {
+		t.Fatal("the clone's launch left a different guest page")
+	}
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphExecDestroy, protocol.HandleReq{Handle: x2.Handle}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroyNode, protocol.HandleReq{Handle: ids2[4]}, nil)
+	if got := nodesOf(e, g2.Handle, 0); len(got) != 4 || !equalIDs(got, ids2[:4]) {
+		t.Fatalf("clone's nodes after removing the last: %v", got)
+	}
+	if got := nodesOf(e, g.Handle, 0); len(got) != 5 {
+		t.Fatalf("the original has %d nodes after a node of its clone went", len(got))
+	}
+	st, _, _ = do[protocol.HandleReq, protocol.GraphNodeTypeReply](e, protocol.OpGraphNodeGetType, protocol.HandleReq{Handle: ids2[4]}, nil)
+	wantStatus(t, "a destroyed node", st, device.ErrInvalidHandle)
+	st, _, _ = do[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroyNode, protocol.HandleReq{Handle: ids2[4]}, nil)
+	wantStatus(t, "destroy a destroyed node", st, device.ErrInvalidHandle)
+	st, _, _ = do[protocol.HandleReq, protocol.HandleReply](e, protocol.OpGraphClone, protocol.HandleReq{Handle: 0x9999}, nil)
+	wantStatus(t, "clone a foreign graph", st, device.ErrInvalidHandle)
+	st, _, _ = do[protocol.GraphLaunchReq, protocol.Empty](e, protocol.OpGraphUpload, protocol.GraphLaunchReq{Exec: x2.Handle, Stream: strm.Handle}, nil)
+	wantStatus(t, "upload a destroyed exec", st, device.ErrInvalidHandle)
+
 	other, _ := must[protocol.GraphCreateReq, protocol.HandleReply](e, protocol.OpGraphCreate, protocol.GraphCreateReq{}, nil)
 	tests := []struct {
 		name string
@@ -172,6 +207,9 @@ func TestGraphNodes(t *testing.T) {
 	wantStatus(t, "launch after the pinned memory was freed", st, device.ErrInvalidValue)
 	st, _, _ = do[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: g.Handle}, nil)
 	wantStatus(t, "instantiate after the pinned memory was freed", st, device.ErrInvalidValue)
+	st, _, _ = do[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: g2.Handle}, nil)
+	wantStatus(t, "instantiate the clone after the pinned memory was freed", st, device.ErrInvalidValue)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroy, protocol.HandleReq{Handle: g2.Handle}, nil)
 	st, _, _ = do[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg.Region}, nil)
 	wantStatus(t, "unregister twice", st, device.ErrInvalidHandle)
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroy, protocol.HandleReq{Handle: g.Handle}, nil)
@@ -183,8 +221,11 @@ func TestGraphNodes(t *testing.T) {
 
 // A capture holds copies to and from pinned memory (a region), replayed at
 // each launch; a capture's nodes are listed like a built graph's.
-func TestCaptureCopiesPinnedMemory(t *testing.T) {
-	e := start(t, opts{mem: true, allowAll: true})
+func TestCaptureCopiesPinnedMemory(t *testing.T) { testCaptureCopiesPinned(t, opts{}) }
+
+func testCaptureCopiesPinned(t *testing.T, o opts) {
+	o.mem, o.allowAll = true, true
+	e := start(t, o)
 	segs := []protocol.Segment{{GPA: 1 << 32, Len: 4096}}
 	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
 		protocol.GuestRegisterReq{Size: 4096}, segs)

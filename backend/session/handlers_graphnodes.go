@@ -206,6 +206,11 @@ func (s *Session) graphAdd(c *call, op string, graph uint64, numDeps uint32) (*g
 		if !ok || n.graph != graph {
 			return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "dependency %d (%#x) is not a node of graph %#x", i, id, graph)
 		}
+		for _, d := range deps {
+			if d == n.h {
+				return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "dependency %d (%#x) is listed twice", i, id)
+			}
+		}
 		deps = append(deps, n.h)
 	}
 	return g, deps, c.tail[8*numDeps:], nil
@@ -372,4 +377,55 @@ func (s *Session) captureCopy(o *streamObj, ctx device.Context, st device.Stream
 	s.useRegions([]*region{rg})
 	o.capRegions = append(o.capRegions, rg)
 	return nil
+}
+
+func graphClone(s *Session, c *call, r *protocol.HandleReq) (protocol.HandleReply, error) {
+	const op = "OpGraphClone"
+	g, ok := s.st.graphs[r.Handle]
+	if !ok {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Handle)
+	}
+	if err := s.newObject(op, len(s.st.graphs)); err != nil {
+		return protocol.HandleReply{}, err
+	}
+	ctx := s.cfg.Devices[g.dev]
+	h, err := ctx.GraphClone(g.h)
+	if err != nil {
+		s.dropObject()
+		return protocol.HandleReply{}, err
+	}
+	id := s.st.handle()
+	rs := append([]*region(nil), g.regions...) // the clone's copies use them too
+	s.useRegions(rs)
+	s.st.graphs[id] = &graphObj{dev: g.dev, h: h, regions: rs}
+	return protocol.HandleReply{Handle: id}, nil
+}
+
+func graphDestroyNode(s *Session, c *call, r *protocol.HandleReq) error {
+	const op = "OpGraphDestroyNode"
+	n, ok := s.st.nodes[r.Handle]
+	if !ok {
+		return device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", r.Handle)
+	}
+	g := s.st.graphs[n.graph]
+	if err := s.cfg.Devices[g.dev].GraphDestroyNode(n.h); err != nil {
+		return err
+	}
+	// The graph keeps its hold on regions until it goes (a hold per copy
+	// node is not tracked).
+	delete(g.ids, n.h)
+	delete(s.st.nodes, r.Handle)
+	return nil
+}
+
+func graphUpload(s *Session, c *call, r *protocol.GraphLaunchReq) error {
+	e, ok := s.st.execs[r.Exec]
+	if !ok {
+		return device.Errorf("OpGraphUpload", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Exec)
+	}
+	st, err := s.stream(r.Stream, e.dev, true)
+	if err != nil {
+		return err
+	}
+	return s.cfg.Devices[e.dev].GraphUpload(e.h, st)
 }

@@ -287,7 +287,41 @@ func launchKernelEx(s *Session, c *call, r *protocol.LaunchExReq) error {
 	return launch(s, c, "OpLaunchKernelEx", &r.Launch, r.Cluster)
 }
 
+// launchKernelAttrs is a launch with launch attributes (cuLaunchKernelEx
+// with more than a cluster, cuLaunchCooperativeKernel). An access policy
+// window must lie in one of the session's allocations on the kernel's
+// device, as a stream's must.
+func launchKernelAttrs(s *Session, c *call, r *protocol.LaunchAttrsReq) error {
+	const op = "OpLaunchKernelAttrs"
+	a := r.Attrs
+	attrs := device.LaunchAttrs{Has: a.Has}
+	attrs.Value[device.LaunchAttrCooperative] = a.Cooperative
+	attrs.Value[device.StreamAttrSyncPolicy] = a.SyncPolicy
+	attrs.Value[device.LaunchAttrProgrammaticSerialization] = a.ProgrammaticSerialization
+	attrs.Value[device.StreamAttrPriority] = uint32(a.Priority)
+	attrs.Value[device.StreamAttrMemSyncDomainMap] = a.MemSyncDomainMap
+	attrs.Value[device.StreamAttrMemSyncDomain] = a.MemSyncDomain
+	attrs.Value[device.LaunchAttrCarveout] = a.Carveout
+	if attrs.Given(device.StreamAttrAccessPolicyWindow) {
+		attrs.Window = toStreamAttr(protocol.StreamAttrValue{Window: a.Window}).Window
+		if w := a.Window; w.Bytes != 0 {
+			m, err := s.st.find(op, w.Base, w.Bytes)
+			if err != nil {
+				return err
+			}
+			if f, ok := s.st.funcs[r.Launch.Func]; ok && f.dev != m.dev {
+				return device.Errorf(op, device.ErrInvalidValue, "an access policy window over memory of device %d for a kernel of device %d", m.dev, f.dev)
+			}
+		}
+	}
+	return launchWith(s, c, op, &r.Launch, r.Cluster, attrs)
+}
+
 func launch(s *Session, c *call, op string, r *protocol.LaunchReq, cl protocol.Cluster) error {
+	return launchWith(s, c, op, r, cl, device.LaunchAttrs{})
+}
+
+func launchWith(s *Session, c *call, op string, r *protocol.LaunchReq, cl protocol.Cluster, attrs device.LaunchAttrs) error {
 	f, err := s.function(op, r.Func)
 	if err != nil {
 		return err
@@ -309,6 +343,7 @@ func launch(s *Session, c *call, op string, r *protocol.LaunchReq, cl protocol.C
 		Stream:        st,
 		Cluster:       [3]uint32{cl.X, cl.Y, cl.Z},
 		ClusterPolicy: cl.Policy,
+		Attrs:         attrs,
 	}
 	return s.cfg.Devices[f.dev].Launch(f.h, cfg, c.tail[:r.ParamSize])
 }

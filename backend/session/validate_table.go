@@ -435,6 +435,80 @@ func checkClusterOccupancy(s *Session, c *call, r *protocol.ClusterOccupancyReq)
 	return nil
 }
 
+// launchAttrsServed are the launch attributes LAUNCH_KERNEL_ATTRS carries
+// (bits 1<<CUlaunchAttributeID).
+const launchAttrsServed = 1<<device.StreamAttrAccessPolicyWindow | 1<<device.LaunchAttrCooperative |
+	1<<device.StreamAttrSyncPolicy | 1<<device.LaunchAttrProgrammaticSerialization | 1<<device.StreamAttrPriority |
+	1<<device.StreamAttrMemSyncDomainMap | 1<<device.StreamAttrMemSyncDomain | 1<<device.LaunchAttrCarveout
+
+// checkLaunchAttrs checks the launch and its cluster as checkLaunchEx does
+// and each attribute as checkStreamSetAttr does a stream's: cooperative
+// and programmatic serialization 0 or 1 (cooperative launches on devices
+// that support them), the shared memory carveout a percentage (or -1, the
+// default); an attribute not given has a zero field.
+func checkLaunchAttrs(s *Session, c *call, r *protocol.LaunchAttrsReq) error {
+	a := r.Attrs
+	if a.Has&^launchAttrsServed != 0 {
+		return invalid(c, "launch attributes %#x (bits of %#x)", a.Has, launchAttrsServed)
+	}
+	has := func(id int) bool { return a.Has&(1<<id) != 0 }
+	zero := func(id int, v uint32) error {
+		if !has(id) && v != 0 {
+			return invalid(c, "launch attribute %d not given but its field is %d", id, v)
+		}
+		return nil
+	}
+	for _, f := range [...]struct {
+		id int
+		v  uint32
+	}{{device.LaunchAttrCooperative, a.Cooperative}, {device.StreamAttrSyncPolicy, a.SyncPolicy},
+		{device.LaunchAttrProgrammaticSerialization, a.ProgrammaticSerialization}, {device.StreamAttrPriority, uint32(a.Priority)},
+		{device.StreamAttrMemSyncDomainMap, a.MemSyncDomainMap}, {device.StreamAttrMemSyncDomain, a.MemSyncDomain},
+		{device.LaunchAttrCarveout, a.Carveout}} {
+		if err := zero(f.id, f.v); err != nil {
+			return err
+		}
+	}
+	if !has(device.StreamAttrAccessPolicyWindow) && a.Window != (protocol.AccessPolicyWindow{}) {
+		return invalid(c, "an access policy window not given but set")
+	}
+	switch {
+	case a.Cooperative > 1 || a.ProgrammaticSerialization > 1:
+		return invalid(c, "cooperative %d, programmatic serialization %d (0 or 1)", a.Cooperative, a.ProgrammaticSerialization)
+	case has(device.StreamAttrSyncPolicy) && (a.SyncPolicy < 1 || a.SyncPolicy > 4):
+		return invalid(c, "synchronization policy %d (1 auto, 2 spin, 3 yield, 4 blocking sync)", a.SyncPolicy)
+	case a.MemSyncDomainMap > 0xffff:
+		return invalid(c, "memory sync domain map %#x (two bytes: default, remote)", a.MemSyncDomainMap)
+	case a.MemSyncDomain > 1:
+		return invalid(c, "memory sync domain %d (0 default, 1 remote)", a.MemSyncDomain)
+	case int32(a.Carveout) < -1 || int32(a.Carveout) > 100:
+		return invalid(c, "shared memory carveout %d (a percentage, or -1 the default)", int32(a.Carveout))
+	}
+	if has(device.StreamAttrAccessPolicyWindow) {
+		w := protocol.StreamAttrReq{Attr: device.StreamAttrAccessPolicyWindow, Value: protocol.StreamAttrValue{Window: a.Window}}
+		if f, ok := s.st.funcs[r.Launch.Func]; ok {
+			w.Device = uint32(f.dev)
+		}
+		if err := checkStreamSetAttr(s, c, &w); err != nil {
+			return err
+		}
+	}
+	if a.Cooperative == 1 {
+		if f, ok := s.st.funcs[r.Launch.Func]; ok {
+			if p := s.props(f.dev); p != nil && p.Attrs[devAttrCooperativeLaunch] == 0 {
+				return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "a cooperative launch on device %d, which does not support them", f.dev)
+			}
+		}
+	}
+	if err := checkCluster(c, r.Cluster); err != nil {
+		return err
+	}
+	return checkLaunch(s, c, &r.Launch)
+}
+
+// devAttrCooperativeLaunch is CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH.
+const devAttrCooperativeLaunch = 95
+
 func checkLaunchEx(s *Session, c *call, r *protocol.LaunchExReq) error {
 	if err := checkCluster(c, r.Cluster); err != nil {
 		return err

@@ -90,6 +90,7 @@ int cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, uns
 		   void **);
 int cuCtxSynchronize(void);
 int cuLaunchKernelEx(const CUlaunchConfig *, void *, void **, void **);
+int cuLaunchCooperativeKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **);
 int cuOccupancyMaxActiveClusters(int *, void *, const CUlaunchConfig *);
 int cuMemGetAllocationGranularity(size_t *, const void *, int);
 int cuMemAllocPitch_v2(unsigned long long *, size_t *, size_t, size_t, unsigned);
@@ -147,6 +148,9 @@ int cuGraphAddKernelNode_v2(void **, void *, void *const *, size_t, const void *
 int cuGraphAddMemcpyNode(void **, void *, void *const *, size_t, const void *, CUcontext);
 int cuGraphAddMemsetNode(void **, void *, void *const *, size_t, const void *, CUcontext);
 int cuGraphAddEmptyNode(void **, void *, void *const *, size_t);
+int cuGraphClone(void **, void *);
+int cuGraphDestroyNode(void *);
+int cuGraphUpload(void *, CUstream);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -178,6 +182,12 @@ int cuStreamSetAttribute(CUstream, int, const void *);
 int cuStreamGetAttribute(CUstream, int, void *);
 int cuStreamCopyAttributes(CUstream, CUstream);
 int cuStreamGetPriority(CUstream, int *);
+struct ctx_params { void *affinity; int n; void *cig; }; /* CUctxCreateParams */
+int cuCtxCreate_v3(CUcontext *, void *, int, unsigned, int);
+int cuCtxCreate_v4(CUcontext *, const struct ctx_params *, unsigned, int);
+int cuDeviceGetExecAffinitySupport(int *, int, int);
+int cuDeviceGetAttribute(int *, int, int);
+int cuCtxGetExecAffinity(void *, int);
 int cuMemGetAddressRange_v2(unsigned long long *, size_t *, unsigned long long);
 int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemAddressFree(unsigned long long, size_t);
@@ -892,14 +902,15 @@ static void test_driver_api(void)
 	cfg.blockDimY = cfg.blockDimZ = 1;
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	OK(cuCtxSynchronize());
-	/* launch attributes (CUlaunchAttribute: id, pad, 64-byte value): hints are
-	 * dropped, what changes the launch's meaning is refused, never run wrongly */
+	/* launch attributes (CUlaunchAttribute: id, pad, 64-byte value) go to the
+	 * host with the launch; what vgpu does not serve is refused, never run
+	 * wrongly */
 	struct {
 		uint32_t id, pad;
 		uint32_t v[16];
 	} at[2];
 	memset(at, 0, sizeof at);
-	at[0].id = 8; /* priority: a hint */
+	at[0].id = 8; /* priority */
 	at[0].v[0] = 1;
 	at[1].id = 0; /* an empty entry */
 	cfg.attrs = at;
@@ -907,7 +918,17 @@ static void test_driver_api(void)
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
 	at[1].id = 2; /* cooperative, off */
 	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
-	at[1].v[0] = 1; /* cooperative, on */
+	at[1].v[0] = 1; /* cooperative, on: every block resident at once */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	OK(cuCtxSynchronize());
+	cfg.gridDimX = 1u << 20; /* more blocks than can be resident: refused */
+	OK(cuLaunchKernelEx(&cfg, fn, args, NULL));
+	CHECK(cuCtxSynchronize() == 720); /* CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE */
+	cfg.gridDimX = 1;
+	OK(cuLaunchCooperativeKernel(fn, 2, 1, 1, 128, 1, 1, 0, NULL, args));
+	OK(cuLaunchCooperativeKernel(fn, 1u << 20, 1, 1, 128, 1, 1, 0, NULL, args));
+	CHECK(cuCtxSynchronize() == 720);
+	at[1].id = 7; /* a programmatic event: not served */
 	CHECK(cuLaunchKernelEx(&cfg, fn, args, NULL) == 801);
 	/* clusters (issue 16: cuBLAS on sm_90): the shape and the scheduling
 	 * policy travel with the launch; the device checks them */
@@ -1197,7 +1218,22 @@ static void test_driver_graph_nodes(void)
 	CHECK(cuGraphAddEmptyNode(&x, g, null_dep, 1) == 1);
 	CHECK(cuGraphAddEmptyNode(&x, g, NULL, 1) == 1);
 
+	/* a clone has the nodes; one removed from it leaves the original */
+	void *g2;
+	OK(cuGraphClone(&g2, g));
+	n = 8;
+	OK(cuGraphGetNodes(g2, nodes, &n));
+	CHECK(n == 5 && nodes[0] != in);
+	OK(cuGraphDestroyNode(nodes[4]));
+	OK(cuGraphGetNodes(g2, NULL, &n));
+	CHECK(n == 4);
+	OK(cuGraphGetNodes(g, NULL, &n));
+	CHECK(n == 5);
+	OK(cuGraphDestroy(g2));
+	CHECK(cuGraphClone(&g2, NULL) == 400);
+
 	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphUpload(x, s));
 	memcpy(want, h, 64);
 	memset(want + 8, 0x22, 8);
 	for (int i = 0; i < 2; i++) {
@@ -1318,6 +1354,34 @@ static void test_driver_mempool(void)
 	OK(cuMemFreeAsync(a, s));
 	OK(cuStreamDestroy_v2(s));
 	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* Contexts with create parameters: none, or empty ones, make an ordinary
+ * context; execution affinity and CIG are not served (801), and the
+ * affinity a context has is the whole device. */
+static void test_driver_ctx_params(void)
+{
+	int dev, sup = -1, sms = 0;
+	CUcontext ctx;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	struct ctx_params none = {0}, aff = {&sms, 1, NULL}, cig = {NULL, 0, &sms}, bad = {NULL, 1, NULL};
+	OK(cuCtxCreate_v4(&ctx, NULL, 0, dev));
+	OK(cuCtxDestroy_v2(ctx));
+	OK(cuCtxCreate_v4(&ctx, &none, 0, dev));
+	struct { int type; unsigned sms; } p = {7, 0};
+	OK(cuCtxGetExecAffinity(&p, 0));
+	OK(cuDeviceGetAttribute(&sms, 16, dev));
+	CHECK(p.type == 0 && p.sms == (unsigned)sms && sms > 0);
+	CHECK(cuCtxGetExecAffinity(&p, 1) == 1);
+	OK(cuCtxDestroy_v2(ctx));
+	CHECK(cuCtxCreate_v4(&ctx, &aff, 0, dev) == 801);
+	CHECK(cuCtxCreate_v4(&ctx, &cig, 0, dev) == 801);
+	CHECK(cuCtxCreate_v4(&ctx, &bad, 0, dev) == 1);
+	CHECK(cuCtxCreate_v3(&ctx, &sms, 1, 0, dev) == 801);
+	OK(cuDeviceGetExecAffinitySupport(&sup, 0, dev));
+	CHECK(sup == 0);
+	CHECK(cuDeviceGetExecAffinitySupport(&sup, 0, 99) == 101);
 }
 
 /* Stream attributes through the host: set, read back, copied; only the
@@ -1639,6 +1703,7 @@ static const struct {
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
 	{"driver_stream_attrs", test_driver_stream_attrs},
+	{"driver_ctx_params", test_driver_ctx_params},
 	{"driver_arrays", test_driver_arrays},
 	{"threads", test_threads},
 	{"nvml", test_nvml},

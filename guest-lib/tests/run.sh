@@ -161,14 +161,16 @@ if start_server; then
 	if $CC $CFLAGS -DVGPU_CUDART_ABI=13 $INC -o "$T/hostmode_test" "$HERE/hostmode_test.c" \
 		-L"$BUILD" -l:libcudart.so.13 -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -Wl,-rpath,"$BUILD"; then
 		if LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test"; then pass "host mode (sim), pinned memory shared as memfds"; else fail "host mode (sim): see $T/server.log"; fi
-		# staged pageable copies with one thread per copy, and with two
-		# helpers (forced: on fewer than 4 CPUs the default is one)
-		for n in 1 3; do
-			if VGPU_STAGING_THREADS=$n LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" staged_copy >"$T/staged-$n.out" 2>&1 &&
-				grep -q "^ok   staged_copy" "$T/staged-$n.out"; then
-				pass "host mode (sim), staged pageable copies with VGPU_STAGING_THREADS=$n"
+		# staged pageable copies with one thread per copy, with two helpers
+		# (forced: on fewer than 4 CPUs the default is one), and none
+		# staged (VGPU_STAGING=0: every byte inline, the test checks none
+		# went through staging)
+		for v in VGPU_STAGING_THREADS=1 VGPU_STAGING_THREADS=3 VGPU_STAGING=0; do
+			if env "$v" LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" staged_copy >"$T/staged-$v.out" 2>&1 &&
+				grep -q "^ok   staged_copy" "$T/staged-$v.out"; then
+				pass "host mode (sim), pageable copies with $v"
 			else
-				fail "host mode, staged copies with VGPU_STAGING_THREADS=$n: $(grep FAIL "$T/staged-$n.out" | head -3 | tr '\n' ' ')"
+				fail "host mode, pageable copies with $v: $(grep FAIL "$T/staged-$v.out" | head -3 | tr '\n' ' ')"
 			fi
 		done
 		# batches sent from the first queued call on (1, 2, 4, ... calls)
@@ -254,6 +256,25 @@ if start_server; then
 			pass "guest mode through a fake /dev/vgpu (tests/fakedev.c)"
 		else
 			fail "guest mode through a fake /dev/vgpu: $(grep -E 'FAIL|fakedev' "$T/guestmode.out" | head -3 | tr '\n' ' ')"
+		fi
+		# the same with rings in guest RAM (the fake plays their backend
+		# side): calls without buffers must go on the ring
+		if FAKEDEV_RING=1 FAKEDEV_SOCK=$SOCK VGPU_DEVICE=/dev/vgpu-fake LD_PRELOAD=$T/fakedev.so LD_LIBRARY_PATH=$BUILD \
+			VGPU_LOG=info timeout 120 "$T/hostmode_test" >"$T/guestring.out" 2>&1 &&
+			grep -q "on rings in guest RAM" "$T/guestring.out" &&
+			grep -qE "fakedev: [1-9][0-9]* frames on the ring" "$T/guestring.out"; then
+			pass "guest mode on rings in guest RAM through the fake /dev/vgpu ($(grep -o 'fakedev: [0-9]* frames.*' "$T/guestring.out" | head -1 | cut -c10-))"
+		else
+			fail "guest mode on rings through a fake /dev/vgpu: $(grep -E 'FAIL|fakedev|ring' "$T/guestring.out" | head -3 | tr '\n' ' ')"
+		fi
+		# rings the backend ended (the process broke them): calls fail, no hang
+		FAKEDEV_RING=broken FAKEDEV_SOCK=$SOCK VGPU_DEVICE=/dev/vgpu-fake LD_PRELOAD=$T/fakedev.so LD_LIBRARY_PATH=$BUILD \
+			timeout 60 "$T/hostmode_test" >"$T/guestring-broken.out" 2>&1
+		rc=$?
+		if [ $rc != 0 ] && [ $rc -lt 124 ] && grep -q "VGPU_IOC_RING_WAIT failed" "$T/guestring-broken.out"; then
+			pass "guest mode on rings the backend ended: calls fail (exit $rc), no crash or hang"
+		else
+			fail "guest mode on rings the backend ended: exit $rc: $(tail -3 "$T/guestring-broken.out" | tr '\n' ' ')"
 		fi
 	else
 		fail "building tests/fakedev.c"

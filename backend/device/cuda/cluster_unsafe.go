@@ -59,10 +59,21 @@ var (
 	_ [unsafe.Sizeof(allocProp{}) - 32]byte
 )
 
+// maxLaunchAttrs is the most attributes a launch passes: the cluster's
+// two and the eight of device.LaunchAttrs.
+const maxLaunchAttrs = 10
+
+// launchAttrIDs are the attributes of device.LaunchAttrs, in the order
+// they are passed.
+var launchAttrIDs = [...]int{device.StreamAttrAccessPolicyWindow, device.LaunchAttrCooperative, device.StreamAttrSyncPolicy,
+	device.LaunchAttrProgrammaticSerialization, device.StreamAttrPriority, device.StreamAttrMemSyncDomainMap,
+	device.StreamAttrMemSyncDomain, device.LaunchAttrCarveout}
+
 // clusterConfig fills lc (and attrs, which must stay pinned while the
 // driver reads them) from cfg: the cluster shape when one is given, the
-// scheduling policy when it is not the default.
-func clusterConfig(cfg *device.LaunchConfig, lc *launchConfig, attrs *[2]launchAttr) {
+// scheduling policy when it is not the default, and cfg.Attrs's
+// attributes.
+func clusterConfig(cfg *device.LaunchConfig, lc *launchConfig, attrs *[maxLaunchAttrs]launchAttr) {
 	*lc = launchConfig{grid: cfg.Grid, block: cfg.Block, smem: cfg.SharedMem, stream: uintptr(cfg.Stream)}
 	n := 0
 	if cfg.Cluster != [3]uint32{} {
@@ -73,6 +84,16 @@ func clusterConfig(cfg *device.LaunchConfig, lc *launchConfig, attrs *[2]launchA
 	if cfg.ClusterPolicy != 0 {
 		attrs[n] = launchAttr{id: launchAttrClusterPolicy}
 		attrs[n].val[0] = cfg.ClusterPolicy
+		n++
+	}
+	a := &cfg.Attrs
+	for _, id := range launchAttrIDs {
+		if !a.Given(id) {
+			continue
+		}
+		attrs[n] = launchAttr{id: uint32(id)}
+		b := encodeStreamAttr(id, device.StreamAttr{Value: a.Value[id], Window: a.Window})
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&attrs[n].val[0])), len(b)), b[:])
 		n++
 	}
 	if n > 0 {
@@ -88,7 +109,7 @@ func (c *Context) OccupancyMaxClusters(f device.Function, cfg device.LaunchConfi
 	}
 	var (
 		lc     launchConfig
-		attrs  [2]launchAttr
+		attrs  [maxLaunchAttrs]launchAttr
 		n      int32
 		pinner runtime.Pinner
 	)
@@ -100,7 +121,8 @@ func (c *Context) OccupancyMaxClusters(f device.Function, cfg device.LaunchConfi
 	return n, err
 }
 
-// launchEx launches f with cfg's cluster attributes (cuLaunchKernelEx);
+// launchEx launches f with cfg's cluster and other attributes
+// (cuLaunchKernelEx);
 // kp is the kernelParams array Launch built and pinned.
 func (c *Context) launchEx(f device.Function, cfg *device.LaunchConfig, kp unsafe.Pointer) error {
 	const op = "cuLaunchKernelEx"
@@ -109,7 +131,7 @@ func (c *Context) launchEx(f device.Function, cfg *device.LaunchConfig, kp unsaf
 	}
 	var (
 		lc     launchConfig
-		attrs  [2]launchAttr
+		attrs  [maxLaunchAttrs]launchAttr
 		pinner runtime.Pinner
 	)
 	clusterConfig(cfg, &lc, &attrs)

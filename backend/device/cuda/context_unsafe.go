@@ -451,7 +451,7 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 		sc.pinner.Pin(&sc.ptrs[0])
 		kp = unsafe.Pointer(&sc.ptrs[0])
 	}
-	if cfg.HasCluster() {
+	if cfg.HasCluster() || cfg.Attrs.Has != 0 {
 		err = c.launchEx(f, &cfg, kp)
 	} else {
 		err = c.callN("cuLaunchKernel", c.l.hot.launchKernel, uintptr(f), uintptr(cfg.Grid[0]), uintptr(cfg.Grid[1]), uintptr(cfg.Grid[2]),

@@ -79,8 +79,8 @@ func (c *Context) GraphNodeType(n device.GraphNode) (int, error) {
 
 func (c *Context) GraphAddKernelNode(g device.Graph, deps []device.GraphNode, f device.Function, cfg device.LaunchConfig, params []byte) (device.GraphNode, error) {
 	const op = "cuGraphAddKernelNode"
-	if cfg.HasCluster() {
-		return 0, device.Errorf(op, device.ErrNotSupported, "kernel nodes with a cluster shape are not supported yet")
+	if cfg.HasCluster() || cfg.Attrs.Has != 0 {
+		return 0, device.Errorf(op, device.ErrNotSupported, "kernel nodes with a cluster shape or launch attributes are not supported yet")
 	}
 	ps, err := c.FuncParams(f)
 	if err != nil {
@@ -118,7 +118,9 @@ func (c *Context) GraphAddMemcpyNode(g device.Graph, deps []device.GraphNode, cp
 	if cp.N == 0 {
 		return 0, device.Errorf(op, device.ErrInvalidValue, "a copy of 0 bytes")
 	}
-	p := memcpy3D{width: cp.N, height: 1, depth: 1}
+	// One row on each side, its pitch the row (what cuMemcpy3D accepts of
+	// any 1D copy).
+	p := memcpy3D{width: cp.N, height: 1, depth: 1, srcPitch: cp.N, dstPitch: cp.N, srcHeight: 1, dstHeight: 1}
 	if cp.SrcHost != nil {
 		if uint64(len(cp.SrcHost)) != cp.N {
 			return 0, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(cp.SrcHost), cp.N)
@@ -162,4 +164,18 @@ func (c *Context) GraphAddEmptyNode(g device.Graph, deps []device.GraphNode) (de
 	err := c.call("cuGraphAddEmptyNode", func() int32 { return c.l.cuGraphAddEmptyNode(&n, uintptr(g), d, nd) })
 	runtime.KeepAlive(deps)
 	return device.GraphNode(n), err
+}
+
+func (c *Context) GraphClone(g device.Graph) (device.Graph, error) {
+	var n uintptr
+	err := c.call("cuGraphClone", func() int32 { return c.l.cuGraphClone(&n, uintptr(g)) })
+	return device.Graph(n), err
+}
+
+func (c *Context) GraphDestroyNode(n device.GraphNode) error {
+	return c.call("cuGraphDestroyNode", func() int32 { return c.l.cuGraphDestroyNode(uintptr(n)) })
+}
+
+func (c *Context) GraphUpload(e device.GraphExec, s device.Stream) error {
+	return c.call("cuGraphUpload", func() int32 { return c.l.cuGraphUpload(uintptr(e), uintptr(s)) })
 }

@@ -143,6 +143,9 @@ type lib struct {
 	cuGraphAddMemcpyNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer, ctx uintptr) int32
 	cuGraphAddMemsetNode func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, p unsafe.Pointer, ctx uintptr) int32
 	cuGraphAddEmptyNode  func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr) int32
+	cuGraphClone         func(clone *uintptr, g uintptr) int32
+	cuGraphDestroyNode   func(n uintptr) int32
+	cuGraphUpload        func(e, s uintptr) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -258,7 +261,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphCreate, "cuGraphCreate"}, {&l.cuGraphGetNodes, "cuGraphGetNodes"}, {&l.cuGraphGetRootNodes, "cuGraphGetRootNodes"},
 		{&l.cuGraphNodeGetType, "cuGraphNodeGetType"}, {&l.cuGraphAddKernelNode, "cuGraphAddKernelNode"},
 		{&l.cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode"}, {&l.cuGraphAddMemsetNode, "cuGraphAddMemsetNode"},
-		{&l.cuGraphAddEmptyNode, "cuGraphAddEmptyNode"},
+		{&l.cuGraphAddEmptyNode, "cuGraphAddEmptyNode"}, {&l.cuGraphClone, "cuGraphClone"},
+		{&l.cuGraphDestroyNode, "cuGraphDestroyNode"}, {&l.cuGraphUpload, "cuGraphUpload"},
 	}
 }
 

@@ -388,3 +388,76 @@ func (c *Context) GraphAddMemsetNode(g device.Graph, deps []device.GraphNode, ds
 func (c *Context) GraphAddEmptyNode(g device.Graph, deps []device.GraphNode) (device.GraphNode, error) {
 	return c.addGraphNode("cuGraphAddEmptyNode", g, deps, device.GraphNodeEmpty, nil)
 }
+
+// GraphClone copies g: new nodes of the same work, with the same edges.
+func (c *Context) GraphClone(g device.Graph) (device.Graph, error) {
+	if err := c.broken("cuGraphClone"); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gr, ok := c.graphs[g]
+	if !ok {
+		return 0, device.Errorf("cuGraphClone", device.ErrInvalidHandle, "graph %#x", uintptr(g))
+	}
+	cl := &graph{}
+	copies := make(map[*node]*node, len(gr.nodes))
+	for _, n := range gr.nodes { // dependencies come first: they are copied by then
+		m := &node{typ: n.typ, run: n.run}
+		for _, d := range n.deps {
+			m.deps = append(m.deps, copies[d])
+		}
+		copies[n] = m
+		c.addNode(cl, m)
+	}
+	h := device.Graph(c.newHandle())
+	c.graphs[h] = cl
+	return h, nil
+}
+
+// GraphDestroyNode removes a node and the edges to and from it.
+func (c *Context) GraphDestroyNode(h device.GraphNode) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.nodes[h]
+	if !ok {
+		return device.Errorf("cuGraphDestroyNode", device.ErrInvalidHandle, "graph node %#x", uintptr(h))
+	}
+	gr := n.g
+	kept := gr.nodes[:0]
+	for _, o := range gr.nodes {
+		if o == n {
+			continue
+		}
+		deps := o.deps[:0:0]
+		for _, d := range o.deps {
+			if d != n {
+				deps = append(deps, d)
+			}
+		}
+		o.deps = deps
+		kept = append(kept, o)
+	}
+	clear(gr.nodes[len(kept):])
+	gr.nodes = kept
+	delete(c.nodes, h)
+	return nil
+}
+
+// GraphUpload checks its handles: the simulated device has nothing to
+// upload (a launch needs no preparation here).
+func (c *Context) GraphUpload(e device.GraphExec, h device.Stream) error {
+	const op = "cuGraphUpload"
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	if _, err := c.stream(op, h); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.execs[e]; !ok {
+		return device.Errorf(op, device.ErrInvalidHandle, "graph exec %#x", uintptr(e))
+	}
+	return nil
+}

@@ -73,6 +73,32 @@ func TestGraphBuiltNodeByNode(t *testing.T) {
 		}
 	}
 
+	// A clone has its own nodes with the same edges; a node removed from
+	// it takes its edges along and leaves the original whole.
+	cl, err := c.GraphClone(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn, _ := c.GraphNodes(cl, false)
+	if len(cn) != 5 || cn[0] == in {
+		t.Fatalf("clone's nodes %v", cn)
+	}
+	if err := c.GraphDestroyNode(cn[0]); err != nil {
+		t.Fatal(err)
+	}
+	if roots, _ := c.GraphNodes(cl, true); len(roots) != 2 || roots[0] != cn[1] || roots[1] != cn[4] {
+		t.Fatalf("clone's roots after its first node went: %v (nodes %v)", roots, cn)
+	}
+	if n, _ := c.GraphNodes(g, false); len(n) != 5 {
+		t.Fatalf("the original has %d nodes", len(n))
+	}
+	if err := c.GraphDestroyNode(cn[0]); device.ResultOf(err) != device.ErrInvalidHandle {
+		t.Fatalf("destroying a node twice: %v", err)
+	}
+	if err := c.GraphUpload(e, s); err != nil {
+		t.Fatal(err)
+	}
+
 	other, _ := c.GraphCreate()
 	if _, err := c.GraphAddEmptyNode(other, []device.GraphNode{in}); device.ResultOf(err) != device.ErrInvalidValue {
 		t.Fatalf("a dependency of another graph: %v", err)

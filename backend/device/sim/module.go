@@ -298,6 +298,11 @@ func (c *Context) kernelWork(f device.Function, cfg device.LaunchConfig, params 
 			}
 		}
 	}
+	if cfg.Attrs.Cooperative() {
+		if err := c.cooperativeFits(f, cfg, threads); err != nil {
+			return nil, err
+		}
+	}
 	if want := device.ParamBytes(fn.params); uint32(len(params)) != want {
 		return nil, device.Errorf("cuLaunchKernel", device.ErrInvalidValue, "parameter block of %d bytes, kernel %s takes %d", len(params), fn.kernel.Name, want)
 	}
@@ -331,4 +336,22 @@ func (c *Context) ModuleFunctionNames(m device.Module) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// cooperativeFits checks that every block of a cooperative launch can be
+// resident at once, as the driver does: at most the occupancy calculator's
+// blocks per SM times the SMs (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE).
+func (c *Context) cooperativeFits(f device.Function, cfg device.LaunchConfig, threads uint64) error {
+	if c.props.Attrs[attrCooperativeLaunch] == 0 {
+		return device.Errorf("cuLaunchCooperativeKernel", device.ErrNotSupported, "the device does not support cooperative launches")
+	}
+	perSM, err := c.OccupancyMaxBlocks(f, int(threads), uint64(cfg.SharedMem), 0)
+	if err != nil {
+		return err
+	}
+	blocks := uint64(cfg.Grid[0]) * uint64(cfg.Grid[1]) * uint64(cfg.Grid[2])
+	if most := uint64(perSM) * uint64(c.props.Attrs[attrSMCount]); blocks > most {
+		return device.Errorf("cuLaunchCooperativeKernel", device.ErrCooperativeTooLarge, "%d blocks, at most %d can be resident at once (%d per SM)", blocks, most, perSM)
+	}
+	return nil
 }

@@ -37,6 +37,7 @@ const (
 	attrMaxGridDimX        = 5
 	attrMaxSmemPerBlock    = 8
 	attrSMCount            = 16
+	attrCooperativeLaunch  = 95
 	attrPCIBusID           = 33
 	attrMaxThreadsPerSM    = 39
 	attrMaxSmemPerSM       = 81

@@ -119,7 +119,8 @@ func TestStickyFaultPoisonsTheProcess(t *testing.T) {
 			if err := c1.MemcpyHtoD(p, buf, 0, true); err != nil && device.ResultOf(err) != tc.want {
 				t.Fatal(err)
 			}
-			if err := c0.EventRecord(ev, 0); err != nil {
+			// The event record likewise (seen failing about 1 run in 10 on 2 loaded cores).
+			if err := c0.EventRecord(ev, 0); err != nil && device.ResultOf(err) != tc.want {
 				t.Fatal(err)
 			}
 			if r := device.ResultOf(c0.Synchronize()); r != tc.want {

@@ -301,6 +301,11 @@ VGPU_PRIVATE int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_
 VGPU_PRIVATE int vgpu_launch_cluster(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
 				     const uint32_t block[3], uint32_t smem, const struct vgpu_cluster *cl,
 				     void **args, void **extra);
+/* The same with launch attributes (LAUNCH_KERNEL_ATTRS: cuLaunchKernelEx's
+ * beside the cluster's, cuLaunchCooperativeKernel). */
+VGPU_PRIVATE int vgpu_launch_attrs(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
+				   const uint32_t block[3], uint32_t smem, const struct vgpu_cluster *cl,
+				   const struct vgpu_launch_attrs *la, void **args, void **extra);
 /* cuOccupancyMaxActiveClusters for f launched with this geometry. */
 VGPU_PRIVATE int vgpu_occupancy_clusters(struct vgpu_func *f, const uint32_t grid[3], const uint32_t block[3],
 					 uint32_t smem, const struct vgpu_cluster *cl, int *clusters);

@@ -424,6 +424,26 @@ int vgpu_launch_cluster(struct vgpu_func *f, uint64_t stream, const uint32_t gri
 	return vgpu_queue(VGPU_OP_LAUNCH_KERNEL_EX, &q, (uint32_t)(sizeof q.h + q.h.launch.param_size));
 }
 
+int vgpu_launch_attrs(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3], const uint32_t block[3],
+		      uint32_t smem, const struct vgpu_cluster *cl, const struct vgpu_launch_attrs *la, void **args,
+		      void **extra)
+{
+	int rc = vgpu_func_resolve(&f);
+	if (rc)
+		return rc;
+	struct {
+		struct vgpu_launch_attrs_req h;
+		uint8_t params[VGPU_MAX_PARAM_BYTES + 4];
+	} q;
+	launch_header(&q.h.launch, f, stream, grid, block, smem);
+	q.h.cluster = *cl;
+	q.h.attrs = *la;
+	rc = vgpu_pack_params(f, args, extra, q.params, &q.h.launch.param_size);
+	if (rc)
+		return rc;
+	return vgpu_queue(VGPU_OP_LAUNCH_KERNEL_ATTRS, &q, (uint32_t)(sizeof q.h + q.h.launch.param_size));
+}
+
 int vgpu_occupancy_clusters(struct vgpu_func *f, const uint32_t grid[3], const uint32_t block[3], uint32_t smem,
 			    const struct vgpu_cluster *cl, int *clusters)
 {

@@ -86,3 +86,43 @@ CU_API cuGraphDestroy(CUgraph hGraph)
 	req.handle = (uint64_t)(uintptr_t)hGraph;
 	return vgpu_queue(VGPU_OP_GRAPH_DESTROY, &req, sizeof req);
 }
+
+CU_API cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+	VGPU_API();
+	struct vgpu_handle_req req = {0};
+	struct vgpu_handle_reply rep = {0};
+	CUresult rc;
+	if (!phGraphClone)
+		return VGPU_E_INVALID_VALUE;
+	if (!originalGraph)
+		return VGPU_E_INVALID_HANDLE;
+	req.handle = (uint64_t)(uintptr_t)originalGraph;
+	rc = vgpu_call(VGPU_OP_GRAPH_CLONE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	*phGraphClone = (void *)(uintptr_t)rep.handle;
+	return 0;
+}
+
+CU_API cuGraphDestroyNode(CUgraphNode hNode)
+{
+	VGPU_API();
+	struct vgpu_handle_req req = {0};
+	if (!hNode)
+		return VGPU_E_INVALID_HANDLE;
+	req.handle = (uint64_t)(uintptr_t)hNode;
+	return vgpu_queue(VGPU_OP_GRAPH_DESTROY_NODE, &req, sizeof req);
+}
+
+CU_API cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+	VGPU_API();
+	struct vgpu_graph_launch_req req = {0};
+	if (!hGraphExec)
+		return VGPU_E_INVALID_HANDLE;
+	req.exec = (uint64_t)(uintptr_t)hGraphExec;
+	req.stream = vgpu_stream_handle(hStream);
+	return vgpu_queue(VGPU_OP_GRAPH_UPLOAD, &req, sizeof req);
+}
+VGPU_ALIAS(cuGraphUpload_ptsz, cuGraphUpload);

@@ -411,6 +411,47 @@ CU_API cuCtxCreate_v4(CUcontext *pctx, const struct ctx_create_params *params, u
 	return cuCtxCreate_v2(pctx, flags, d);
 }
 
+/* Execution affinity (CUexecAffinityType 0: a share of the SMs) is an
+ * MPS feature no vgpu context has: support reads 0, and a context's
+ * affinity is the whole device, as a driver answers for a context created
+ * without one. */
+CU_API cuDeviceGetExecAffinitySupport(int *pi, int type, CUdevice d)
+{
+	VGPU_API();
+	if (!pi || type != 0)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = check_dev(d);
+	if (rc)
+		return rc;
+	*pi = 0;
+	return 0;
+}
+
+/* CUexecAffinityParam (cuda.h): a type and a union whose SM count member
+ * is one unsigned. */
+struct exec_affinity_param {
+	int type;
+	unsigned sm_count;
+};
+
+VGPU_EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d);
+
+CU_API cuCtxGetExecAffinity(struct exec_affinity_param *p, int type)
+{
+	VGPU_API();
+	int dev, sms;
+	if (!p || type != 0)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = vgpu_ctx_device(&dev);
+	if (!rc)
+		rc = cuDeviceGetAttribute(&sms, 16, dev); /* MULTIPROCESSOR_COUNT */
+	if (rc)
+		return rc;
+	p->type = 0;
+	p->sm_count = (unsigned)sms;
+	return 0;
+}
+
 CU_API cuCtxDestroy_v2(CUcontext c)
 {
 	VGPU_API();

@@ -25,6 +25,7 @@ typedef struct vgpu_event *CUevent;
 typedef void *CUgraph;
 typedef void *CUarray;
 typedef void *CUgraphExec;
+typedef void *CUgraphNode;
 typedef void (*CUhostFn)(void *userData);
 typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 

@@ -357,30 +357,46 @@ struct launch_attr {
 };
 
 /*
- * What cuLaunchKernelEx can do with a launch attribute. The cluster shape
- * (4) and scheduling policy (5) go to the host with the launch (cl). The
- * hints (access policy window 1, synchronization policy 3, programmatic
- * stream serialization 6, priority 8, memory sync domain 9 and 10, shared
- * memory carveout 14) vgpu drops; cooperative 0 is the ordinary launch.
- * Whatever changes a launch's meaning otherwise (cooperative 2, the events
- * of 7 and 12, any other id) is refused with CUDA_ERROR_NOT_SUPPORTED
- * rather than run wrongly. Each is logged once.
+ * What cuLaunchKernelEx does with a launch attribute. The cluster shape (4)
+ * and scheduling policy (5) go to the host with the launch (cl); so do, in
+ * la when the caller passes one (LAUNCH_KERNEL_ATTRS), the access policy
+ * window 1, cooperative 2, synchronization policy 3, programmatic stream
+ * serialization 6, priority 8, memory sync domain map 9 and domain 10 and
+ * the shared memory carveout 14 (where la is NULL, occupancy, they do not
+ * matter). Whatever else changes a launch's meaning (the events of 7 and
+ * 12, any other id) is refused with CUDA_ERROR_NOT_SUPPORTED rather than
+ * run wrongly, logged once.
  */
-static CUresult launch_attr_ok(const struct launch_attr *a, struct vgpu_cluster *cl)
+static CUresult launch_attr_ok(const struct launch_attr *a, struct vgpu_cluster *cl, struct vgpu_launch_attrs *la)
 {
 	static int seen[32];
 	int *once = &seen[a->id < 31 ? a->id : 31];
+	struct vgpu_launch_attrs ignored;
+	if (!la)
+		la = &ignored;
 	switch (a->id) {
 	case 0: /* CU_LAUNCH_ATTRIBUTE_IGNORE: an empty entry */
 		return 0;
-	case 1: case 3: case 6: case 8: case 9: case 10: case 14:
-		if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
-			VINFO("cuLaunchKernelEx: launch attribute %u is a hint vgpu drops", a->id);
-		return 0;
+	case 1: {
+		struct vgpu_access_policy_window *w = &la->window;
+		memcpy(&w->base, &a->v.bytes[0], 8);
+		memcpy(&w->bytes, &a->v.bytes[8], 8);
+		memcpy(&w->hit_ratio, &a->v.bytes[16], 4);
+		memcpy(&w->hit_prop, &a->v.bytes[20], 4);
+		memcpy(&w->miss_prop, &a->v.bytes[24], 4);
+		break;
+	}
 	case 2:
 		if (!a->v.i32)
-			return 0;
+			return 0; /* an ordinary launch */
+		la->cooperative = 1;
 		break;
+	case 3: la->sync_policy = a->v.u32[0]; break;
+	case 6: la->programmatic_serialization = a->v.i32 != 0; break;
+	case 8: la->priority = a->v.i32; break;
+	case 9: la->mem_sync_domain_map = a->v.bytes[0] | (uint32_t)a->v.bytes[1] << 8; break;
+	case 10: la->mem_sync_domain = a->v.u32[0]; break;
+	case 14: la->carveout = a->v.u32[0]; break;
 	case 4: /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
 		cl->x = a->v.u32[0];
 		cl->y = a->v.u32[1];
@@ -389,21 +405,26 @@ static CUresult launch_attr_ok(const struct launch_attr *a, struct vgpu_cluster 
 	case 5: /* CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE */
 		cl->policy = a->v.u32[0];
 		return 0;
+	default:
+		if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
+			VWARN("cuLaunchKernelEx launch attribute %u is not supported by vgpu; returning an error", a->id);
+		return VGPU_E_NOT_SUPPORTED;
 	}
-	if (!__atomic_exchange_n(once, 1, __ATOMIC_RELAXED))
-		VWARN("cuLaunchKernelEx launch attribute %u is not supported by vgpu; returning an error", a->id);
-	return VGPU_E_NOT_SUPPORTED;
+	la->has |= 1u << a->id;
+	return 0;
 }
 
-/* The cluster attributes of a CUlaunchConfig (unknown attributes refused as
+/* The attributes of a CUlaunchConfig (unknown ones refused as
  * launch_attr_ok says); *any says whether there were cluster attributes. */
-static CUresult launch_cluster(const CUlaunchConfig *c, struct vgpu_cluster *cl, int *any)
+static CUresult launch_cluster(const CUlaunchConfig *c, struct vgpu_cluster *cl, struct vgpu_launch_attrs *la, int *any)
 {
 	memset(cl, 0, sizeof *cl);
+	if (la)
+		memset(la, 0, sizeof *la);
 	if (c->numAttrs && !c->attrs)
 		return VGPU_E_INVALID_VALUE;
 	for (unsigned i = 0; i < c->numAttrs; i++) {
-		CUresult rc = launch_attr_ok(&((const struct launch_attr *)c->attrs)[i], cl);
+		CUresult rc = launch_attr_ok(&((const struct launch_attr *)c->attrs)[i], cl, la);
 		if (rc)
 			return rc;
 	}
@@ -418,15 +439,31 @@ CU_API cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, vo
 		return VGPU_E_INVALID_VALUE;
 	uint32_t g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
 	struct vgpu_cluster cl;
+	struct vgpu_launch_attrs la;
 	int any;
-	CUresult rc = launch_cluster(c, &cl, &any);
+	CUresult rc = launch_cluster(c, &cl, &la, &any);
 	if (rc)
 		return rc;
+	if (la.has)
+		return vgpu_launch_attrs(f, vgpu_stream_handle(c->hStream), g, b, c->sharedMemBytes, &cl, &la, params, extra);
 	if (any)
 		return vgpu_launch_cluster(f, vgpu_stream_handle(c->hStream), g, b, c->sharedMemBytes, &cl, params, extra);
 	return vgpu_launch(f, vgpu_stream_handle(c->hStream), g, b, c->sharedMemBytes, params, extra);
 }
 VGPU_ALIAS(cuLaunchKernelEx_ptsz, cuLaunchKernelEx);
+
+/* A launch whose blocks are all resident at once (grid synchronization):
+ * the host's driver checks the grid against the occupancy calculator. */
+CU_API cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+				 unsigned bz, unsigned smem, CUstream s, void **params)
+{
+	VGPU_API();
+	uint32_t g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+	struct vgpu_cluster cl = {0};
+	struct vgpu_launch_attrs la = {.has = 1u << 2, .cooperative = 1};
+	return vgpu_launch_attrs(f, vgpu_stream_handle(s), g, b, smem, &cl, &la, params, NULL);
+}
+VGPU_ALIAS(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel);
 
 CU_API cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction f, int block, size_t smem,
 							     unsigned flags)
@@ -453,7 +490,7 @@ CU_API cuOccupancyMaxActiveClusters(int *n, CUfunction f, const CUlaunchConfig *
 	uint32_t g[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, b[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
 	struct vgpu_cluster cl;
 	int any;
-	CUresult rc = launch_cluster(c, &cl, &any);
+	CUresult rc = launch_cluster(c, &cl, NULL, &any);
 	if (rc)
 		return rc;
 	return vgpu_occupancy_clusters(f, g, b, c->sharedMemBytes, &cl, n);

@@ -81,10 +81,24 @@ func GenerateDoc() []byte {
 	p("\n")
 	area := -1
 	areas := map[int]string{0: "Session", 1: "Device", 2: "Memory", 3: "Modules and functions", 4: "Launch", 5: "Streams", 6: "Events", 7: "Graphs", 8: "Host functions", 9: "Notifications (host to guest, FlagNotify)", 10: "Libraries"}
+	// What an area's rows cannot say alone.
+	notes := map[int]string{
+		7: "Graphs, executable graphs and graph nodes are the session's handles (a node is of one graph). " +
+			"Host memory in a graph (a `GRAPH_ADD_MEMCPY_NODE`, or a copy captured on a stream the guest began the capture on) " +
+			"is replayed at every launch, so it must be pinned: a registered region (`BufRegion`; cudaMallocHost, " +
+			"cudaHostAlloc, cudaHostRegister), of which the backend gives the driver its own mapping, registered with the " +
+			"device. Pageable host memory (inline bytes, segments) is answered `CUDA_ERROR_NOT_SUPPORTED` (801) in a node " +
+			"and `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` (900) in a capture. A region a graph uses stays mapped on the host " +
+			"until the last graph and executable graph using it are destroyed; once the guest has unregistered it, " +
+			"instantiating or launching such a graph answers `CUDA_ERROR_INVALID_VALUE`.",
+	}
 	for _, op := range protocol.Ops {
 		if a := int(op.Op.Area()); a != area {
 			area = a
 			p("## %s (0x%02x00)\n\n", areas[a], a)
+			if n := notes[a]; n != "" {
+				p("%s\n\n", n)
+			}
 		}
 		p("### `%s` = 0x%04x\n\n", op.Name, uint16(op.Op))
 		p("- request: %s%s\n", layout(op.Req), tailNote(op.ReqTail))
