@@ -267,6 +267,9 @@ static int dev_register(void *p, uint64_t len, unsigned flags, uint64_t *region,
 	r.len = len;
 	/* cudaHostAllocMapped / cudaHostRegisterMapped (0x2), cudaHostRegisterReadOnly (0x8) */
 	r.flags = ((flags & VGPU_HOSTALLOC_MAPPED) ? VGPU_REG_MAPPED : 0) | ((flags & 0x8) ? VGPU_REG_READONLY : 0);
+	int frc = vgpu_stream_fence();
+	if (frc)
+		return frc;
 	if (ioctl(vgpu_dev_fd(), VGPU_IOC_REGISTER, &r) != 0) {
 		VWARN("VGPU_IOC_REGISTER(%p, %llu) failed: %s%s", p, (unsigned long long)len, strerror(errno),
 		      errno == E2BIG ? " (over vgpu.ko's max_pin_mb, /sys/module/vgpu/parameters/max_pin_mb, "
@@ -484,7 +487,7 @@ static void release_range(struct vgpu_hostrange *r)
 {
 	if (!vgpu_host_mode() && r->region) {
 		__u64 region = r->region;
-		if (ioctl(vgpu_dev_fd(), VGPU_IOC_UNREGISTER, &region) != 0)
+		if (vgpu_stream_fence() || ioctl(vgpu_dev_fd(), VGPU_IOC_UNREGISTER, &region) != 0)
 			VDEBUG("VGPU_IOC_UNREGISTER: %s", strerror(errno));
 	} else if (r->share) {
 		/* Host mode's shared memory: unregister, then unshare (the
