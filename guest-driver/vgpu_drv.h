@@ -157,6 +157,8 @@ struct vgpu_region {
  * @ring_lock:   protects @ring.
  * @ring:        the file's rings in guest RAM (vgpu_ring.c), or NULL.
  * @ring_bells:  doorbells the host rang (VGPU_OP_NOTIFY_RING_BELL).
+ * @ring_broken: the host ended the rings (VGPU_RING_BELL_BROKEN): waits
+ *               and doorbells on them fail with EPIPE.
  * @ring_wq:     woken when @ring_bells grows or the session dies.
  */
 struct vgpu_session {
@@ -191,6 +193,7 @@ struct vgpu_session {
 	struct mutex ring_lock;		/* ring */
 	struct vgpu_ring *ring;
 	atomic64_t ring_bells;
+	bool ring_broken;
 	wait_queue_head_t ring_wq;
 };
 
@@ -248,7 +251,7 @@ void vgpu_mapping_put(struct vgpu_mapping *m);
 long vgpu_ioctl_ring_setup(struct vgpu_session *s, void __user *argp);
 long vgpu_ioctl_ring_bell(struct vgpu_session *s, void __user *argp);
 long vgpu_ioctl_ring_wait(struct vgpu_session *s, void __user *argp);
-void vgpu_ring_note_bell(struct vgpu_session *s);
+void vgpu_ring_note_bell(struct vgpu_session *s, u32 bell);
 int vgpu_ring_mmap(struct vgpu_session *s, struct vm_area_struct *vma);
 void vgpu_ring_release(struct vgpu_session *s);
 

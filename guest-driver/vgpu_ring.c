@@ -26,6 +26,14 @@
 
 #include "vgpu_drv.h"
 
+/*
+ * Pages of rings whose teardown the host never answered: kept for good
+ * (the host may still touch them). Past this many, new rings are refused,
+ * so a host or process that makes teardowns fail cannot use up guest RAM.
+ */
+#define VGPU_RING_KEPT_MAX_PAGES (64UL << (20 - PAGE_SHIFT))
+static atomic_long_t vgpu_ring_kept_pages = ATOMIC_LONG_INIT(0);
+
 /**
  * struct vgpu_ring - the pages of one file's rings.
  * @ring_bytes: each ring's size.
@@ -105,6 +113,11 @@ long vgpu_ioctl_ring_setup(struct vgpu_session *s, void __user *argp)
 	    a.ring_bytes > VGPU_RING_MAX_BYTES || !is_power_of_2(a.ring_bytes))
 		return -EINVAL;
 
+	if (atomic_long_read(&vgpu_ring_kept_pages) >= VGPU_RING_KEPT_MAX_PAGES) {
+		pr_warn_ratelimited("vgpu: rings refused: %ld pages of earlier rings are kept (their teardown was never answered)\n",
+				    atomic_long_read(&vgpu_ring_kept_pages));
+		return -ENOSPC;
+	}
 	if (mutex_lock_killable(&s->ring_lock))
 		return -EINTR;
 	err = -EBUSY;
@@ -177,6 +190,8 @@ long vgpu_ioctl_ring_bell(struct vgpu_session *s, void __user *argp)
 		return -EINVAL;
 	if (!READ_ONCE(s->ring))
 		return -ENXIO;
+	if (READ_ONCE(s->ring_broken))
+		return -EPIPE;
 	hdr.request_id = vgpu_session_new_id(s);
 	return vgpu_session_send(s, &hdr, &p, sizeof(p), NULL, 0);
 }
@@ -204,24 +219,33 @@ long vgpu_ioctl_ring_wait(struct vgpu_session *s, void __user *argp)
 	if (a.timeout_ms)
 		ret = wait_event_interruptible_timeout(s->ring_wq,
 			(u64)atomic64_read(&s->ring_bells) != a.seen ||
-			READ_ONCE(s->dead), msecs_to_jiffies(a.timeout_ms));
+			READ_ONCE(s->dead) || READ_ONCE(s->ring_broken),
+			msecs_to_jiffies(a.timeout_ms));
 	if (ret < 0)
 		return -EINTR;
 	dead = READ_ONCE(s->dead);
 	if (dead)
 		return dead;
+	if (READ_ONCE(s->ring_broken))
+		return -EPIPE;
 	a.seen = atomic64_read(&s->ring_bells);
 	return copy_to_user(argp, &a, sizeof(a)) ? -EFAULT : 0;
 }
 
 /**
  * vgpu_ring_note_bell() - the host rang (VGPU_OP_NOTIFY_RING_BELL).
- * @s: the session.
+ * @s:    the session.
+ * @bell: VGPU_RING_BELL_*; VGPU_RING_BELL_BROKEN: the host ended the rings.
  *
  * Context: the reader thread.
  */
-void vgpu_ring_note_bell(struct vgpu_session *s)
+void vgpu_ring_note_bell(struct vgpu_session *s, u32 bell)
 {
+	if (bell == VGPU_RING_BELL_BROKEN) {
+		pr_warn_ratelimited("vgpu: session %llu: the host ended the rings (the process broke them)\n",
+				    s->session_id);
+		WRITE_ONCE(s->ring_broken, true);
+	}
 	atomic64_inc(&s->ring_bells);
 	wake_up_all(&s->ring_wq);
 }
@@ -284,6 +308,7 @@ void vgpu_ring_release(struct vgpu_session *s)
 	if (err || status) {
 		pr_warn_ratelimited("vgpu: session %llu: the host did not end the rings (error %d, status %d); keeping their %lu pages\n",
 				    s->session_id, err, status, r->nr_pages);
+		atomic_long_add(r->nr_pages, &vgpu_ring_kept_pages);
 		vgpu_ring_free(r, false);
 		return;
 	}

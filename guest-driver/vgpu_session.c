@@ -235,7 +235,11 @@ static void vgpu_dispatch(struct vgpu_session *s, struct vgpu_frame *f)
 	if (!(h->flags & VGPU_FLAG_REPLY)) {
 		if (h->opcode == VGPU_OP_NOTIFY_RING_BELL) {
 			/* A doorbell: a wake-up, never queued for RECV. */
-			vgpu_ring_note_bell(s);
+			struct vgpu_ring_bell_notify n = {};
+
+			if (h->payload_len >= sizeof(n))
+				memcpy(&n, f->data + VGPU_HEADER_SIZE, sizeof(n));
+			vgpu_ring_note_bell(s, n.bell);
 			kvfree(f);
 			return;
 		}

@@ -103,6 +103,7 @@ var CConstants = []NamedConst{
 	{"RING_PAGE_SIZE", RingPageSize},
 	{"RING_BELL_REQUESTS", RingBellRequests},
 	{"RING_BELL_SPACE", RingBellSpace},
+	{"RING_BELL_BROKEN", RingBellBroken},
 	{"RING_CARRIER_SIZE", RingCarrierSize},
 	{"RING_DEFAULT_BYTES", RingDefaultBytes},
 	{"RING_DEFAULT_SPIN_NS", RingDefaultSpinNs},

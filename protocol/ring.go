@@ -106,6 +106,11 @@ const (
 	// RingBellSpace: ring space was freed (the completion ring's, to the
 	// backend; the request ring's, to the library).
 	RingBellSpace = 1
+	// RingBellBroken, to the library only: the backend ended the rings
+	// because the process broke their rules (a position out of range, a
+	// frame that is not valid); waits on them fail from now on, and the
+	// session goes on on the stream until the file is closed.
+	RingBellBroken = 2
 )
 
 // RingBellReq rings a doorbell of the backend's side of a guest's rings
@@ -117,6 +122,6 @@ type RingBellReq struct {
 
 // RingBellNotify rings the library's doorbell (OpNotifyRingBell).
 type RingBellNotify struct {
-	Bell uint32 // RingBellRequests or RingBellSpace
+	Bell uint32 // RingBellRequests, RingBellSpace or RingBellBroken
 	Pad  uint32
 }

@@ -55,6 +55,10 @@ type Config struct {
 	AllowUnprivilegedSegments bool
 	// Trace: sessions stamp every request per layer (session.Config.Trace).
 	Trace bool
+	// RingSpin and NoGuestRings: a guest's rings in its RAM
+	// (session.Config.RingSpin, NoGuestRings).
+	RingSpin     time.Duration
+	NoGuestRings bool
 	// DtoHSmall: session.Config.DtoHSmall.
 	DtoHSmall session.DtoHMode
 	// ExclusiveContext: this process serves one session (a worker).
@@ -312,6 +316,8 @@ func (s *Server) run(ctx context.Context, conn transport.Conn) error {
 		CallTimeout:               s.cfg.CallTimeout,
 		OnCallTimeout:             s.cfg.OnCallTimeout,
 		Trace:                     s.cfg.Trace,
+		RingSpin:                  s.cfg.RingSpin,
+		NoGuestRings:              s.cfg.NoGuestRings,
 		DtoHSmall:                 s.cfg.DtoHSmall,
 	})
 	err := sess.Serve(ctx)

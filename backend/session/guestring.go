@@ -22,8 +22,11 @@ import (
 // it, page by page (the pages need not be contiguous, in the guest or
 // here). The guest memory table is held until the rings end, so a memory
 // table QEMU replaces meanwhile stays mapped. A ring that breaks the rules
-// (a position out of range, a frame header that cannot be trusted) ends
-// the rings of that session only; its stream goes on.
+// (a position out of range, a frame header that is not valid) ends the
+// rings, and the session tells the guest (NOTIFY_RING_BELL with
+// RingBellBroken): vgpu.ko then fails the process's waits on them, so it
+// gets errors rather than waiting for replies that never come, and its
+// file's teardown is answered as usual (vgpu.ko frees the pages).
 type guestRing struct {
 	s    *Session
 	ep   *shmring.Endpoint
@@ -175,13 +178,19 @@ func (g *guestRing) serve() {
 	s := g.s
 	err := g.readFrames()
 	if err != nil && !errors.Is(err, ErrSessionOver) && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		s.guestWarn("guest request ring ended; calls go on through the stream", "err", err)
+		s.guestWarn("the guest broke its rings; they end, the stream goes on", "err", err)
+		s.stats.badFrames.Add(1)
 		s.gring.mu.Lock()
-		if s.gring.g == g {
+		mine := s.gring.g == g
+		if mine {
 			s.gring.g = nil
 		}
 		s.gring.mu.Unlock()
-		_ = g.ep.Close()
+		if mine {
+			_ = g.ep.Close()
+			n := protocol.RingBellNotify{Bell: protocol.RingBellBroken}
+			s.notify(protocol.OpNotifyRingBell, protocol.Bytes(&n), true)
+		}
 	}
 }
 
@@ -195,16 +204,10 @@ func (g *guestRing) readFrames() error {
 		}
 		h, err := protocol.DecodeHeader(hb[:], s.lim)
 		if err != nil {
-			if errors.Is(err, protocol.ErrMagic) || errors.Is(err, protocol.ErrVersion) || errors.Is(err, protocol.ErrShort) {
-				return fmt.Errorf("guest ring: %w", err)
-			}
-			// Sizes are known: answer (Submit does), skip the body.
+			// Answered when its request id can be trusted (Submit does);
+			// the process wrote it, and its library never would.
 			_ = s.Submit(hb[:], g)
-			if _, err := io.CopyN(io.Discard, g.ep, int64(h.FrameLen()-protocol.HeaderSize)); err != nil {
-				return err
-			}
-			g.ep.NoteTaken(g.ep.ReadPos())
-			continue
+			return fmt.Errorf("guest ring: frame %v (request %d): %w", h.Opcode, h.RequestID, err)
 		}
 		n := int(h.FrameLen())
 		if cap(buf) < n {

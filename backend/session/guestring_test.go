@@ -78,13 +78,13 @@ func forwardBells(e *env, cur *atomic.Pointer[guestRings]) (others chan protocol
 			select {
 			case f := <-e.c.Notes:
 				if f.Opcode == protocol.OpNotifyRingBell {
-					if g := cur.Load(); g != nil {
-						n, _, err := protocol.Decode[protocol.RingBellNotify](f.Payload)
-						if err == nil {
+					n, _, err := protocol.Decode[protocol.RingBellNotify](f.Payload)
+					if err == nil && n.Bell != protocol.RingBellBroken {
+						if g := cur.Load(); g != nil {
 							g.ep.Kick(shmring.Bell(n.Bell))
 						}
+						continue
 					}
-					continue
 				}
 				others <- f
 			case <-e.c.Done():
@@ -175,28 +175,71 @@ func TestGuestRings(t *testing.T) {
 	if f := g2.call(t, protocol.OpPing, 0, nil, nil); f.Status != 0 {
 		t.Fatalf("PING on the second rings: status %d", f.Status)
 	}
-	// A hostile request tail: the rings end, the stream serves on.
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&g2.hdr[protocol.RingOffReqTail])), 1<<40)
-	bell := protocol.RingBellReq{}
-	h := protocol.NewHeader(protocol.OpRingBell, e.c.ID())
-	h.Flags = protocol.FlagNoReply
-	_ = e.c.Send(protocol.AppendFrame(nil, h, protocol.Bytes(&bell), nil))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, _, _ = do[protocol.RingBellReq, protocol.Empty](e, protocol.OpRingBell, protocol.RingBellReq{}, nil)
-		if device.Result(st) == device.ErrIllegalState {
-			break // the rings are gone
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a corrupt request tail did not end the rings")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	e.ping()
+	e.ping() // the stream serves beside the rings
 	select {
 	case f := <-others:
 		t.Fatalf("unexpected notification %v", f.Opcode)
 	default:
+	}
+}
+
+// TestGuestRingsHostile: a request tail out of range, or a frame header
+// that is not valid, ends the rings and the guest is told
+// (RingBellBroken); the stream serves on, nothing outside the pages is
+// read, and new rings may follow.
+func TestGuestRingsHostile(t *testing.T) {
+	for _, tc := range []string{"tail out of range", "bad magic", "payload over the limit"} {
+		t.Run(tc, func(t *testing.T) {
+			e := start(t, opts{mem: true, allowAll: true})
+			var cur atomic.Pointer[guestRings]
+			others := forwardBells(e, &cur)
+			g := setupRings(t, e, 1<<32+1<<20)
+			cur.Store(g)
+			if f := g.call(t, protocol.OpPing, 0, nil, nil); f.Status != 0 {
+				t.Fatalf("PING: status %d", f.Status)
+			}
+			switch tc {
+			case "tail out of range":
+				atomic.StoreUint64((*uint64)(unsafe.Pointer(&g.hdr[protocol.RingOffReqTail])), 1<<40)
+				bell := protocol.RingBellReq{}
+				h := protocol.NewHeader(protocol.OpRingBell, e.c.ID())
+				h.Flags = protocol.FlagNoReply
+				_ = e.c.Send(protocol.AppendFrame(nil, h, protocol.Bytes(&bell), nil))
+			case "bad magic":
+				h := protocol.NewHeader(protocol.OpPing, 77)
+				b := protocol.AppendFrame(nil, h, nil, nil)
+				b[0] ^= 0xff
+				if _, err := g.ep.Write(b); err != nil {
+					t.Fatal(err)
+				}
+			case "payload over the limit":
+				h := protocol.NewHeader(protocol.OpPing, 78)
+				h.PayloadLen = 1 << 31
+				b := protocol.AppendFrame(nil, protocol.NewHeader(protocol.OpPing, 78), nil, nil)
+				protocol.PutHeader(b, &h)
+				if _, err := g.ep.Write(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case f := <-others:
+				n, _, err := protocol.Decode[protocol.RingBellNotify](f.Payload)
+				if f.Opcode != protocol.OpNotifyRingBell || err != nil || n.Bell != protocol.RingBellBroken {
+					t.Fatalf("got %v %+v, want NOTIFY_RING_BELL RingBellBroken", f.Opcode, n)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("a broken request ring was not reported")
+			}
+			st, _, _ := do[protocol.RingBellReq, protocol.Empty](e, protocol.OpRingBell, protocol.RingBellReq{}, nil)
+			wantStatus(t, "bell after the rings broke", st, device.ErrIllegalState)
+			e.ping()
+			must[protocol.Empty, protocol.Empty](e, protocol.OpRingTeardown, protocol.Empty{}, nil)
+			g2 := setupRings(t, e, 1<<32+2<<20)
+			cur.Store(g2)
+			if f := g2.call(t, protocol.OpPing, 0, nil, nil); f.Status != 0 {
+				t.Fatalf("PING on new rings: status %d", f.Status)
+			}
+		})
 	}
 }
 

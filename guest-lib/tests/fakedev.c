@@ -14,6 +14,19 @@
  * It checks what the driver would refuse: segments, driver request ids,
  * NO_REPLY on CALL, buffer indexes and lengths that do not match the bufs.
  *
+ * With FAKEDEV_RING=1 it also answers RING_SETUP, RING_BELL and RING_WAIT
+ * and the rings' mmap, and plays the backend's side of the rings itself: a
+ * thread reads the request ring (sleeping on RING_BELL when its sleep word
+ * is set), forwards each frame as above, writes the reply on the
+ * completion ring and rings the library (RING_WAIT) when its word is set;
+ * it publishes RingOffReqTaken and refuses frames with segments, as the
+ * backend does. At exit it prints how many frames came on the ring, how
+ * many calls on the stream, and the doorbells each way. Without it,
+ * RING_SETUP answers ENOTTY, as an older vgpu.ko does. FAKEDEV_RING=broken
+ * plays a backend that ended the rings after 20 frames (the process broke
+ * them: VGPU_RING_BELL_BROKEN): the ring is no longer read, and RING_WAIT
+ * and RING_BELL fail with EPIPE, as vgpu.ko's do then.
+ *
  * Test code only; never installed.
  */
 #include <dlfcn.h>
@@ -29,6 +42,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/types.h>
 
@@ -58,6 +72,22 @@ struct region {
 };
 static struct region *regions;
 static uint64_t region_ids = 100;
+
+/* FAKEDEV_RING=1: the rings and the thread that serves them. */
+static int ring_mfd = -1;
+static uint8_t *ring_mem;
+static uint64_t ring_bytes;
+static pthread_mutex_t bell_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bell_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t srv_bells, cli_bells; /* doorbells to the fake backend, to the library */
+static uint64_t ring_frames, stream_calls;
+static int ring_broken_mode; /* FAKEDEV_RING=broken */
+#define RING_BROKEN_AFTER 20
+
+static int ring_broken(void)
+{
+	return ring_broken_mode && __atomic_load_n(&ring_frames, __ATOMIC_RELAXED) >= RING_BROKEN_AFTER;
+}
 
 static void push_note(uint8_t *f, uint32_t len)
 {
@@ -314,6 +344,7 @@ static int fake_call(struct vgpu_call *c, int submit)
 	}
 	if (!submit && (h->flags & VGPU_FLAG_NO_REPLY))
 		return -EINVAL;
+	__atomic_fetch_add(&stream_calls, 1, __ATOMIC_RELAXED);
 	memcpy(bufs, (void *)(uintptr_t)c->bufs, c->nbufs * sizeof *bufs);
 	for (uint32_t i = 0; i < c->nbufs; i++)
 		if (!bufs[i].len || bufs[i].flags || !bufs[i].dir || (bufs[i].dir & ~3u))
@@ -404,6 +435,213 @@ static int fake_recv(struct vgpu_recv *rv)
 	return rc;
 }
 
+/* ---- the rings (FAKEDEV_RING=1) ---- */
+
+#define RU64(off) ((uint64_t *)(ring_mem + (off)))
+#define RU32(off) ((uint32_t *)(ring_mem + (off)))
+
+/* Waits until the request ring holds n unread bytes past head (sleeping on
+ * the library's RING_BELL with the backend's sleep word set). */
+static void ring_wait_req(uint64_t head, uint64_t n)
+{
+	for (int spins = 0;; spins++) {
+		uint64_t tail = __atomic_load_n(RU64(VGPU_RING_OFF_REQ_TAIL), __ATOMIC_ACQUIRE);
+		if (tail - head >= n && tail - head <= ring_bytes)
+			return;
+		if (tail - head > ring_bytes) {
+			fprintf(stderr, "fakedev: the library corrupted the request ring\n");
+			_exit(3);
+		}
+		if (spins < 100)
+			continue;
+		pthread_mutex_lock(&bell_mu);
+		uint64_t seen = srv_bells;
+		__atomic_store_n(RU32(VGPU_RING_OFF_SRV_SLEEP), 1, __ATOMIC_SEQ_CST);
+		tail = __atomic_load_n(RU64(VGPU_RING_OFF_REQ_TAIL), __ATOMIC_SEQ_CST);
+		if (tail - head < n) {
+			struct timespec dl;
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_sec += 1;
+			while (srv_bells == seen && pthread_cond_timedwait(&bell_cv, &bell_mu, &dl) == 0)
+				;
+		}
+		__atomic_store_n(RU32(VGPU_RING_OFF_SRV_SLEEP), 0, __ATOMIC_SEQ_CST);
+		pthread_mutex_unlock(&bell_mu);
+		spins = 0;
+	}
+}
+
+static void ring_copy_out(uint8_t *dst, uint64_t pos, uint64_t n)
+{
+	const uint8_t *req = ring_mem + VGPU_RING_HEADER_SIZE;
+	for (uint64_t i = 0; i < n; i++)
+		dst[i] = req[(pos + i) % ring_bytes];
+}
+
+/* Writes a reply on the completion ring and rings the library if it sleeps. */
+static void ring_reply(const uint8_t *f, uint64_t n)
+{
+	uint8_t *comp = ring_mem + VGPU_RING_HEADER_SIZE + ring_bytes;
+	uint64_t tail = __atomic_load_n(RU64(VGPU_RING_OFF_COMP_TAIL), __ATOMIC_RELAXED);
+	while (tail + n - __atomic_load_n(RU64(VGPU_RING_OFF_COMP_HEAD), __ATOMIC_ACQUIRE) > ring_bytes)
+		usleep(100); /* the library reads on; no space doorbell in the fake */
+	for (uint64_t i = 0; i < n; i++)
+		comp[(tail + i) % ring_bytes] = f[i];
+	__atomic_store_n(RU64(VGPU_RING_OFF_COMP_TAIL), tail + n, __ATOMIC_SEQ_CST);
+	uint32_t one = 1;
+	if (__atomic_compare_exchange_n(RU32(VGPU_RING_OFF_CLI_SLEEP), &one, 2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		pthread_mutex_lock(&bell_mu);
+		cli_bells++;
+		pthread_cond_broadcast(&bell_cv);
+		pthread_mutex_unlock(&bell_mu);
+	}
+}
+
+static void *ring_server(void *arg)
+{
+	(void)arg;
+	uint64_t head = 0;
+	for (;;) {
+		struct vgpu_header h;
+		if (ring_broken()) {
+			pthread_mutex_lock(&bell_mu);
+			cli_bells++; /* wake the library's waits: they fail now */
+			pthread_cond_broadcast(&bell_cv);
+			pthread_mutex_unlock(&bell_mu);
+			return NULL;
+		}
+		ring_wait_req(head, sizeof h);
+		ring_copy_out((uint8_t *)&h, head, sizeof h);
+		uint64_t n = vgpu_frame_len(h.payload_len, h.num_segs);
+		if (h.magic != VGPU_MAGIC || n > ring_bytes) {
+			fprintf(stderr, "fakedev: a malformed frame on the request ring\n");
+			_exit(3);
+		}
+		uint8_t *f = malloc(n);
+		ring_wait_req(head, n);
+		ring_copy_out(f, head, n);
+		head += n;
+		__atomic_store_n(RU64(VGPU_RING_OFF_REQ_HEAD), head, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&ring_frames, 1, __ATOMIC_RELAXED);
+		int no_reply = !!(h.flags & VGPU_FLAG_NO_REPLY);
+		uint8_t *r = NULL;
+		uint32_t rl = 0;
+		int bad = 0, rc;
+		struct vgpu_batch_reply brep;
+		pthread_mutex_lock(&mu);
+		if (h.flags & (VGPU_FLAG_SEGMENTS | VGPU_FLAG_MORE_SEGMENTS)) {
+			rc = 0; /* the backend refuses segments on the ring */
+			if (!no_reply) {
+				rl = VGPU_HEADER_SIZE;
+				r = calloc(1, rl);
+				((struct vgpu_header *)r)->status = 1; /* CUDA_ERROR_INVALID_VALUE */
+			}
+		} else if (h.opcode == VGPU_OP_BATCH) {
+			rc = do_batch(f, no_reply, &brep, &bad);
+			if (!rc && !no_reply) {
+				rl = VGPU_HEADER_SIZE + sizeof brep;
+				r = calloc(1, rl);
+				((struct vgpu_header *)r)->payload_len = sizeof brep;
+				memcpy(r + VGPU_HEADER_SIZE, &brep, sizeof brep);
+			}
+		} else {
+			rc = do_request(f, NULL, 0, no_reply, &r, &rl, &bad);
+		}
+		pthread_mutex_unlock(&mu);
+		__atomic_store_n(RU64(VGPU_RING_OFF_REQ_TAKEN), head, __ATOMIC_SEQ_CST);
+		if (bad || rc) {
+			fprintf(stderr, "fakedev: a ring frame (op %#x) failed\n", h.opcode);
+			_exit(3);
+		}
+		if (r) {
+			struct vgpu_header *rh = (void *)r;
+			rh->magic = VGPU_MAGIC;
+			rh->major = VGPU_PROTO_MAJOR;
+			rh->minor = VGPU_PROTO_MINOR;
+			rh->opcode = h.opcode;
+			rh->flags = (rh->flags & VGPU_FLAG_OUTPUT) | VGPU_FLAG_REPLY;
+			rh->request_id = h.request_id;
+			ring_reply(r, rl);
+			free(r);
+		}
+		free(f);
+	}
+	return NULL;
+}
+
+static void ring_stats(void)
+{
+	fprintf(stderr, "fakedev: %llu frames on the ring, %llu calls on the stream, %llu doorbells to the backend, %llu to the library\n",
+		(unsigned long long)ring_frames, (unsigned long long)stream_calls, (unsigned long long)srv_bells,
+		(unsigned long long)cli_bells);
+}
+
+static int fake_ring_setup(struct vgpu_ring_setup *a)
+{
+	const char *on = getenv("FAKEDEV_RING");
+	if (!on || (strcmp(on, "1") && strcmp(on, "broken")))
+		return -ENOTTY; /* an older vgpu.ko */
+	ring_broken_mode = !strcmp(on, "broken");
+	if (a->flags || a->pad)
+		return -EINVAL;
+	if (ring_mem)
+		return -EBUSY;
+	uint64_t n = a->ring_bytes ? a->ring_bytes : VGPU_RING_DEFAULT_BYTES;
+	if (n < VGPU_RING_MIN_BYTES || n > VGPU_RING_MAX_BYTES || (n & (n - 1)))
+		return -EINVAL;
+	size_t len = VGPU_RING_HEADER_SIZE + 2 * n;
+	ring_mfd = memfd_create("fakedev-ring", MFD_CLOEXEC);
+	if (ring_mfd < 0 || ftruncate(ring_mfd, (off_t)len) != 0)
+		return -ENOMEM;
+	static void *(*real)(void *, size_t, int, int, int, off_t);
+	if (!real)
+		real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+	void *m = real(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, ring_mfd, 0);
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	ring_mem = m;
+	ring_bytes = n;
+	*RU32(VGPU_RING_OFF_MAGIC) = VGPU_RING_MAGIC;
+	*RU32(VGPU_RING_OFF_MAGIC + 4) = VGPU_RING_VERSION;
+	*RU64(VGPU_RING_OFF_MAGIC + 8) = n;
+	pthread_t t;
+	if (pthread_create(&t, NULL, ring_server, NULL) != 0)
+		return -ENOMEM;
+	pthread_detach(t);
+	atexit(ring_stats);
+	a->ring_bytes = n;
+	a->mmap_offset = VGPU_RING_MMAP_OFFSET;
+	a->map_len = len;
+	a->status = 0;
+	return 0;
+}
+
+static int fake_ring_wait(struct vgpu_ring_wait *w)
+{
+	if (!ring_mem)
+		return -ENXIO;
+	if (w->pad)
+		return -EINVAL;
+	if (ring_broken())
+		return -EPIPE;
+	pthread_mutex_lock(&bell_mu);
+	if (w->timeout_ms && cli_bells == w->seen) {
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_sec += w->timeout_ms / 1000;
+		dl.tv_nsec += (long)(w->timeout_ms % 1000) * 1000000;
+		if (dl.tv_nsec >= 1000000000) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000;
+		}
+		while (cli_bells == w->seen && pthread_cond_timedwait(&bell_cv, &bell_mu, &dl) == 0)
+			;
+	}
+	w->seen = cli_bells;
+	pthread_mutex_unlock(&bell_mu);
+	return 0;
+}
+
 /* ---- interposed libc calls ---- */
 
 static const char *fake_path(void)
@@ -463,6 +701,33 @@ int ioctl(int fd, unsigned long req, ...)
 		break;
 	case VGPU_IOC_RECV:
 		rc = fake_recv(arg);
+		break;
+	case VGPU_IOC_RING_SETUP:
+		rc = fake_ring_setup(arg);
+		break;
+	case VGPU_IOC_RING_BELL: {
+		__u32 b = *(__u32 *)arg;
+		if (b > VGPU_RING_BELL_SPACE) {
+			rc = -EINVAL;
+			break;
+		}
+		if (!ring_mem) {
+			rc = -ENXIO;
+			break;
+		}
+		if (ring_broken()) {
+			rc = -EPIPE;
+			break;
+		}
+		pthread_mutex_lock(&bell_mu);
+		srv_bells++;
+		pthread_cond_broadcast(&bell_cv);
+		pthread_mutex_unlock(&bell_mu);
+		rc = 0;
+		break;
+	}
+	case VGPU_IOC_RING_WAIT:
+		rc = fake_ring_wait(arg);
 		break;
 	case VGPU_IOC_INFO: {
 		struct vgpu_info *i = arg;
@@ -524,6 +789,13 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	static void *(*real)(void *, size_t, int, int, int, off_t);
 	if (!real)
 		real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+	if (fd >= 0 && fd == fake_fd && off == (off_t)VGPU_RING_MMAP_OFFSET) {
+		if (!ring_mem || len != VGPU_RING_HEADER_SIZE + 2 * ring_bytes || !(flags & MAP_SHARED)) {
+			errno = ring_mem ? EINVAL : ENXIO;
+			return MAP_FAILED;
+		}
+		return real(addr, len, prot, MAP_SHARED, ring_mfd, 0);
+	}
 	if (fd >= 0 && fd == fake_fd)
 		return real(addr, len, prot, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	return real(addr, len, prot, flags, fd, off);

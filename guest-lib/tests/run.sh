@@ -257,6 +257,25 @@ if start_server; then
 		else
 			fail "guest mode through a fake /dev/vgpu: $(grep -E 'FAIL|fakedev' "$T/guestmode.out" | head -3 | tr '\n' ' ')"
 		fi
+		# the same with rings in guest RAM (the fake plays their backend
+		# side): calls without buffers must go on the ring
+		if FAKEDEV_RING=1 FAKEDEV_SOCK=$SOCK VGPU_DEVICE=/dev/vgpu-fake LD_PRELOAD=$T/fakedev.so LD_LIBRARY_PATH=$BUILD \
+			VGPU_LOG=info timeout 120 "$T/hostmode_test" >"$T/guestring.out" 2>&1 &&
+			grep -q "on rings in guest RAM" "$T/guestring.out" &&
+			grep -qE "fakedev: [1-9][0-9]* frames on the ring" "$T/guestring.out"; then
+			pass "guest mode on rings in guest RAM through the fake /dev/vgpu ($(grep -o 'fakedev: [0-9]* frames.*' "$T/guestring.out" | head -1 | cut -c10-))"
+		else
+			fail "guest mode on rings through a fake /dev/vgpu: $(grep -E 'FAIL|fakedev|ring' "$T/guestring.out" | head -3 | tr '\n' ' ')"
+		fi
+		# rings the backend ended (the process broke them): calls fail, no hang
+		FAKEDEV_RING=broken FAKEDEV_SOCK=$SOCK VGPU_DEVICE=/dev/vgpu-fake LD_PRELOAD=$T/fakedev.so LD_LIBRARY_PATH=$BUILD \
+			timeout 60 "$T/hostmode_test" >"$T/guestring-broken.out" 2>&1
+		rc=$?
+		if [ $rc != 0 ] && [ $rc -lt 124 ] && grep -q "VGPU_IOC_RING_WAIT failed" "$T/guestring-broken.out"; then
+			pass "guest mode on rings the backend ended: calls fail (exit $rc), no crash or hang"
+		else
+			fail "guest mode on rings the backend ended: exit $rc: $(tail -3 "$T/guestring-broken.out" | tr '\n' ' ')"
+		fi
 	else
 		fail "building tests/fakedev.c"
 	fi

@@ -49,6 +49,7 @@ type serveFlags struct {
 	moduleCache                                                                       string
 	unixNoShare                                                                       bool
 	unixNoRing                                                                        bool
+	noGuestRings                                                                      bool
 	ringSpin                                                                          time.Duration
 	unixShareMax                                                                      int
 	unixShareBytes                                                                    string
@@ -81,7 +82,8 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.StringVar(&f.unix, "unix", "", "serve host-mode clients on this unix socket (guest library: VGPU_TRANSPORT=unix:PATH)")
 	fs.BoolVar(&f.unixNoShare, "unix-no-share", false, "host-mode clients may not share pinned memory (memfds): all their data travels inline")
 	fs.BoolVar(&f.unixNoRing, "unix-no-ring", false, "host-mode clients may not move onto shared-memory rings: every frame travels on the socket")
-	fs.DurationVar(&f.ringSpin, "ring-spin", 0, "how long each side of a host-mode shared-memory ring polls before sleeping on its eventfd (0: 20µs with 4 or more CPUs, else none; negative: never)")
+	fs.DurationVar(&f.ringSpin, "ring-spin", 0, "how long the backend's side of a shared-memory ring (host mode's, and a guest's in its RAM) polls before sleeping on its doorbell (0: 20µs with 4 or more CPUs, else none; negative: never)")
+	fs.BoolVar(&f.noGuestRings, "no-guest-rings", false, "do not offer guests request and completion rings in their RAM (RING_SETUP_GUEST): every frame travels on the vsock stream")
 	fs.IntVar(&f.unixShareMax, "unix-share-max", hostmode.DefaultMaxShares, "shared pinned-memory blocks (memfds) per host-mode connection")
 	fs.StringVar(&f.unixShareBytes, "unix-share-bytes", "256G", "shared pinned memory per host-mode connection (bytes; K, M, G suffixes)")
 	fs.StringVar(&f.gpus, "gpus", "", "host GPUs guests see, in guest order, e.g. 1,0 (default: all)")
@@ -229,6 +231,7 @@ func serve(f serveFlags, log hclog.Logger) error {
 		Driver: drv, GPUs: gpus, MemLimit: memLimit, ModuleCacheBytes: modCache, Engine: eng,
 		Limits: protocol.DefaultLimits, AllowUnprivilegedSegments: f.allowUnprivileged,
 		Version: version, Logger: log, HostFuncTimeout: f.hostFuncTimeout, Trace: f.trace, CallTimeout: f.callTimeout,
+		RingSpin: f.ringSpin, NoGuestRings: f.noGuestRings,
 		DtoHSmall: d2hSmall,
 	}
 	mgr, err := isolate(f, drv, &cfg, log)

@@ -37,6 +37,12 @@ func workerArgs(f serveFlags, mode worker.Mode, vm string) []string {
 	if f.trace {
 		args = append(args, "--trace")
 	}
+	if f.ringSpin != 0 {
+		args = append(args, "--ring-spin", f.ringSpin.String())
+	}
+	if f.noGuestRings {
+		args = append(args, "--no-guest-rings")
+	}
 	return args
 }
 
@@ -59,6 +65,8 @@ func cmdWorker(args []string) int {
 	fs.StringVar(&f.d2hSmall, "d2h-small", "bounce", "small inline device-to-host copies: bounce or sync")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "host-function deadline")
 	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "call deadline (then this worker exits)")
+	fs.DurationVar(&f.ringSpin, "ring-spin", 0, "how long the backend's side of a guest's rings polls before it sleeps")
+	fs.BoolVar(&f.noGuestRings, "no-guest-rings", false, "do not offer guests rings in their RAM")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -137,6 +145,8 @@ func runWorker(f serveFlags, mode worker.Mode, ctrl *worker.Control, out *worker
 		CallTimeout:     f.callTimeout,
 		OnCallTimeout:   ctrl.EndOnCallTimeout(log),
 		Trace:           f.trace,
+		RingSpin:        f.ringSpin,
+		NoGuestRings:    f.noGuestRings,
 		DtoHSmall:       d2hSmall,
 		// The VM's process list spans its workers (in either mode: a
 		// PerVM worker's VM may still have the poisoned one it replaced).

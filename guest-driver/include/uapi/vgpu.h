@@ -222,9 +222,10 @@ struct vgpu_info {
  * pages stay the driver's until the file is closed; then the driver ends
  * the rings (VGPU_OP_RING_TEARDOWN) and frees them once the host answered
  * (never before: a host that does not answer keeps them). One ring pair
- * per file. Errors: EINVAL, EBUSY (rings exist), ENOMEM, EREMOTEIO
- * (@status), ETIMEDOUT or EINTR (the rings may exist: they end at close),
- * EPIPE.
+ * per file. Errors: EINVAL, EBUSY (rings exist), ENOMEM, ENOSPC (64 MiB
+ * of earlier rings' pages are kept because their teardown was never
+ * answered), EREMOTEIO (@status), ETIMEDOUT or EINTR (the rings may exist:
+ * they end at close), EPIPE.
  */
 struct vgpu_ring_setup {
 	__u64 ring_bytes;
@@ -245,7 +246,9 @@ struct vgpu_ring_setup {
  *
  * Returns 0 when the count differs from @seen or the time is up (compare
  * @seen), EINTR on a signal, EPIPE (or the session's error) when the
- * session is dead, ENXIO without rings.
+ * session is dead or the host ended the rings (the process broke them:
+ * VGPU_RING_BELL_BROKEN; RING_BELL fails with EPIPE too; calls on the
+ * stream go on), ENXIO without rings.
  */
 struct vgpu_ring_wait {
 	__u64 seen;

@@ -27,6 +27,9 @@ int vgpu_send_noreply(uint16_t op, const void *req, uint32_t req_len);
 int vgpu_session_stats(struct vgpu_session_stats *out);
 /* The guest-mode /dev/vgpu file descriptor, -1 in host mode. */
 int vgpu_dev_fd(void);
+/* Call before an ioctl that sends a frame on the stream (guest rings keep
+ * one call order): 0, or a CUresult once the connection is broken. */
+int vgpu_stream_fence(void);
 
 /* Host mode's shared-memory rings (ring.c). create makes the memfd and
  * eventfds (fds: RING_SETUP's order; fds[0], the memfd, is the caller's to
@@ -44,5 +47,12 @@ void vgpu_ring_note_carrier(struct vgpu_ring *r);
 int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n);
 int vgpu_ring_pending(struct vgpu_ring *r);
 uint64_t vgpu_ring_default_spin_ns(void);
+/* A guest's rings (vgpu.ko's pages, mapped at mem): doorbells are dev's
+ * VGPU_IOC_RING_BELL and VGPU_IOC_RING_WAIT. destroy unmaps them. */
+int vgpu_ring_attach(int dev, void *mem, size_t map_len, uint64_t bytes, struct vgpu_ring **out);
+/* A guest: waits until the session took the request bytes before pos
+ * (RingOffReqTaken), so a frame sent on the stream next comes after
+ * them; -1 once *broken is set. */
+int vgpu_ring_wait_taken(struct vgpu_ring *r, uint64_t pos, volatile int *broken);
 
 #endif

@@ -1,10 +1,13 @@
 /*
- * ring.c - host mode's shared-memory rings (VGPU_FEATURE_SHM_RING), the
- * library's side. The layout and rules are protocol/ring.go's: a sealed
- * memfd holding a header page, the request ring (we produce) and the
- * completion ring (we consume), each a byte stream of ordinary frames with
- * free-running positions; four eventfds are the doorbells. transport.c
- * decides when to use them; this file moves bytes.
+ * ring.c - shared-memory rings (VGPU_FEATURE_SHM_RING), the library's side.
+ * The layout and rules are protocol/ring.go's: a header page, the request
+ * ring (we produce) and the completion ring (we consume), each a byte
+ * stream of ordinary frames with free-running positions. Host mode keeps
+ * them in a sealed memfd with four eventfds as doorbells
+ * (vgpu_ring_create); a guest in pages vgpu.ko allocated and mapped for
+ * /dev/vgpu (vgpu_ring_attach), where a doorbell to the backend is
+ * VGPU_IOC_RING_BELL and waiting for the backend's is VGPU_IOC_RING_WAIT.
+ * transport.c decides when to use them; this file moves bytes.
  *
  * Waiting: a side that finds nothing to do spins for spin_ns (restarted by
  * every request sent, so the reader polls while a reply is due), then sets
@@ -22,10 +25,14 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+#include <linux/types.h>
 
 #include "core.h"
+#include "uapi/vgpu.h"
 
 struct vgpu_ring {
 	uint8_t *mem;
@@ -34,8 +41,11 @@ struct vgpu_ring {
 	uint8_t *req, *comp;
 	uint64_t *req_tail, *req_head, *comp_tail, *comp_head;
 	uint32_t *srv_sleep, *srv_wait, *cli_sleep, *cli_wait;
-	int bell[4]; /* RING_SETUP's fds 1..4 */
+	int bell[4]; /* RING_SETUP's fds 1..4 (host mode) */
 	int sock;
+	int dev; /* a guest: the /dev/vgpu fd (doorbells are its ioctls); else -1 */
+	uint64_t bells_seen; /* a guest: the driver's doorbell count last seen */
+	uint64_t *taken; /* a guest: request bytes the session took (the backend's) */
 	uint64_t tx; /* request bytes written (local, authoritative) */
 	uint64_t rx; /* completion bytes read */
 	uint64_t spin_ns;
@@ -58,11 +68,59 @@ void vgpu_ring_destroy(struct vgpu_ring *r)
 	if (!r)
 		return;
 	if (r->mem)
-		munmap(r->mem, r->map_len);
+		munmap(r->mem, r->map_len); /* a guest's pages: vgpu.ko frees them at close */
 	for (int i = 0; i < 4; i++)
 		if (r->bell[i] >= 0)
 			close(r->bell[i]);
 	free(r);
+}
+
+static uint64_t ring_spin_ns(void)
+{
+	const char *s = getenv("VGPU_RING_SPIN_US");
+	return s && *s ? strtoull(s, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
+}
+
+/* Points the ring's fields into its mapping (header written). */
+static void ring_locate(struct vgpu_ring *r)
+{
+	r->req = r->mem + VGPU_RING_HEADER_SIZE;
+	r->comp = r->req + r->size;
+	r->req_tail = U64(r, VGPU_RING_OFF_REQ_TAIL);
+	r->req_head = U64(r, VGPU_RING_OFF_REQ_HEAD);
+	r->comp_tail = U64(r, VGPU_RING_OFF_COMP_TAIL);
+	r->comp_head = U64(r, VGPU_RING_OFF_COMP_HEAD);
+	r->srv_sleep = U32(r, VGPU_RING_OFF_SRV_SLEEP);
+	r->srv_wait = U32(r, VGPU_RING_OFF_SRV_WAIT);
+	r->cli_sleep = U32(r, VGPU_RING_OFF_CLI_SLEEP);
+	r->cli_wait = U32(r, VGPU_RING_OFF_CLI_WAIT);
+	r->taken = U64(r, VGPU_RING_OFF_REQ_TAKEN);
+	/* Positions start where the header says (zero when fresh). */
+	r->tx = __atomic_load_n(r->req_tail, __ATOMIC_ACQUIRE);
+	r->rx = __atomic_load_n(r->comp_head, __ATOMIC_ACQUIRE);
+}
+
+int vgpu_ring_attach(int dev, void *mem, size_t map_len, uint64_t bytes, struct vgpu_ring **out)
+{
+	*out = NULL;
+	if (map_len != VGPU_RING_HEADER_SIZE + 2 * bytes) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct vgpu_ring *r = calloc(1, sizeof *r);
+	if (!r)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		r->bell[i] = -1;
+	r->sock = -1;
+	r->dev = dev;
+	r->size = bytes;
+	r->map_len = map_len;
+	r->mem = mem;
+	r->spin_ns = ring_spin_ns();
+	ring_locate(r);
+	*out = r;
+	return 0;
 }
 
 int vgpu_ring_create(int sock, uint64_t bytes, struct vgpu_ring **out, int fds[VGPU_RING_FDS])
@@ -74,10 +132,10 @@ int vgpu_ring_create(int sock, uint64_t bytes, struct vgpu_ring **out, int fds[V
 	for (int i = 0; i < 4; i++)
 		r->bell[i] = -1;
 	r->sock = sock;
+	r->dev = -1;
 	r->size = bytes;
 	r->map_len = VGPU_RING_HEADER_SIZE + 2 * bytes;
-	const char *s = getenv("VGPU_RING_SPIN_US");
-	r->spin_ns = s && *s ? strtoull(s, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
+	r->spin_ns = ring_spin_ns();
 	int mfd = memfd_create("vgpu-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0)
 		goto fail;
@@ -95,16 +153,7 @@ int vgpu_ring_create(int sock, uint64_t bytes, struct vgpu_ring **out, int fds[V
 	*U32(r, VGPU_RING_OFF_MAGIC) = VGPU_RING_MAGIC;
 	*U32(r, VGPU_RING_OFF_MAGIC + 4) = VGPU_RING_VERSION;
 	*U64(r, VGPU_RING_OFF_MAGIC + 8) = bytes;
-	r->req = r->mem + VGPU_RING_HEADER_SIZE;
-	r->comp = r->req + bytes;
-	r->req_tail = U64(r, VGPU_RING_OFF_REQ_TAIL);
-	r->req_head = U64(r, VGPU_RING_OFF_REQ_HEAD);
-	r->comp_tail = U64(r, VGPU_RING_OFF_COMP_TAIL);
-	r->comp_head = U64(r, VGPU_RING_OFF_COMP_HEAD);
-	r->srv_sleep = U32(r, VGPU_RING_OFF_SRV_SLEEP);
-	r->srv_wait = U32(r, VGPU_RING_OFF_SRV_WAIT);
-	r->cli_sleep = U32(r, VGPU_RING_OFF_CLI_SLEEP);
-	r->cli_wait = U32(r, VGPU_RING_OFF_CLI_WAIT);
+	ring_locate(r);
 	fds[0] = mfd; /* the caller closes it once sent */
 	for (int i = 0; i < 4; i++)
 		fds[i + 1] = r->bell[i];
@@ -136,19 +185,59 @@ static void ring_bell(int fd)
 	(void)w;
 }
 
-/* Wakes the peer if its word says it sleeps (1 -> 2: a burst rings once). */
-static void wake_if(uint32_t *flag, int fd)
+/* Wakes the peer if its word says it sleeps (1 -> 2: a burst rings once):
+ * bell is RING_SETUP's fd index of the backend's doorbell (0: requests,
+ * 1: completion space). */
+static void wake_if(struct vgpu_ring *r, uint32_t *flag, int bell)
 {
 	uint32_t one = 1;
 	if (__atomic_load_n(flag, __ATOMIC_SEQ_CST) == 1 &&
-	    __atomic_compare_exchange_n(flag, &one, 2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-		ring_bell(fd);
+	    __atomic_compare_exchange_n(flag, &one, 2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		if (r->dev < 0) {
+			ring_bell(r->bell[bell]);
+			return;
+		}
+		__u32 b = bell == 0 ? VGPU_RING_BELL_REQUESTS : VGPU_RING_BELL_SPACE;
+		while (ioctl(r->dev, VGPU_IOC_RING_BELL, &b) != 0 && errno == EINTR)
+			;
+	}
+}
+
+/* A guest: sleeps on vgpu.ko until the backend's doorbell or ready() says
+ * go (1), or fails (-1): the session died or the ring broke. The wait is
+ * bounded (and repeated), so a lost doorbell costs time, not a hang. */
+static int sleep_on_dev(struct vgpu_ring *r, uint32_t *flag, int (*ready)(struct vgpu_ring *))
+{
+	uint64_t seen = __atomic_load_n(&r->bells_seen, __ATOMIC_RELAXED);
+	__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+	int rc;
+	for (;;) {
+		rc = ready(r);
+		if (rc)
+			break;
+		struct vgpu_ring_wait w = {.seen = seen, .timeout_ms = 1000};
+		if (ioctl(r->dev, VGPU_IOC_RING_WAIT, &w) != 0) {
+			if (errno == EINTR)
+				continue;
+			VERR("VGPU_IOC_RING_WAIT failed: %s", strerror(errno));
+			rc = -1;
+			break;
+		}
+		seen = w.seen;
+		__atomic_store_n(&r->bells_seen, seen, __ATOMIC_RELAXED);
+		if (__atomic_load_n(flag, __ATOMIC_SEQ_CST) == 2)
+			__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+	}
+	__atomic_store_n(flag, 0, __ATOMIC_SEQ_CST);
+	return rc > 0 ? 0 : -1;
 }
 
 /* Sleeps on bell with *flag set until ready() says go (1), or fails (-1):
  * the socket ended or the ring broke (ready() < 0). */
 static int sleep_on(struct vgpu_ring *r, int bell, uint32_t *flag, int (*ready)(struct vgpu_ring *))
 {
+	if (r->dev >= 0)
+		return sleep_on_dev(r, flag, ready);
 	__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
 	int rc;
 	for (;;) {
@@ -218,7 +307,7 @@ int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n)
 		memcpy(r->req, b + first, k - first);
 		r->tx += k;
 		__atomic_store_n(r->req_tail, r->tx, __ATOMIC_SEQ_CST);
-		wake_if(r->srv_sleep, r->bell[0]);
+		wake_if(r, r->srv_sleep, 0);
 		b += k;
 		n -= k;
 	}
@@ -227,6 +316,24 @@ int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n)
 }
 
 uint64_t vgpu_ring_write_pos(struct vgpu_ring *r) { return r->tx; }
+
+int vgpu_ring_wait_taken(struct vgpu_ring *r, uint64_t pos, volatile int *broken)
+{
+	uint64_t t0 = vgpu_now_ns(), sleep_ns = 1000;
+	for (;;) {
+		uint64_t t = __atomic_load_n(r->taken, __ATOMIC_ACQUIRE);
+		if (t - pos < (1ull << 63)) /* t >= pos, free-running */
+			return 0;
+		if (*broken)
+			return -1;
+		if (vgpu_now_ns() - t0 < r->spin_ns)
+			continue;
+		struct timespec ts = {0, (long)sleep_ns};
+		nanosleep(&ts, NULL);
+		if (sleep_ns < 1000000)
+			sleep_ns *= 2;
+	}
+}
 
 void vgpu_ring_note_carrier(struct vgpu_ring *r)
 {
@@ -280,7 +387,7 @@ int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n)
 		memcpy(b + first, r->comp, k - first);
 		r->rx += k;
 		__atomic_store_n(r->comp_head, r->rx, __ATOMIC_SEQ_CST);
-		wake_if(r->srv_wait, r->bell[1]);
+		wake_if(r, r->srv_wait, 1);
 		b += k;
 		n -= k;
 	}

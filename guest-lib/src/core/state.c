@@ -96,12 +96,20 @@ int vgpu_device_sync(int dev)
 struct range {
 	uint64_t base, size;
 	int dev;
+	uint64_t id;      /* unique in the process (buffer and memory block id) */
+	const void *pool; /* the CUmemoryPool it came from, or NULL */
 };
 static pthread_mutex_t devmap_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct range *devmap;
 static size_t devmap_n, devmap_cap;
+static uint64_t devmap_ids;
 
 void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev)
+{
+	vgpu_devmap_add_pool(ptr, size, dev, NULL);
+}
+
+void vgpu_devmap_add_pool(uint64_t ptr, uint64_t size, int dev, const void *pool)
 {
 	pthread_mutex_lock(&devmap_mu);
 	if (devmap_n == devmap_cap) {
@@ -119,7 +127,7 @@ void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev)
 		devmap[i] = devmap[i - 1];
 		i--;
 	}
-	devmap[i] = (struct range){ptr, size, dev};
+	devmap[i] = (struct range){ptr, size, dev, ++devmap_ids, pool};
 	devmap_n++;
 	pthread_mutex_unlock(&devmap_mu);
 }
@@ -160,6 +168,19 @@ void vgpu_devmap_forget(int dev)
 			devmap[j++] = devmap[i];
 	devmap_n = j;
 	pthread_mutex_unlock(&devmap_mu);
+}
+
+int vgpu_devmap_info(uint64_t ptr, uint64_t *id, const void **pool)
+{
+	pthread_mutex_lock(&devmap_mu);
+	long i = devmap_floor(ptr);
+	int found = i >= 0 && ptr - devmap[i].base < (devmap[i].size ? devmap[i].size : 1);
+	if (found) {
+		*id = devmap[i].id;
+		*pool = devmap[i].pool;
+	}
+	pthread_mutex_unlock(&devmap_mu);
+	return found;
 }
 
 int vgpu_devmap_find(uint64_t ptr, uint64_t *base, uint64_t *size, int *dev)
@@ -246,6 +267,9 @@ static int dev_register(void *p, uint64_t len, unsigned flags, uint64_t *region,
 	r.len = len;
 	/* cudaHostAllocMapped / cudaHostRegisterMapped (0x2), cudaHostRegisterReadOnly (0x8) */
 	r.flags = ((flags & VGPU_HOSTALLOC_MAPPED) ? VGPU_REG_MAPPED : 0) | ((flags & 0x8) ? VGPU_REG_READONLY : 0);
+	int frc = vgpu_stream_fence();
+	if (frc)
+		return frc;
 	if (ioctl(vgpu_dev_fd(), VGPU_IOC_REGISTER, &r) != 0) {
 		VWARN("VGPU_IOC_REGISTER(%p, %llu) failed: %s%s", p, (unsigned long long)len, strerror(errno),
 		      errno == E2BIG ? " (over vgpu.ko's max_pin_mb, /sys/module/vgpu/parameters/max_pin_mb, "
@@ -463,7 +487,7 @@ static void release_range(struct vgpu_hostrange *r)
 {
 	if (!vgpu_host_mode() && r->region) {
 		__u64 region = r->region;
-		if (ioctl(vgpu_dev_fd(), VGPU_IOC_UNREGISTER, &region) != 0)
+		if (vgpu_stream_fence() || ioctl(vgpu_dev_fd(), VGPU_IOC_UNREGISTER, &region) != 0)
 			VDEBUG("VGPU_IOC_UNREGISTER: %s", strerror(errno));
 	} else if (r->share) {
 		/* Host mode's shared memory: unregister, then unshare (the

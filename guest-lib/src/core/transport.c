@@ -13,7 +13,14 @@
  *    BufRef{Kind=SEGMENTS, Index=i}. A buffer inside a range registered with
  *    VGPU_IOC_REGISTER is named BufRef{Kind=REGION} instead (no pinning per
  *    call, and such a call may be batched). Notifications come from
- *    VGPU_IOC_RECV on a library thread.
+ *    VGPU_IOC_RECV on a library thread. When the backend and vgpu.ko offer
+ *    them (VGPU_FEATURE_SHM_RING, VGPU_IOC_RING_SETUP; VGPU_RING=0 turns
+ *    them off), calls without user buffers (most synchronous calls,
+ *    batches, host-function completions) go on rings in guest RAM instead
+ *    (ring.c, the same rings as host mode's, read by the same reader
+ *    thread); calls with buffers stay on VGPU_IOC_CALL, each sent only once
+ *    the backend took every frame written to the ring before it
+ *    (stream_fence), so both paths keep the process's call order.
  *  - host mode (VGPU_TRANSPORT=unix:PATH): a unix stream socket to
  *    `vgpu serve --unix PATH`; data travels inline (BufRef{Kind=INLINE}:
  *    H2D bytes in the request tail, D2H bytes as the reply payload). A
@@ -66,6 +73,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -588,10 +596,23 @@ static void ring_start(void)
 
 /* ---------------- guest mode ---------------- */
 
+/* Guest rings: before a frame goes on the stream (an ioctl), waits until
+ * the backend took every frame written to the ring so far (the two paths
+ * join one order). Without rings, nothing to wait for. */
+int vgpu_stream_fence(void)
+{
+	if (host_mode || !ring)
+		return broken ? E_UNAVAILABLE : 0;
+	pthread_mutex_lock(&write_mu);
+	uint64_t pos = vgpu_ring_write_pos(ring);
+	pthread_mutex_unlock(&write_mu);
+	return vgpu_ring_wait_taken(ring, pos, &broken) ? E_UNAVAILABLE : 0;
+}
+
 static int dev_roundtrip(const void *frame, uint32_t frame_len, struct vgpu_buf *bufs, uint32_t nbufs,
 			 uint8_t **reply, uint32_t *reply_len, uint32_t reply_cap)
 {
-	if (broken)
+	if (broken || vgpu_stream_fence())
 		return E_UNAVAILABLE;
 	uint8_t *r = malloc(reply_cap);
 	if (!r)
@@ -656,6 +677,60 @@ static int dev_open(const char *path)
 	return 0;
 }
 
+/* A forked child shares the parent's session but not its rings (vgpu.ko
+ * maps them VM_DONTCOPY): its calls fail instead of touching them. */
+static void ring_child(void)
+{
+	ring = NULL;
+	reader_running = 0;
+	broken = 1;
+}
+
+/* Guest mode, after HELLO offered VGPU_FEATURE_SHM_RING: asks vgpu.ko for
+ * rings in guest RAM (VGPU_IOC_RING_SETUP registers them with the
+ * backend), maps them and moves calls without buffers onto them.
+ * VGPU_RING=0 keeps the stream; VGPU_RING_BYTES sizes each ring. An older
+ * vgpu.ko (ENOTTY) or a backend that refuses keeps the stream too. */
+static void guest_ring_start(void)
+{
+	const char *e = getenv("VGPU_RING");
+	if ((e && !strcmp(e, "0")) || !(hello.features & VGPU_FEATURE_SHM_RING))
+		return;
+	struct vgpu_ring_setup a;
+	memset(&a, 0, sizeof a);
+	const char *b = getenv("VGPU_RING_BYTES");
+	if (b && *b)
+		a.ring_bytes = strtoull(b, NULL, 0);
+	int rc;
+	while ((rc = ioctl(fd, VGPU_IOC_RING_SETUP, &a)) != 0 && errno == EINTR)
+		;
+	if (rc != 0) {
+		if (errno == ENOTTY)
+			VINFO("vgpu.ko has no rings (an older driver): calls go through the stream");
+		else if (errno == EREMOTEIO)
+			VINFO("the backend refused rings in guest RAM (error %d): calls go through the stream", a.status);
+		else
+			VINFO("no rings in guest RAM (%s): calls go through the stream", strerror(errno));
+		return;
+	}
+	void *m = mmap(NULL, a.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)a.mmap_offset);
+	if (m == MAP_FAILED) {
+		/* The backend's side ends when the file is closed. */
+		VINFO("mapping the rings failed (%s): calls go through the stream", strerror(errno));
+		return;
+	}
+	struct vgpu_ring *r;
+	if (vgpu_ring_attach(fd, m, a.map_len, a.ring_bytes, &r) != 0) {
+		munmap(m, a.map_len);
+		return;
+	}
+	const char *sp = getenv("VGPU_RING_SPIN_US");
+	wait_spin_ns = sp && *sp ? strtoull(sp, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
+	pthread_atfork(NULL, NULL, ring_child);
+	ring = r;
+	VINFO("on rings in guest RAM of %llu bytes", (unsigned long long)a.ring_bytes);
+}
+
 /* ---------------- common ---------------- */
 
 /* Sends a request that gets no reply (FlagNoReply): host mode writes it,
@@ -674,7 +749,10 @@ static int send_only(uint16_t op, uint64_t id, const void *payload, uint32_t len
 	if (len)
 		memcpy(f + VGPU_HEADER_SIZE, payload, len);
 	int rc = 0;
-	if (host_mode) {
+	/* Guest rings: a host function's completion goes on the stream, whose
+	 * reader the backend answers it on at once, never behind the ring's
+	 * frames (the call the ring's reader runs may wait for it). */
+	if (host_mode || (ring && op != VGPU_OP_HOST_FUNC_DONE)) {
 		pthread_mutex_lock(&write_mu);
 		if (host_write_locked(f, n, NULL, 0, 0, -1) != 0)
 			rc = E_UNAVAILABLE;
@@ -706,7 +784,7 @@ static int roundtrip(uint16_t op, uint64_t id, const void *payload_a, uint32_t a
 	struct vgpu_header h;
 	put_header(&h, op, id, alen + blen, 0);
 	int rc;
-	if (host_mode) {
+	if (host_mode || (ring && !nbufs)) { /* the socket, or rings */
 		size_t n = sizeof h + alen;
 		uint8_t *a = malloc(n);
 		if (!a)
@@ -748,7 +826,8 @@ static int say_hello(void)
 	req.minor = VGPU_PROTO_MINOR;
 	req.role = VGPU_ROLE_LIBRARY;
 	req.features = VGPU_FEATURE_BATCH | VGPU_FEATURE_HOST_FUNC | VGPU_FEATURE_MODULE_HASH |
-		       (host_mode ? VGPU_FEATURE_INLINE | VGPU_FEATURE_SHM_RING : VGPU_FEATURE_SEGMENTS);
+		       VGPU_FEATURE_SHM_RING |
+		       (host_mode ? VGPU_FEATURE_INLINE : VGPU_FEATURE_SEGMENTS);
 	const char *share = getenv("VGPU_HOST_SHARE");
 	if (host_mode && !(share && !strcmp(share, "0")))
 		req.features |= VGPU_FEATURE_HOST_SHARE;
@@ -812,6 +891,10 @@ int vgpu_init(void)
 		if (!rc && host_mode) {
 			ring_start();
 			rc = broken ? E_UNAVAILABLE : start_reader();
+		} else if (!rc) {
+			guest_ring_start();
+			if (ring)
+				rc = start_reader();
 		}
 		__atomic_store_n(&init_state, rc ? rc : 1, __ATOMIC_RELEASE);
 		if (!rc && !host_mode)
@@ -938,6 +1021,17 @@ int vgpu_take_deferred_error(void)
 	return __atomic_exchange_n(&deferred_err, 0, __ATOMIC_ACQ_REL);
 }
 
+/* Guest rings: a small buffer travels inline on the ring (its bytes in the
+ * request, or in the reply), so its call needs no pinning and no stream:
+ * one to the host and one from it per call, as host mode's. */
+#define RING_INLINE_MAX (32u << 10)
+static int ring_inline(const struct vgpu_xbuf *b, const void *inl, const void *from_host)
+{
+	if (host_mode || !ring || b->len > RING_INLINE_MAX || !vgpu_regions_usable())
+		return 0;
+	return (b->dir & VGPU_DIR_TO_HOST) ? !inl : !from_host;
+}
+
 int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_xbuf *bufs, int nbufs,
 	      void *reply, uint32_t reply_len, void *tail, uint32_t tail_cap, uint32_t *tail_len)
 {
@@ -972,7 +1066,7 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 			ref.kind = VGPU_BUF_REGION;
 			ref.region = hr.region;
 			ref.offset = (uint64_t)((uint8_t *)bufs[i].addr - (uint8_t *)hr.addr);
-		} else if (inline_copies()) {
+		} else if (inline_copies() || ring_inline(&bufs[i], inl, from_host)) {
 			ref.kind = VGPU_BUF_INLINE;
 			if (bufs[i].dir & VGPU_DIR_TO_HOST) {
 				if (inl) { /* one inline buffer per call is all we need */
@@ -1004,7 +1098,7 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 	uint8_t *r = NULL;
 	uint32_t rl = 0;
 	uint64_t id = new_id();
-	uint32_t cap = reply_len + tail_cap + (uint32_t)(inline_copies() ? from_host_len : 0) + 64;
+	uint32_t cap = reply_len + tail_cap + (uint32_t)from_host_len + 64;
 	rc = roundtrip(op, id, payload, req_len, inl, inl_len, dbufs, ndbufs, cap, &r, &rl);
 	free(payload);
 	if (rc)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gpu-guestring-guest.sh CARRY WHAT... - runs inside the test guest for
+# gpu-guestring.sh. WHAT: calls (bench calls on rings and with VGPU_RING=0,
+# twice, in turns), calls-once (each once), longspin (on rings with
+# VGPU_RING_SPIN_US=2000), programs CT (a few CUDA programs on rings, each
+# checked to have used them).
+set -uo pipefail
+carry=$1
+shift
+vgpu=$carry/vgpu
+mt=${MIN_TIME:-1s}
+echo "guest: $(uname -sr), $(nproc) CPUs"
+bench() { # bench LABEL ENV...
+	local label=$1
+	shift
+	echo "---- $label"
+	env "$@" VGPU_LOG=info "$vgpu" bench calls --min-time "$mt" 2>&1 | grep -E '^(side|vgpu |#)|rings in guest RAM|stream'
+}
+while (($#)); do
+	case $1 in
+	calls)
+		for round in 1 2; do
+			bench "rings (round $round)" VGPU_RING=1
+			bench "stream, VGPU_RING=0 (round $round)" VGPU_RING=0
+		done
+		;;
+	calls-once)
+		bench "rings" VGPU_RING=1
+		bench "stream, VGPU_RING=0" VGPU_RING=0
+		;;
+	longspin)
+		bench "rings, VGPU_RING_SPIN_US=2000" VGPU_RING=1 VGPU_RING_SPIN_US=2000
+		bench "stream, VGPU_RING=0" VGPU_RING=0
+		;;
+	programs)
+		ct=$2
+		shift
+		for p in vector_add host_callback two_threads streams_overlap memcpy_to_symbol sticky_error; do
+			o=$(VGPU_LOG=info timeout 120 "$ct/$p" 2>&1)
+			rc=$?
+			echo "prog=$p rc=$rc rings=$(grep -c 'on rings in guest RAM' <<<"$o")"
+			((rc == 0)) || tail -5 <<<"$o"
+		done
+		;;
+	esac
+	shift
+done
+dmesg | grep -E 'vgpu: session .*rings' | tail -3
