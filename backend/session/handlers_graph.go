@@ -28,7 +28,7 @@ type graphObj struct {
 	dev int
 	h   device.Graph
 	// ids are the session's handles of its nodes (handlers_graphnodes.go);
-	// regions, the pinned memory its copies use (one entry per copy).
+	// regions, the pinned memory its copies use (each once).
 	ids     map[device.GraphNode]uint64
 	regions []*region
 }

@@ -81,12 +81,24 @@ func (s *Session) graphView(op string, ref protocol.BufRef, write bool) (*region
 }
 
 // useRegions and unuseRegions count the graphs, executable graphs and
-// captures that hold regions; a region the guest unregistered goes with
+// captures that hold regions (each holds a region once, whatever number
+// of its copies use it: hold); a region the guest unregistered goes with
 // its last user.
 func (s *Session) useRegions(rs []*region) {
 	for _, rg := range rs {
 		rg.users++
 	}
+}
+
+// hold adds rg to a holder's list rs unless it is there already.
+func (s *Session) hold(rs []*region, rg *region) []*region {
+	for _, r := range rs {
+		if r == rg {
+			return rs
+		}
+	}
+	rg.users++
+	return append(rs, rg)
 }
 
 func (s *Session) unuseRegions(rs []*region) {
@@ -226,8 +238,9 @@ func (s *Session) added(op string, graph uint64, g *graphObj, h device.GraphNode
 	if err != nil {
 		return protocol.HandleReply{}, err // the node stays in the device's graph, without a handle
 	}
-	s.useRegions(rs)
-	g.regions = append(g.regions, rs...)
+	for _, rg := range rs {
+		g.regions = s.hold(g.regions, rg)
+	}
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -374,8 +387,7 @@ func (s *Session) captureCopy(o *streamObj, ctx device.Context, st device.Stream
 	if err != nil {
 		return err
 	}
-	s.useRegions([]*region{rg})
-	o.capRegions = append(o.capRegions, rg)
+	o.capRegions = s.hold(o.capRegions, rg)
 	return nil
 }
 
