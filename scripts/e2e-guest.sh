@@ -13,7 +13,8 @@ status=0
 limit=180
 for variant in "$ct" "$ct/sm_90"; do
 	echo "-- guest: $(basename "$variant")"
-	"$(dirname "$0")/cuda-tests/run.sh" "$variant" --lib "$lib" --timeout $limit | tail -6 || status=1
+	# arrays_textures needs NVIDIA's runtime: vgpu's retired libcudart has no arrays or textures.
+	"$(dirname "$0")/cuda-tests/run.sh" "$variant" --lib "$lib" --timeout $limit --xfail arrays_textures | tail -6 || status=1
 	export PAGEABLE_COPIES_MAX_MIB=128
 	limit=60
 done

@@ -58,8 +58,10 @@ trap 'kill $srv 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
 # Every program, mapped_zero_copy included: host mode shares pinned memory with
 # the backend as memfds, so mapped memory has a device address here too.
+# arrays_textures needs NVIDIA's runtime: vgpu's retired libcudart has no
+# arrays or textures (docs/ARCHITECTURE.md).
 for variant in "$ct" "$ct/sm_90"; do
-	VGPU_TRANSPORT=unix:$sock scripts/cuda-tests/run.sh "$variant" --lib "$lib" --logs "$logs/hostmode-$(basename "$variant")" | tail -4 || status=1
+	VGPU_TRANSPORT=unix:$sock scripts/cuda-tests/run.sh "$variant" --lib "$lib" --xfail arrays_textures --logs "$logs/hostmode-$(basename "$variant")" | tail -4 || status=1
 done
 # run_all ARGS...: run.sh's summary line, its whole table when something failed
 run_all() {

@@ -22,7 +22,7 @@
 #      the default is 4 on 8 or more CPUs), and `bench calls` with
 #      VGPU_BATCH_FIRST=4096 (a burst in one batch, as before the batches
 #      grew from 32 calls); summary-ring.txt
-# Writes calls-*.txt, memcpy-*.txt, the serve logs and summary*.txt to $OUT.
+# Writes summary.txt, summary-ring.txt and all.tgz (calls-*.txt, memcpy-*.txt, the serve logs) to $OUT.
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
 # cuda-gpu.test. Environment: MIN_TIME per measurement (default 1s); DEVICE
@@ -156,3 +156,7 @@ step "summary: rings and staging"
 		done
 	done
 } | tee "$out/summary-ring.txt"
+# The device tool brings back at most 8 files of $OUT: every other file goes into one archive
+# beside the two summaries (the 21:40 run of 2026-11-27 lost its native files to that limit).
+(cd "$out" && tar czf all.tgz --exclude=all.tgz --exclude='summary*.txt' . &&
+	find . -mindepth 1 -maxdepth 1 ! -name all.tgz ! -name 'summary*.txt' -exec rm -rf {} +)

@@ -116,6 +116,7 @@ int cuSurfObjectDestroy(CUsurfObject);
 int cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUsurfObject);
 int cuMemsetD2D8_v2(unsigned long long, size_t, unsigned char, size_t, size_t);
 int cuPointerGetAttribute(void *, int, unsigned long long);
+int cuPointerGetAttributes(unsigned, int *, void **, unsigned long long);
 cudaError_t cudaMemcpy3D(const struct rt_3d *);
 cudaError_t cudaMalloc3D(struct rt_pitched *, struct rt_extent);
 cudaError_t cudaMemset3D(struct rt_pitched, int, struct rt_extent);
@@ -151,6 +152,8 @@ int cuGraphAddEmptyNode(void **, void *, void *const *, size_t);
 int cuGraphClone(void **, void *);
 int cuGraphDestroyNode(void *);
 int cuGraphUpload(void *, CUstream);
+int cuGraphExecUpdate_v2(void *, void *, void *);
+int cuGraphExecUpdate(void *, void *, void **, int *);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -1234,6 +1237,22 @@ static void test_driver_graph_nodes(void)
 
 	OK(cuGraphInstantiateWithFlags(&x, g, 0));
 	OK(cuGraphUpload(x, s));
+	/* updated from a graph of its shape; not from one of another */
+	struct {
+		int result;
+		void *node, *from;
+	} info = {-1, NULL, NULL};
+	OK(cuGraphClone(&g2, g));
+	OK(cuGraphExecUpdate_v2(x, g2, &info));
+	CHECK(info.result == 0);
+	n = 8;
+	OK(cuGraphGetNodes(g2, nodes, &n));
+	OK(cuGraphDestroyNode(nodes[4]));
+	CHECK(cuGraphExecUpdate_v2(x, g2, &info) == 910 && info.result != 0);
+	void *err_node = NULL;
+	int result = 0;
+	CHECK(cuGraphExecUpdate(x, g2, &err_node, &result) == 910 && result != 0);
+	OK(cuGraphDestroy(g2));
 	memcpy(want, h, 64);
 	memset(want + 8, 0x22, 8);
 	for (int i = 0; i < 2; i++) {
@@ -1353,6 +1372,89 @@ static void test_driver_mempool(void)
 	CHECK(buf[0] == 0x2e && buf[sizeof buf - 1] == 0x2e);
 	OK(cuMemFreeAsync(a, s));
 	OK(cuStreamDestroy_v2(s));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* Pointer attributes NVIDIA's runtime and PyTorch ask, for device, pinned,
+ * pool and virtual-memory memory. */
+static void test_driver_pointer_attrs(void)
+{
+	int dev;
+	CUcontext ctx;
+	unsigned long long d, d2, pl, va, h, id1 = 0, id2 = 0;
+	void *host, *pool, *got;
+	unsigned u;
+	int i;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuMemAlloc_v2(&d, 4096));
+	OK(cuPointerGetAttribute(&u, 2, d + 8)); /* MEMORY_TYPE */
+	CHECK(u == 2);                             /* CU_MEMORYTYPE_DEVICE */
+	OK(cuPointerGetAttribute(&id1, 7, d));     /* BUFFER_ID */
+	OK(cuPointerGetAttribute(&id2, 20, d + 1)); /* MEMORY_BLOCK_ID */
+	CHECK(id1 && id1 == id2);
+	u = 7;
+	OK(cuPointerGetAttribute(&u, 14, d)); /* ALLOWED_HANDLE_TYPES: none */
+	CHECK(u == 0);
+	OK(cuPointerGetAttribute(&u, 16, d)); /* ACCESS_FLAGS */
+	CHECK(u == 3);
+	OK(cuPointerGetAttribute(&i, 8, d)); /* IS_MANAGED */
+	CHECK(i == 0);
+	OK(cuPointerGetAttribute(&i, 13, d)); /* MAPPED */
+	CHECK(i == 1);
+	CHECK(cuPointerGetAttribute(&got, 4, d) == 1);  /* no host pointer */
+	CHECK(cuPointerGetAttribute(&got, 17, d) == 1); /* not from a pool */
+	CHECK(cuPointerGetAttribute(&got, 99, d) == 1);
+	OK(cuMemFree_v2(d));
+	OK(cuMemAlloc_v2(&d2, 4096));
+	OK(cuPointerGetAttribute(&id2, 7, d2));
+	CHECK(id2 != id1); /* another buffer, even at the same address */
+	/* pinned host memory, mapped */
+	OK(cuMemHostAlloc(&host, 4096, 2)); /* DEVICEMAP */
+	OK(cuPointerGetAttribute(&u, 2, (unsigned long long)(uintptr_t)host));
+	CHECK(u == 1); /* CU_MEMORYTYPE_HOST */
+	OK(cuPointerGetAttribute(&got, 4, (unsigned long long)(uintptr_t)host + 4));
+	CHECK(got == (char *)host + 4);
+	h = 0; /* its device address where the backend maps it (not with inline copies) */
+	i = cuPointerGetAttribute(&h, 3, (unsigned long long)(uintptr_t)host);
+	CHECK((i == 0 && h != 0) || (i == 1 && h == 0));
+	/* pool memory: its pool */
+	OK(cuDeviceGetDefaultMemPool(&pool, dev));
+	OK(cuMemAllocAsync(&pl, 256, NULL));
+	OK(cuPointerGetAttribute(&got, 17, pl + 3)); /* MEMPOOL_HANDLE */
+	CHECK(got == pool);
+	/* all at once, as cudaPointerGetAttributes asks; unknown pointers read 0 */
+	int attrs[4] = {2, 9, 17, 14};
+	unsigned type = 0, mask = 9;
+	int ord = -1;
+	void *pp = NULL;
+	void *outs[4] = {&type, &ord, &pp, &mask};
+	OK(cuPointerGetAttributes(4, attrs, outs, pl));
+	CHECK(type == 2 && ord == dev && pp == pool && mask == 0);
+	OK(cuPointerGetAttributes(4, attrs, outs, 0x10));
+	CHECK(type == 0 && pp == NULL);
+	OK(cuMemFreeAsync(pl, NULL));
+	/* virtual memory: a mapping is device memory of its device */
+	struct mem_alloc_prop prop = {.type = 1, .loc_type = 1, .loc_id = dev};
+	size_t gran = 0;
+	OK(cuMemGetAllocationGranularity(&gran, &prop, 0));
+	OK(cuMemAddressReserve(&va, gran, 0, 0, 0));
+	OK(cuMemCreate(&h, gran, &prop, 0));
+	OK(cuMemMap(va, gran, 0, h, 0));
+	struct vmm_access acc = {1, dev, 3};
+	OK(cuMemSetAccess(va, gran, &acc, 1));
+	OK(cuPointerGetAttribute(&u, 2, va + 100));
+	CHECK(u == 2);
+	OK(cuPointerGetAttribute(&i, 9, va));
+	CHECK(i == dev);
+	OK(cuPointerGetAttribute(&id1, 19, va + 100)); /* MAPPING_BASE_ADDR */
+	CHECK(id1 == va);
+	OK(cuMemUnmap(va, gran));
+	OK(cuMemRelease(h));
+	OK(cuMemAddressFree(va, gran));
+	OK(cuMemFreeHost(host));
+	OK(cuMemFree_v2(d2));
 	OK(cuCtxDestroy_v2(ctx));
 }
 
@@ -1704,6 +1806,7 @@ static const struct {
 	{"driver_vmm", test_driver_vmm},
 	{"driver_stream_attrs", test_driver_stream_attrs},
 	{"driver_ctx_params", test_driver_ctx_params},
+	{"driver_pointer_attrs", test_driver_pointer_attrs},
 	{"driver_arrays", test_driver_arrays},
 	{"threads", test_threads},
 	{"nvml", test_nvml},

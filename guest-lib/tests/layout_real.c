@@ -14,6 +14,12 @@
 #define HNODE struct cudaHostNodeParams
 #define RLCFG struct cudaLaunchConfig_st
 #define M2D CUDA_MEMCPY2D
+#define M3D CUDA_MEMCPY3D
+#define A3D CUDA_ARRAY3D_DESCRIPTOR
+#define ARRD CUDA_ARRAY_DESCRIPTOR
+#define RESD CUDA_RESOURCE_DESC
+#define TEXD CUDA_TEXTURE_DESC
+#define VIEWD CUDA_RESOURCE_VIEW_DESC
 #define ROW(t, f) offsetof(t, f),
 #define SIZE(t) sizeof(t),
 const size_t layout_real[] = {

@@ -21,6 +21,12 @@
 #define HNODE struct rt_host_params
 #define RLCFG struct rt_launch_config
 #define M2D CUDA_MEMCPY2D
+#define M3D CUDA_MEMCPY3D
+#define A3D CUDA_ARRAY3D_DESCRIPTOR
+#define ARRD CUDA_ARRAY_DESCRIPTOR
+#define RESD CUDA_RESOURCE_DESC
+#define TEXD CUDA_TEXTURE_DESC
+#define VIEWD CUDA_RESOURCE_VIEW_DESC
 #define ROW(t, f) {#t "." #f, offsetof(t, f)},
 #define SIZE(t) {"sizeof " #t, sizeof(t)},
 static const struct {

@@ -176,6 +176,11 @@ VGPU_PRIVATE int vgpu_device_attr(int dev, int attr, int *value);
 
 /* ---- device allocations (for cudaMemcpyDefault and pointer queries) ---- */
 VGPU_PRIVATE void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev);
+/* The same for an allocation from memory pool pool (a CUmemoryPool). */
+VGPU_PRIVATE void vgpu_devmap_add_pool(uint64_t ptr, uint64_t size, int dev, const void *pool);
+/* Returns 1, the allocation's id (unique in the process) and its pool (or
+ * NULL) if ptr lies in one. */
+VGPU_PRIVATE int vgpu_devmap_info(uint64_t ptr, uint64_t *id, const void **pool);
 VGPU_PRIVATE void vgpu_devmap_remove(uint64_t ptr);
 /* Drops every allocation of device dev (after a device reset). */
 VGPU_PRIVATE void vgpu_devmap_forget(int dev);

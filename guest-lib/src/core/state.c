@@ -96,12 +96,20 @@ int vgpu_device_sync(int dev)
 struct range {
 	uint64_t base, size;
 	int dev;
+	uint64_t id;      /* unique in the process (buffer and memory block id) */
+	const void *pool; /* the CUmemoryPool it came from, or NULL */
 };
 static pthread_mutex_t devmap_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct range *devmap;
 static size_t devmap_n, devmap_cap;
+static uint64_t devmap_ids;
 
 void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev)
+{
+	vgpu_devmap_add_pool(ptr, size, dev, NULL);
+}
+
+void vgpu_devmap_add_pool(uint64_t ptr, uint64_t size, int dev, const void *pool)
 {
 	pthread_mutex_lock(&devmap_mu);
 	if (devmap_n == devmap_cap) {
@@ -119,7 +127,7 @@ void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev)
 		devmap[i] = devmap[i - 1];
 		i--;
 	}
-	devmap[i] = (struct range){ptr, size, dev};
+	devmap[i] = (struct range){ptr, size, dev, ++devmap_ids, pool};
 	devmap_n++;
 	pthread_mutex_unlock(&devmap_mu);
 }
@@ -160,6 +168,19 @@ void vgpu_devmap_forget(int dev)
 			devmap[j++] = devmap[i];
 	devmap_n = j;
 	pthread_mutex_unlock(&devmap_mu);
+}
+
+int vgpu_devmap_info(uint64_t ptr, uint64_t *id, const void **pool)
+{
+	pthread_mutex_lock(&devmap_mu);
+	long i = devmap_floor(ptr);
+	int found = i >= 0 && ptr - devmap[i].base < (devmap[i].size ? devmap[i].size : 1);
+	if (found) {
+		*id = devmap[i].id;
+		*pool = devmap[i].pool;
+	}
+	pthread_mutex_unlock(&devmap_mu);
+	return found;
 }
 
 int vgpu_devmap_find(uint64_t ptr, uint64_t *base, uint64_t *size, int *dev)

@@ -194,10 +194,30 @@ VGPU_ALIAS(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async);
 
 /* CUpointer_attribute values (cuda.h) */
 enum {
-	PA_CONTEXT = 1, PA_MEMORY_TYPE = 2, PA_DEVICE_POINTER = 3, PA_HOST_POINTER = 4, PA_SYNC_MEMOPS = 6,
-	PA_BUFFER_ID = 7, PA_IS_MANAGED = 8, PA_DEVICE_ORDINAL = 9, PA_RANGE_START_ADDR = 11, PA_RANGE_SIZE = 12,
-	PA_MAPPED = 13,
+	PA_CONTEXT = 1, PA_MEMORY_TYPE = 2, PA_DEVICE_POINTER = 3, PA_HOST_POINTER = 4, PA_P2P_TOKENS = 5,
+	PA_SYNC_MEMOPS = 6, PA_BUFFER_ID = 7, PA_IS_MANAGED = 8, PA_DEVICE_ORDINAL = 9, PA_IS_LEGACY_IPC = 10,
+	PA_RANGE_START_ADDR = 11, PA_RANGE_SIZE = 12, PA_MAPPED = 13, PA_ALLOWED_HANDLE_TYPES = 14,
+	PA_IS_RDMA_CAPABLE = 15, PA_ACCESS_FLAGS = 16, PA_MEMPOOL_HANDLE = 17, PA_MAPPING_SIZE = 18,
+	PA_MAPPING_BASE_ADDR = 19, PA_MEMORY_BLOCK_ID = 20, PA_IS_HW_DECOMPRESS = 21,
 };
+
+/* Each attribute's size in bytes (0: not one of them). */
+static size_t pointer_attr_size(int attr)
+{
+	switch (attr) {
+	case PA_CONTEXT: case PA_DEVICE_POINTER: case PA_HOST_POINTER: case PA_BUFFER_ID: case PA_RANGE_START_ADDR:
+	case PA_RANGE_SIZE: case PA_MEMPOOL_HANDLE: case PA_MAPPING_SIZE: case PA_MAPPING_BASE_ADDR:
+	case PA_MEMORY_BLOCK_ID:
+		return 8;
+	case PA_P2P_TOKENS:
+		return 16; /* CUDA_POINTER_ATTRIBUTE_P2P_TOKENS: two 64-bit tokens */
+	case PA_MEMORY_TYPE: case PA_SYNC_MEMOPS: case PA_IS_MANAGED: case PA_DEVICE_ORDINAL: case PA_IS_LEGACY_IPC:
+	case PA_MAPPED: case PA_ALLOWED_HANDLE_TYPES: case PA_IS_RDMA_CAPABLE: case PA_ACCESS_FLAGS:
+	case PA_IS_HW_DECOMPRESS:
+		return 4;
+	}
+	return 0;
+}
 
 static CUresult pointer_attr(void *out, int attr, CUdeviceptr p)
 {
@@ -239,11 +259,42 @@ static CUresult pointer_attr(void *out, int attr, CUdeviceptr p)
 		*(int *)out = 1;
 		return 0;
 	case PA_BUFFER_ID:
-		*(unsigned long long *)out = base;
+	case PA_MEMORY_BLOCK_ID: {
+		/* unique per allocation in the process: an address that is freed
+		 * and allocated again is another buffer */
+		uint64_t id = base;
+		const void *pool;
+		if (is_dev)
+			vgpu_devmap_info(p, &id, &pool);
+		*(unsigned long long *)out = id;
 		return 0;
+	}
+	case PA_MEMPOOL_HANDLE: {
+		uint64_t id;
+		const void *pool = NULL;
+		if (!is_dev || !vgpu_devmap_info(p, &id, &pool) || !pool)
+			return VGPU_E_INVALID_VALUE; /* not memory from a pool */
+		*(const void **)out = pool;
+		return 0;
+	}
 	case PA_IS_MANAGED:
-		*(int *)out = 0;
+	case PA_IS_LEGACY_IPC:  /* no IPC handles (memory of one VM is not exported) */
+	case PA_IS_RDMA_CAPABLE: /* no GPUDirect RDMA into a VM's memory */
+	case PA_IS_HW_DECOMPRESS:
+	case PA_ALLOWED_HANDLE_TYPES: /* no export handle types are served */
+		*(unsigned *)out = 0;
 		return 0;
+	case PA_ACCESS_FLAGS:
+		*(unsigned *)out = 3; /* CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE */
+		return 0;
+	case PA_MAPPING_BASE_ADDR:
+		*(CUdeviceptr *)out = base;
+		return 0;
+	case PA_MAPPING_SIZE:
+		*(size_t *)out = size;
+		return 0;
+	case PA_P2P_TOKENS:
+		return VGPU_E_NOT_SUPPORTED; /* nv-p2p tokens of the host are not the guest's */
 	case PA_DEVICE_ORDINAL:
 		*(int *)out = dev;
 		return 0;
@@ -275,12 +326,10 @@ CU_API cuPointerGetAttributes(unsigned n, int *attrs, void **out, CUdeviceptr p)
 		if (!out[i])
 			continue;
 		/* unknown pointers and attributes read as zero here, as CUDA does */
-		if (pointer_attr(out[i], attrs[i], p))
-			memset(out[i], 0, attrs[i] == PA_RANGE_SIZE || attrs[i] == PA_BUFFER_ID ||
-						  attrs[i] == PA_RANGE_START_ADDR || attrs[i] == PA_DEVICE_POINTER ||
-						  attrs[i] == PA_HOST_POINTER || attrs[i] == PA_CONTEXT
-					      ? 8
-					      : 4);
+		if (pointer_attr(out[i], attrs[i], p)) {
+			size_t sz = pointer_attr_size(attrs[i]);
+			memset(out[i], 0, sz ? sz : 4);
+		}
 	}
 	return 0;
 }

@@ -298,9 +298,9 @@ CU_API cuMemPoolGetAccess(int *flags, CUmemoryPool pool, const struct mem_locati
 	return rc;
 }
 
-/* alloc_from allocates from pool handle (0: the default pool) of device
+/* alloc_from allocates from pool (handle: 0 for a default pool) of device
  * dev; the stream, if not a default one, must be dev's. */
-static CUresult alloc_from(CUdeviceptr *p, size_t size, CUstream s, int dev, uint64_t handle)
+static CUresult alloc_from(CUdeviceptr *p, size_t size, CUstream s, int dev, CUmemoryPool pool, uint64_t handle)
 {
 	if (!p || !size)
 		return VGPU_E_INVALID_VALUE;
@@ -317,7 +317,7 @@ static CUresult alloc_from(CUdeviceptr *p, size_t size, CUstream s, int dev, uin
 	}
 	if (rc)
 		return rc;
-	vgpu_devmap_add(rep.ptr, size, dev);
+	vgpu_devmap_add_pool(rep.ptr, size, dev, pool);
 	*p = rep.ptr;
 	return 0;
 }
@@ -336,13 +336,14 @@ CU_API cuMemAllocAsync(CUdeviceptr *p, size_t size, CUstream s)
 		if (rc)
 			return rc;
 	}
+	CUmemoryPool pool = NULL;
 	if (dev >= 0 && dev < MAX_POOLS) {
 		pthread_mutex_lock(&mu);
-		if (current[dev])
-			handle = current[dev]->handle;
+		pool = current[dev] ? current[dev] : default_pool(dev);
+		handle = pool->handle;
 		pthread_mutex_unlock(&mu);
 	}
-	return alloc_from(p, size, s, dev, handle);
+	return alloc_from(p, size, s, dev, pool, handle);
 }
 VGPU_ALIAS(cuMemAllocAsync_ptsz, cuMemAllocAsync);
 
@@ -354,7 +355,7 @@ CU_API cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t size, CUmemoryPool pool, C
 	CUresult rc = lookup(pool, &dev, &handle);
 	if (rc)
 		return rc;
-	return alloc_from(p, size, s, dev, handle);
+	return alloc_from(p, size, s, dev, pool, handle);
 }
 VGPU_ALIAS(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync);
 
