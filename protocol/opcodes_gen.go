@@ -116,6 +116,7 @@ const (
 	OpGraphClone         Opcode = 0x070f
 	OpGraphDestroyNode   Opcode = 0x0710
 	OpGraphUpload        Opcode = 0x0711
+	OpGraphExecUpdate    Opcode = 0x0712
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

@@ -851,6 +851,23 @@ type GraphAddEmptyNodeReq struct {
 	Pad0    uint32
 }
 
+// GraphExecUpdateReq gives an executable graph the node parameters of a
+// graph of the same shape (GRAPH_EXEC_UPDATE: cuGraphExecUpdate).
+type GraphExecUpdateReq struct {
+	Exec  uint64
+	Graph uint64
+}
+
+// GraphExecUpdateReply answers GRAPH_EXEC_UPDATE: Result is a
+// CUgraphExecUpdateResult (0 success; else the executable graph is
+// unchanged and the guest answers CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE),
+// ErrorNode the graph's node that failed (0: none named).
+type GraphExecUpdateReply struct {
+	Result    uint32
+	Pad0      uint32
+	ErrorNode uint64
+}
+
 // MemAllocAsyncReq allocates device memory in stream order
 // (MEM_ALLOC_ASYNC: cuMemAllocAsync, from the device's default pool).
 type MemAllocAsyncReq struct {

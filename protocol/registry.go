@@ -380,6 +380,9 @@ var Ops = []OpInfo{
 		Stubs: []CStub{{Symbol: "cuGraphUpload", Aliases: []string{"cuGraphUpload_ptsz"}, Params: []CParam{
 			{C: "CUgraphExec hGraphExec", Field: "Exec", Kind: InHandle},
 			{C: "CUstream hStream", Field: "Stream", Kind: InStream}}}}},
+	{Op: 0x0712, Name: "GRAPH_EXEC_UPDATE", Req: GraphExecUpdateReq{Exec: 4, Graph: 3}, Reply: GraphExecUpdateReply{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphExecUpdate", "cuGraphExecUpdate_v2"}, Device: "GraphExecUpdate",
+		Handler: "reply(graphExecUpdate)", Unchecked: "two handles"},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

@@ -208,6 +208,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_CLONE 0x070fu
 #define VGPU_OP_GRAPH_DESTROY_NODE 0x0710u
 #define VGPU_OP_GRAPH_UPLOAD 0x0711u
+#define VGPU_OP_GRAPH_EXEC_UPDATE 0x0712u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -1463,6 +1464,24 @@ _Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, graph) == 0, "vgpu
 _Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, num_deps) == 8, "vgpu_graph_add_empty_node_req.num_deps");
 _Static_assert(offsetof(struct vgpu_graph_add_empty_node_req, pad0) == 12, "vgpu_graph_add_empty_node_req.pad0");
 
+struct vgpu_graph_exec_update_req {
+	uint64_t exec;
+	uint64_t graph;
+};
+_Static_assert(sizeof(struct vgpu_graph_exec_update_req) == 16, "vgpu_graph_exec_update_req size");
+_Static_assert(offsetof(struct vgpu_graph_exec_update_req, exec) == 0, "vgpu_graph_exec_update_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_exec_update_req, graph) == 8, "vgpu_graph_exec_update_req.graph");
+
+struct vgpu_graph_exec_update_reply {
+	uint32_t result;
+	uint32_t pad0;
+	uint64_t error_node;
+};
+_Static_assert(sizeof(struct vgpu_graph_exec_update_reply) == 16, "vgpu_graph_exec_update_reply size");
+_Static_assert(offsetof(struct vgpu_graph_exec_update_reply, result) == 0, "vgpu_graph_exec_update_reply.result");
+_Static_assert(offsetof(struct vgpu_graph_exec_update_reply, pad0) == 4, "vgpu_graph_exec_update_reply.pad0");
+_Static_assert(offsetof(struct vgpu_graph_exec_update_reply, error_node) == 8, "vgpu_graph_exec_update_reply.error_node");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1629,6 +1648,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_CLONE: return "GRAPH_CLONE";
 	case VGPU_OP_GRAPH_DESTROY_NODE: return "GRAPH_DESTROY_NODE";
 	case VGPU_OP_GRAPH_UPLOAD: return "GRAPH_UPLOAD";
+	case VGPU_OP_GRAPH_EXEC_UPDATE: return "GRAPH_EXEC_UPDATE";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

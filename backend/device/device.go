@@ -207,6 +207,17 @@ type GraphCopy struct {
 	N                uint64
 }
 
+// CUgraphExecUpdateResult (cuda.h) values the devices report.
+const (
+	GraphUpdateSuccess         = 0
+	GraphUpdateError           = 1
+	GraphUpdateTopologyChanged = 2
+	GraphUpdateNodeTypeChanged = 3
+	GraphUpdateFunctionChanged = 4
+	GraphUpdateParamsChanged   = 5
+	GraphUpdateNotSupported    = 6
+)
+
 // CUgraphNodeType (cuda.h) values the devices report.
 const (
 	GraphNodeKernel      = 0
@@ -403,6 +414,11 @@ type Context interface {
 	GraphClone(g Graph) (Graph, error)
 	GraphDestroyNode(n GraphNode) error
 	GraphUpload(e GraphExec, s Stream) error
+	// GraphExecUpdate gives e the node parameters of g, a graph of the
+	// same shape: result is a CUgraphExecUpdateResult (GraphUpdate*; not
+	// GraphUpdateSuccess: e is unchanged) and errNode the node that
+	// failed, if any.
+	GraphExecUpdate(e GraphExec, g Graph) (result int, errNode GraphNode, err error)
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream
@@ -514,6 +530,7 @@ const (
 	ErrCaptureImplicit     Result = 906 // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
 	ErrInvalidAddressSpace Result = 717
 	ErrInvalidClusterSize  Result = 912
+	ErrGraphUpdateFailed   Result = 910 // CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
 	ErrUnknown             Result = 999
 )
 
@@ -535,6 +552,7 @@ var resultNames = map[Result]string{
 	ErrUnknown:      "CUDA_ERROR_UNKNOWN",
 	ErrIllegalState: "CUDA_ERROR_ILLEGAL_STATE", ErrCaptureUnsupported: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", ErrCaptureInvalidated: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
 	ErrCaptureUnmatched: "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", ErrCaptureImplicit: "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+	ErrGraphUpdateFailed: "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
 }
 
 func (r Result) String() string {

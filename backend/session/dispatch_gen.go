@@ -115,6 +115,7 @@ func init() {
 		protocol.OpGraphClone:                reply(graphClone),
 		protocol.OpGraphDestroyNode:          do(graphDestroyNode),
 		protocol.OpGraphUpload:               do(graphUpload),
+		protocol.OpGraphExecUpdate:           reply(graphExecUpdate),
 		protocol.OpHostFuncLaunch:            do(hostFuncLaunch),
 		protocol.OpHostFuncDone:              do(hostFuncDone),
 	}
@@ -223,6 +224,7 @@ func init() {
 		protocol.OpGraphClone:                none("a graph handle"),
 		protocol.OpGraphDestroyNode:          none("a node handle"),
 		protocol.OpGraphUpload:               none("two handles"),
+		protocol.OpGraphExecUpdate:           none("two handles"),
 		protocol.OpHostFuncLaunch:            none("a stream handle and the guest's own callback id"),
 		protocol.OpHostFuncDone:              none("a callback id the session looks up, and the guest's status (any value)"),
 		protocol.OpNotifyHostFunc:            none("host to guest only: no handler serves it"),

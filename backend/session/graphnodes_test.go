@@ -128,8 +128,28 @@ func testGraphNodes(t *testing.T, o opts) {
 	if got := e.guestRead(segs[1].GPA, 4096); !bytes.Equal(got, page) {
 		t.Fatal("the clone's launch left a different guest page")
 	}
+	// The executable graph takes the clone's parameters (same shape);
+	// a graph of another shape leaves it as it was.
+	upd, _ := must[protocol.GraphExecUpdateReq, protocol.GraphExecUpdateReply](e, protocol.OpGraphExecUpdate, protocol.GraphExecUpdateReq{Exec: x.Handle, Graph: g2.Handle}, nil)
+	if upd.Result != device.GraphUpdateSuccess {
+		t.Fatalf("update from the clone: result %d", upd.Result)
+	}
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphExecDestroy, protocol.HandleReq{Handle: x2.Handle}, nil)
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroyNode, protocol.HandleReq{Handle: ids2[4]}, nil)
+	upd, _ = must[protocol.GraphExecUpdateReq, protocol.GraphExecUpdateReply](e, protocol.OpGraphExecUpdate, protocol.GraphExecUpdateReq{Exec: x.Handle, Graph: g2.Handle}, nil)
+	if upd.Result == device.GraphUpdateSuccess {
+		t.Fatal("update from a graph with a node fewer succeeded")
+	}
+	st, _, _ = do[protocol.GraphExecUpdateReq, protocol.GraphExecUpdateReply](e, protocol.OpGraphExecUpdate, protocol.GraphExecUpdateReq{Exec: x2.Handle, Graph: g2.Handle}, nil)
+	wantStatus(t, "update a destroyed exec", st, device.ErrInvalidHandle)
+	st, _, _ = do[protocol.GraphExecUpdateReq, protocol.GraphExecUpdateReply](e, protocol.OpGraphExecUpdate, protocol.GraphExecUpdateReq{Exec: x.Handle, Graph: 0x9999}, nil)
+	wantStatus(t, "update from a foreign graph", st, device.ErrInvalidHandle)
+	e.guestFill(segs[1].GPA, 4096, 0x31)
+	must[protocol.GraphLaunchReq, protocol.Empty](e, protocol.OpGraphLaunch, protocol.GraphLaunchReq{Exec: x.Handle, Stream: strm.Handle}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpStreamSynchronize, protocol.HandleReq{Handle: strm.Handle}, nil)
+	if got := e.guestRead(segs[1].GPA, 4096); !bytes.Equal(got, page) {
+		t.Fatal("the updated graph's launch left a different guest page")
+	}
 	if got := nodesOf(e, g2.Handle, 0); len(got) != 4 || !equalIDs(got, ids2[:4]) {
 		t.Fatalf("clone's nodes after removing the last: %v", got)
 	}

@@ -429,3 +429,40 @@ func graphUpload(s *Session, c *call, r *protocol.GraphLaunchReq) error {
 	}
 	return s.cfg.Devices[e.dev].GraphUpload(e.h, st)
 }
+
+func graphExecUpdate(s *Session, c *call, r *protocol.GraphExecUpdateReq) (protocol.GraphExecUpdateReply, error) {
+	const op = "OpGraphExecUpdate"
+	e, ok := s.st.execs[r.Exec]
+	if !ok {
+		return protocol.GraphExecUpdateReply{}, device.Errorf(op, device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Exec)
+	}
+	g, ok := s.st.graphs[r.Graph]
+	if !ok {
+		return protocol.GraphExecUpdateReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	}
+	if g.dev != e.dev {
+		return protocol.GraphExecUpdateReply{}, device.Errorf(op, device.ErrInvalidValue, "a graph of device %d for an executable graph of device %d", g.dev, e.dev)
+	}
+	if retiredRegion(g.regions) {
+		return protocol.GraphExecUpdateReply{}, errFreedPinned(op)
+	}
+	result, node, err := s.cfg.Devices[e.dev].GraphExecUpdate(e.h, g.h)
+	if err != nil {
+		return protocol.GraphExecUpdateReply{}, err
+	}
+	rep := protocol.GraphExecUpdateReply{Result: uint32(result)}
+	if node != 0 {
+		if id, err := s.nodeID(op, r.Graph, g, node); err == nil {
+			rep.ErrorNode = id
+		}
+	}
+	if result == device.GraphUpdateSuccess {
+		// The executable graph now copies what the graph's nodes copy.
+		rs := append([]*region(nil), g.regions...)
+		s.useRegions(rs)
+		old := e.regions
+		e.regions = rs
+		s.releaseExecRegions(&execObj{dev: e.dev, regions: old})
+	}
+	return rep, nil
+}

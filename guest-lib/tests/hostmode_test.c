@@ -152,6 +152,8 @@ int cuGraphAddEmptyNode(void **, void *, void *const *, size_t);
 int cuGraphClone(void **, void *);
 int cuGraphDestroyNode(void *);
 int cuGraphUpload(void *, CUstream);
+int cuGraphExecUpdate_v2(void *, void *, void *);
+int cuGraphExecUpdate(void *, void *, void **, int *);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -1235,6 +1237,22 @@ static void test_driver_graph_nodes(void)
 
 	OK(cuGraphInstantiateWithFlags(&x, g, 0));
 	OK(cuGraphUpload(x, s));
+	/* updated from a graph of its shape; not from one of another */
+	struct {
+		int result;
+		void *node, *from;
+	} info = {-1, NULL, NULL};
+	OK(cuGraphClone(&g2, g));
+	OK(cuGraphExecUpdate_v2(x, g2, &info));
+	CHECK(info.result == 0);
+	n = 8;
+	OK(cuGraphGetNodes(g2, nodes, &n));
+	OK(cuGraphDestroyNode(nodes[4]));
+	CHECK(cuGraphExecUpdate_v2(x, g2, &info) == 910 && info.result != 0);
+	void *err_node = NULL;
+	int result = 0;
+	CHECK(cuGraphExecUpdate(x, g2, &err_node, &result) == 910 && result != 0);
+	OK(cuGraphDestroy(g2));
 	memcpy(want, h, 64);
 	memset(want + 8, 0x22, 8);
 	for (int i = 0; i < 2; i++) {

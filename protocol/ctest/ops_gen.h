@@ -111,6 +111,7 @@ static const struct op_golden {
 	{ "graph_clone", VGPU_OP_GRAPH_CLONE, sizeof(struct vgpu_handle_req), (long)sizeof(struct vgpu_handle_reply) },
 	{ "graph_destroy_node", VGPU_OP_GRAPH_DESTROY_NODE, sizeof(struct vgpu_handle_req), (long)0 },
 	{ "graph_upload", VGPU_OP_GRAPH_UPLOAD, sizeof(struct vgpu_graph_launch_req), (long)0 },
+	{ "graph_exec_update", VGPU_OP_GRAPH_EXEC_UPDATE, sizeof(struct vgpu_graph_exec_update_req), (long)sizeof(struct vgpu_graph_exec_update_reply) },
 	{ "host_func_launch", VGPU_OP_HOST_FUNC_LAUNCH, sizeof(struct vgpu_host_func_req), (long)0 },
 	{ "host_func_done", VGPU_OP_HOST_FUNC_DONE, sizeof(struct vgpu_host_func_done_req), (long)0 },
 	{ "notify_host_func", VGPU_OP_NOTIFY_HOST_FUNC, sizeof(struct vgpu_host_func_notify), -1 },

@@ -179,3 +179,30 @@ func (c *Context) GraphDestroyNode(n device.GraphNode) error {
 func (c *Context) GraphUpload(e device.GraphExec, s device.Stream) error {
 	return c.call("cuGraphUpload", func() int32 { return c.l.cuGraphUpload(uintptr(e), uintptr(s)) })
 }
+
+// execUpdateInfo is CUgraphExecUpdateResultInfo (CUDA 12).
+type execUpdateInfo struct {
+	result        int32
+	_             int32
+	errorNode     uintptr
+	errorFromNode uintptr
+}
+
+func (c *Context) GraphExecUpdate(e device.GraphExec, g device.Graph) (int, device.GraphNode, error) {
+	const op = "cuGraphExecUpdate"
+	var result int32
+	var node uintptr
+	err := c.call(op, func() int32 {
+		if c.l.version >= 12000 {
+			var info execUpdateInfo
+			r := c.l.cuGraphExecUpdate(uintptr(e), uintptr(g), unsafe.Pointer(&info), nil)
+			result, node = info.result, info.errorNode
+			return r
+		}
+		return c.l.cuGraphExecUpdate(uintptr(e), uintptr(g), unsafe.Pointer(&node), unsafe.Pointer(&result))
+	})
+	if device.ResultOf(err) == device.ErrGraphUpdateFailed && result != device.GraphUpdateSuccess {
+		return int(result), device.GraphNode(node), nil // the answer, not a failure of the call
+	}
+	return int(result), device.GraphNode(node), err
+}

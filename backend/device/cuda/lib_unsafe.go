@@ -146,6 +146,9 @@ type lib struct {
 	cuGraphClone         func(clone *uintptr, g uintptr) int32
 	cuGraphDestroyNode   func(n uintptr) int32
 	cuGraphUpload        func(e, s uintptr) int32
+	// cuGraphExecUpdate: the _v2 ABI (CUDA 12+: a result info struct) or
+	// the first (two out pointers), as the driver's version says.
+	cuGraphExecUpdate func(e, g uintptr, a, b unsafe.Pointer) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -263,6 +266,7 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode"}, {&l.cuGraphAddMemsetNode, "cuGraphAddMemsetNode"},
 		{&l.cuGraphAddEmptyNode, "cuGraphAddEmptyNode"}, {&l.cuGraphClone, "cuGraphClone"},
 		{&l.cuGraphDestroyNode, "cuGraphDestroyNode"}, {&l.cuGraphUpload, "cuGraphUpload"},
+		{&l.cuGraphExecUpdate, "cuGraphExecUpdate"},
 	}
 }
 

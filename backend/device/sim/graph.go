@@ -208,11 +208,14 @@ func (c *Context) GraphLaunch(e device.GraphExec, h device.Stream) error {
 	}
 	c.mu.Lock()
 	gr, ok := c.execs[e]
+	var nodes []*node
+	if ok {
+		nodes = gr.nodes // GraphExecUpdate replaces the list, never changes it
+	}
 	c.mu.Unlock()
 	if !ok {
 		return device.Errorf(op, device.ErrInvalidHandle, "graph exec %#x", uintptr(e))
 	}
-	nodes := gr.nodes
 	_, _, err := c.submit(op, h, func() {
 		for _, n := range nodes {
 			if n.run != nil {
@@ -460,4 +463,51 @@ func (c *Context) GraphUpload(e device.GraphExec, h device.Stream) error {
 		return device.Errorf(op, device.ErrInvalidHandle, "graph exec %#x", uintptr(e))
 	}
 	return nil
+}
+
+// GraphExecUpdate gives e the nodes of g when g has e's shape: as many
+// nodes, of the same types, with the same edges (by position); otherwise
+// e is unchanged and the result says why.
+func (c *Context) GraphExecUpdate(e device.GraphExec, g device.Graph) (int, device.GraphNode, error) {
+	const op = "cuGraphExecUpdate"
+	if err := c.broken(op); err != nil {
+		return 0, 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ex, ok := c.execs[e]
+	if !ok {
+		return 0, 0, device.Errorf(op, device.ErrInvalidHandle, "graph exec %#x", uintptr(e))
+	}
+	gr, ok := c.graphs[g]
+	if !ok {
+		return 0, 0, device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(g))
+	}
+	if len(gr.nodes) != len(ex.nodes) {
+		return device.GraphUpdateTopologyChanged, 0, nil
+	}
+	pos := func(nodes []*node) map[*node]int {
+		m := make(map[*node]int, len(nodes))
+		for i, n := range nodes {
+			m[n] = i
+		}
+		return m
+	}
+	gp, ep := pos(gr.nodes), pos(ex.nodes)
+	for i, n := range gr.nodes {
+		o := ex.nodes[i]
+		if n.typ != o.typ {
+			return device.GraphUpdateNodeTypeChanged, n.h, nil
+		}
+		if len(n.deps) != len(o.deps) {
+			return device.GraphUpdateTopologyChanged, n.h, nil
+		}
+		for j, d := range n.deps {
+			if gp[d] != ep[o.deps[j]] {
+				return device.GraphUpdateTopologyChanged, n.h, nil
+			}
+		}
+	}
+	ex.nodes = append([]*node(nil), gr.nodes...) // launches already queued keep the old list
+	return device.GraphUpdateSuccess, 0, nil
 }

@@ -98,6 +98,24 @@ func TestGraphBuiltNodeByNode(t *testing.T) {
 	if err := c.GraphUpload(e, s); err != nil {
 		t.Fatal(err)
 	}
+	// e (4 nodes) takes a graph of its shape; the clone, a node short of
+	// g's 5 now, is another shape.
+	same, _ := c.GraphCreate()
+	a, _ := c.GraphAddMemcpyNode(same, nil, device.GraphCopy{Dst: p, SrcHost: host[:32], N: 32})
+	b, _ := c.GraphAddMemsetNode(same, []device.GraphNode{a}, p, 0, 1, 1, 1, 0)
+	j, _ := c.GraphAddEmptyNode(same, []device.GraphNode{a, b})
+	if _, err := c.GraphAddMemcpyNode(same, []device.GraphNode{j}, device.GraphCopy{DstHost: host[32:], Src: p, N: 32}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := c.GraphExecUpdate(e, same); err != nil || r != device.GraphUpdateSuccess {
+		t.Fatalf("update from a graph of the same shape: %d %v", r, err)
+	}
+	if r, n, err := c.GraphExecUpdate(e, cl); err != nil || r != device.GraphUpdateNodeTypeChanged || n != cn[1] {
+		t.Fatalf("update from a graph of other node types: %d %#x %v", r, n, err)
+	}
+	if r, _, err := c.GraphExecUpdate(e, g); err != nil || r != device.GraphUpdateTopologyChanged {
+		t.Fatalf("update from a graph with a node more: %d %v", r, err)
+	}
 
 	other, _ := c.GraphCreate()
 	if _, err := c.GraphAddEmptyNode(other, []device.GraphNode{in}); device.ResultOf(err) != device.ErrInvalidValue {

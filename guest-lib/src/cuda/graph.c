@@ -458,3 +458,55 @@ CU_API cuGraphAddEmptyNode(void **node, void *graph, void *const *deps, size_t n
 	memset(&req, 0, sizeof req);
 	return add_node(VGPU_OP_GRAPH_ADD_EMPTY_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
 }
+
+/* CUgraphExecUpdateResultInfo (cuda.h, CUDA 12). */
+struct exec_update_info {
+	int result;
+	void *error_node;
+	void *error_from_node;
+};
+
+/* GRAPH_EXEC_UPDATE: *result the CUgraphExecUpdateResult, *node the
+ * node that failed (NULL: none named); not updated: 910. */
+static CUresult exec_update(void *exec, void *graph, int *result, void **node)
+{
+	if (!exec || !graph)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_exec_update_req req = {.exec = node_handle(exec), .graph = node_handle(graph)};
+	struct vgpu_graph_exec_update_reply rep = {0};
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_EXEC_UPDATE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	*result = (int)rep.result;
+	*node = (void *)(uintptr_t)rep.error_node;
+	return rep.result ? 910 /* CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE */ : 0;
+}
+
+/* CUDA 12+. */
+CU_API cuGraphExecUpdate_v2(void *exec, void *graph, struct exec_update_info *info)
+{
+	VGPU_API();
+	int result = 0;
+	void *node = NULL;
+	if (!info)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = exec_update(exec, graph, &result, &node);
+	info->result = result;
+	info->error_node = node;
+	info->error_from_node = NULL;
+	return rc;
+}
+
+/* CUDA 10.2-11.x: (exec, graph, error node, result). */
+CU_API cuGraphExecUpdate(void *exec, void *graph, void **error_node, int *result)
+{
+	VGPU_API();
+	int r = 0;
+	void *node = NULL;
+	if (!error_node || !result)
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = exec_update(exec, graph, &r, &node);
+	*result = r;
+	*error_node = node;
+	return rc;
+}
