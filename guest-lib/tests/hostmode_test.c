@@ -176,6 +176,9 @@ struct pool_props { /* CUmemPoolProps (cuda.h, 88 bytes) */
 	unsigned char reserved[54];
 };
 int cuMemPoolCreate(void **, const struct pool_props *);
+int cuMemGetDefaultMemPool(void **, const int *, int);
+int cuMemGetMemPool(void **, const int *, int);
+int cuMemSetMemPool(const int *, int, void *);
 int cuMemPoolDestroy(void *);
 int cuMemPoolSetAttribute(void *, int, void *);
 int cuMemPoolGetAttribute(void *, int, void *);
@@ -1339,9 +1342,17 @@ static void test_driver_mempool(void)
 	CHECK(cuMemPoolCreate(&mine, NULL) == 1);
 	OK(cuMemPoolCreate(&mine, &props));
 	CHECK(mine != pool);
-	OK(cuDeviceSetMemPool(dev, mine));
+	int devloc[2] = {1, dev}, hostloc[2] = {2, 0};
+	OK(cuMemSetMemPool(devloc, 1, mine)); /* CUDA 13's form of cuDeviceSetMemPool */
 	OK(cuDeviceGetMemPool(&cur, dev));
 	CHECK(cur == mine);
+	OK(cuMemGetMemPool(&cur, devloc, 1));
+	CHECK(cur == mine);
+	OK(cuMemGetDefaultMemPool(&cur, devloc, 1));
+	CHECK(cur == pool);
+	CHECK(cuMemGetDefaultMemPool(&cur, hostloc, 1) == 801);
+	CHECK(cuMemGetDefaultMemPool(&cur, devloc, 2) == 801); /* managed */
+	CHECK(cuMemGetDefaultMemPool(&cur, NULL, 1) == 1);
 	OK(cuMemAllocAsync(&a, sizeof buf, s));
 	unsigned long long used = 0, thr = ~0ull, got = 0;
 	OK(cuMemPoolGetAttribute(mine, 7, &used)); /* USED_MEM_CURRENT */
