@@ -111,6 +111,8 @@ int cuMemcpyAtoA_v2(CUarray, size_t, CUarray, size_t, size_t);
 int cuTexObjectCreate(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *, const CUDA_RESOURCE_VIEW_DESC *);
 int cuTexObjectDestroy(CUtexObject);
 int cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUtexObject);
+int cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *, CUtexObject);
+int cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *, CUtexObject);
 int cuSurfObjectCreate(CUsurfObject *, const CUDA_RESOURCE_DESC *);
 int cuSurfObjectDestroy(CUsurfObject);
 int cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUsurfObject);
@@ -1688,6 +1690,12 @@ static void test_driver_arrays(void)
 	CUDA_RESOURCE_DESC back_rd;
 	OK(cuTexObjectGetResourceDesc(&back_rd, tex));
 	CHECK(back_rd.resType == 0 && back_rd.res.array.hArray == a);
+	CUDA_TEXTURE_DESC back_td;
+	OK(cuTexObjectGetTextureDesc(&back_td, tex));
+	CHECK(back_td.addressMode[1] == 1 && back_td.filterMode == 1 && back_td.flags == 2);
+	CUDA_RESOURCE_VIEW_DESC back_vd;
+	OK(cuTexObjectGetResourceViewDesc(&back_vd, tex));
+	CHECK(back_vd.format == 0 && back_vd.width == 0); /* made without a view */
 	unsigned long long pm;
 	size_t pitch;
 	OK(cuMemAllocPitch_v2(&pm, &pitch, 64, 16, 4));
