@@ -64,6 +64,8 @@ const (
 	OpTexObjectCreate           Opcode = 0x0224
 	OpTexObjectDestroy          Opcode = 0x0225
 	OpTexObjectGetResourceDesc  Opcode = 0x0226
+	OpTexObjectGetTextureDesc   Opcode = 0x022a
+	OpTexObjectGetViewDesc      Opcode = 0x022b
 	OpSurfObjectCreate          Opcode = 0x0227
 	OpSurfObjectDestroy         Opcode = 0x0228
 	OpSurfObjectGetResourceDesc Opcode = 0x0229

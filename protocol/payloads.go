@@ -1131,3 +1131,11 @@ type TexObjectCreateReq struct {
 	HasView uint32
 	Pad0    uint32
 }
+
+// ViewReply is a texture object's view (TEX_OBJECT_GET_VIEW_DESC): HasView
+// 0 when it was created without one.
+type ViewReply struct {
+	View    ViewDesc
+	HasView uint32
+	Pad0    uint32
+}

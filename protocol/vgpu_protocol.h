@@ -161,6 +161,8 @@ typedef float vgpu_f32;
 #define VGPU_OP_TEX_OBJECT_CREATE 0x0224u
 #define VGPU_OP_TEX_OBJECT_DESTROY 0x0225u
 #define VGPU_OP_TEX_OBJECT_GET_RESOURCE_DESC 0x0226u
+#define VGPU_OP_TEX_OBJECT_GET_TEXTURE_DESC 0x022au
+#define VGPU_OP_TEX_OBJECT_GET_VIEW_DESC 0x022bu
 #define VGPU_OP_SURF_OBJECT_CREATE 0x0227u
 #define VGPU_OP_SURF_OBJECT_DESTROY 0x0228u
 #define VGPU_OP_SURF_OBJECT_GET_RESOURCE_DESC 0x0229u
@@ -990,6 +992,16 @@ _Static_assert(offsetof(struct vgpu_tex_object_create_req, view) == 120, "vgpu_t
 _Static_assert(offsetof(struct vgpu_tex_object_create_req, has_view) == 168, "vgpu_tex_object_create_req.has_view");
 _Static_assert(offsetof(struct vgpu_tex_object_create_req, pad0) == 172, "vgpu_tex_object_create_req.pad0");
 
+struct vgpu_view_reply {
+	struct vgpu_view_desc view;
+	uint32_t has_view;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_view_reply) == 56, "vgpu_view_reply size");
+_Static_assert(offsetof(struct vgpu_view_reply, view) == 0, "vgpu_view_reply.view");
+_Static_assert(offsetof(struct vgpu_view_reply, has_view) == 48, "vgpu_view_reply.has_view");
+_Static_assert(offsetof(struct vgpu_view_reply, pad0) == 52, "vgpu_view_reply.pad0");
+
 struct vgpu_granularity_req {
 	uint32_t device;
 	uint32_t option;
@@ -1604,6 +1616,8 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_SURF_OBJECT_CREATE: return "SURF_OBJECT_CREATE";
 	case VGPU_OP_SURF_OBJECT_DESTROY: return "SURF_OBJECT_DESTROY";
 	case VGPU_OP_SURF_OBJECT_GET_RESOURCE_DESC: return "SURF_OBJECT_GET_RESOURCE_DESC";
+	case VGPU_OP_TEX_OBJECT_GET_TEXTURE_DESC: return "TEX_OBJECT_GET_TEXTURE_DESC";
+	case VGPU_OP_TEX_OBJECT_GET_VIEW_DESC: return "TEX_OBJECT_GET_VIEW_DESC";
 	case VGPU_OP_MEM_GET_GRANULARITY: return "MEM_GET_GRANULARITY";
 	case VGPU_OP_MODULE_LOAD: return "MODULE_LOAD";
 	case VGPU_OP_MODULE_UNLOAD: return "MODULE_UNLOAD";

@@ -45,4 +45,4 @@ while (($#)); do
 	esac
 	shift
 done
-dmesg | grep -E 'vgpu: session .*rings' | tail -3
+dmesg | grep -E "vgpu: (session .*rings|rings refused)" | tail -3 || true

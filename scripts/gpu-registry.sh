@@ -5,7 +5,8 @@
 #   1. the backend's session tests against the real driver
 #      (session-gpu.test: TestGPUStreamCapture, TestGPUGraphsReleased,
 #      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects,
-#      TestGPUGraphNodes, TestGPUCaptureCopiesPinned): capture records and a graph replays per
+#      TestGPUGraphNodes, TestGPUCaptureCopiesPinned, TestGPUMemPools, TestGPUStreamAttributes,
+#      TestGPULaunchKernelAttrs): capture records and a graph replays per
 #      launch, guest memory and host functions refused in a capture,
 #      capture/graphs released with the session, stream-ordered
 #      allocation tracked, capped and freed; the virtual-memory API's
@@ -13,9 +14,13 @@
 #      session's end); CUDA arrays and 3D copies (sub-boxes, 3D, refusals), texture and surface objects;
 #      graphs built node by node (memcpy nodes on pinned guest memory,
 #      memset, kernel, empty nodes; listing, types, refusals) and copies of
-#      pinned memory captured into a graph;
+#      pinned memory captured into a graph; memory pools (created pools
+#      capped with the VM, attributes, the release threshold kept by the
+#      session, refusals); stream attributes; launch attributes and
+#      cooperative launches (one block more than resident: 720);
 #   2. if a C compiler is there: guest-lib/tests/hostmode_test.c's
-#      driver_capture, driver_graph_nodes, driver_mempool, driver_vmm and driver_arrays through our libcuda.so.1 against
+#      driver_capture, driver_graph_nodes, driver_mempool, driver_vmm, driver_arrays, driver_stream_attrs,
+#      driver_ctx_params and driver_pointer_attrs through our libcuda.so.1 against
 #      `vgpu serve --device cuda` in host mode.
 #
 # CARRY is scripts/gpu-carry.sh's folder (vgpu, lib/, session-gpu.test).
@@ -34,16 +39,16 @@ result() { status+=("$1 $2"); echo "$1 $2"; }
 step "backend: session tests on the GPU"
 if [[ -x $carry/session-gpu.test ]]; then
 	(cd backend/session && timeout 300 "$carry/session-gpu.test" -test.v -test.count=1 \
-		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUCaptureCopiesPinned') >"$out/gotest-registry.log" 2>&1
+		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUCaptureCopiesPinned|TestGPUMemPools|TestGPUStreamAttributes|TestGPULaunchKernelAttrs') >"$out/gotest-registry.log" 2>&1
 	rc=$?
 	grep -E '^(--- |ok|FAIL|PASS)|\.go:[0-9]+:' "$out/gotest-registry.log" | head -40
-	[[ $rc == 0 ]] && result PASS "session: capture, graphs (node by node too), stream-ordered allocation, virtual memory, arrays on the GPU" ||
+	[[ $rc == 0 ]] && result PASS "session: capture, graphs (node by node too), stream-ordered allocation, pools, virtual memory, arrays, stream and launch attributes on the GPU" ||
 		result FAIL "session tests (rc $rc): $out/gotest-registry.log"
 else
 	result FAIL "no $carry/session-gpu.test: run scripts/gpu-carry.sh first"
 fi
 
-step "host mode: hostmode_test driver_capture, driver_graph_nodes, driver_mempool, driver_vmm, driver_arrays against vgpu serve --device $dev"
+step "host mode: hostmode_test driver_* (capture, graph nodes, pools, VMM, arrays, stream attributes, contexts with params, pointer attributes) against vgpu serve --device $dev"
 cc=$(command -v cc || command -v gcc || true)
 if [[ -z $cc ]]; then
 	result SKIP "no C compiler on this machine: host-mode C tests not run"
@@ -57,7 +62,7 @@ else
 		"$carry/vgpu" serve --device "$dev" --unix "$sock" --log-level info >"$out/serve.log" 2>&1 &
 		srv=$!
 		for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-		for t in driver_capture driver_graph_nodes driver_mempool driver_vmm driver_arrays; do
+		for t in driver_capture driver_graph_nodes driver_mempool driver_vmm driver_arrays driver_stream_attrs driver_ctx_params driver_pointer_attrs; do
 			if VGPU_TRANSPORT=unix:$sock LD_LIBRARY_PATH=$carry/lib timeout 120 "$out/hostmode_test" $t >"$out/hostmode-$t.log" 2>&1; then
 				result PASS "host mode ($dev): $t"
 			else

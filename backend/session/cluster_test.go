@@ -149,12 +149,12 @@ func TestUnservedAttributesReadZero(t *testing.T) {
 		t.Fatalf("the sim device reports VMM %d, pools %d, POSIX handles %d: want the H100's 1", p.Attrs[102], p.Attrs[115], p.Attrs[103])
 	}
 	info, _ := must[protocol.DeviceReq, protocol.DeviceInfo](e, protocol.OpDeviceGetInfo, protocol.DeviceReq{}, nil)
-	for _, a := range []int{103, 104, 105, 110, 119, 83, 88, 89, 100, 101} {
+	for _, a := range []int{96, 103, 104, 105, 110, 119, 83, 88, 89, 100, 101} {
 		if info.Attrs[a] != 0 {
 			t.Errorf("attribute %d = %d, want 0 (not served)", a, info.Attrs[a])
 		}
 	}
-	for _, a := range []int{102, 115} {
+	for _, a := range []int{95, 102, 115} {
 		if info.Attrs[a] != p.Attrs[a] {
 			t.Errorf("attribute %d = %d, want the device's %d (served)", a, info.Attrs[a], p.Attrs[a])
 		}

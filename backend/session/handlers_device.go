@@ -86,6 +86,7 @@ func deviceGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.DeviceI
 // NCCL, PyTorch and the runtimes create memory and pools without handle
 // types.
 var unservedAttrs = []int{
+	96,  // COOPERATIVE_MULTI_DEVICE_LAUNCH: cuLaunchCooperativeKernelMultiDevice (cooperative launches on one device, 95, are served)
 	103, // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED (virtual-memory handles)
 	104, // HANDLE_TYPE_WIN32_HANDLE_SUPPORTED
 	105, // HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED

@@ -16,7 +16,9 @@ import (
 
 type texObj struct {
 	dev  int
-	res  protocol.ResourceDesc // as the guest gave it, for GET_RESOURCE_DESC
+	res  protocol.ResourceDesc // as the guest gave it, for the GET_*_DESC calls
+	tex  protocol.TextureDesc
+	view protocol.ViewReply
 	surf bool
 }
 
@@ -73,7 +75,7 @@ func texObjectCreate(s *Session, c *call, r *protocol.TexObjectCreateReq) (proto
 		s.dropObject()
 		return protocol.HandleReply{}, err
 	}
-	s.st.texObjs[uint64(o)] = &texObj{dev: dev, res: r.Res}
+	s.st.texObjs[uint64(o)] = &texObj{dev: dev, res: r.Res, tex: r.Tex, view: protocol.ViewReply{View: r.View, HasView: r.HasView}}
 	return protocol.HandleReply{Handle: uint64(o)}, nil
 }
 
@@ -146,6 +148,24 @@ func texObjectGetResourceDesc(s *Session, c *call, r *protocol.HandleReq) (proto
 		return protocol.ResourceDesc{}, err
 	}
 	return o.res, nil
+}
+
+func texObjectGetTextureDesc(s *Session, c *call, r *protocol.HandleReq) (protocol.TextureDesc, error) {
+	o, err := s.texObject("OpTexObjectGetTextureDesc", r.Handle, false)
+	if err != nil {
+		return protocol.TextureDesc{}, err
+	}
+	return o.tex, nil
+}
+
+// texObjectGetViewDesc answers the view the object was made with; HasView 0
+// (and a zero view, CU_RES_VIEW_FORMAT_NONE) when it was made without one.
+func texObjectGetViewDesc(s *Session, c *call, r *protocol.HandleReq) (protocol.ViewReply, error) {
+	o, err := s.texObject("OpTexObjectGetViewDesc", r.Handle, false)
+	if err != nil {
+		return protocol.ViewReply{}, err
+	}
+	return o.view, nil
 }
 
 func surfObjectGetResourceDesc(s *Session, c *call, r *protocol.HandleReq) (protocol.ResourceDesc, error) {

@@ -661,7 +661,7 @@ func (s *Session) account(op protocol.Opcode, ok bool, nanos int64) {
 		s.own.nanosHtoD.Add(uint64(nanos))
 	case protocol.OpMemcpyDtoH:
 		s.own.nanosDtoH.Add(uint64(nanos))
-	case protocol.OpLaunchKernel:
+	case protocol.OpLaunchKernel, protocol.OpLaunchKernelEx, protocol.OpLaunchKernelAttrs:
 		if ok {
 			s.own.launches.Add(1)
 		}

@@ -70,6 +70,7 @@ func testStreamAttributes(t *testing.T, o opts) {
 		{"sync policy 0", protocol.OpStreamSetAttribute, protocol.Bytes(&protocol.StreamAttrReq{Stream: a.Handle, Attr: 3}), device.ErrInvalidValue},
 		{"sync policy 5", protocol.OpStreamSetAttribute, protocol.Bytes(&protocol.StreamAttrReq{Stream: a.Handle, Attr: 3, Value: protocol.StreamAttrValue{Value: 5}}), device.ErrInvalidValue},
 		{"sync domain 2", protocol.OpStreamSetAttribute, protocol.Bytes(&protocol.StreamAttrReq{Stream: a.Handle, Attr: 10, Value: protocol.StreamAttrValue{Value: 2}}), device.ErrInvalidValue},
+		{"a domain map naming domain 200", protocol.OpStreamSetAttribute, protocol.Bytes(&protocol.StreamAttrReq{Stream: a.Handle, Attr: 9, Value: protocol.StreamAttrValue{Value: 200 << 8}}), device.ErrInvalidValue},
 		{"a domain map of three bytes", protocol.OpStreamSetAttribute, protocol.Bytes(&protocol.StreamAttrReq{Stream: a.Handle, Attr: 9, Value: protocol.StreamAttrValue{Value: 0x10000}}), device.ErrInvalidValue},
 		{"a window with a priority", protocol.OpStreamSetAttribute, protocol.Bytes(&protocol.StreamAttrReq{Stream: a.Handle, Attr: 8, Value: protocol.StreamAttrValue{Window: win}}), device.ErrInvalidValue},
 		{"a window over foreign memory", protocol.OpStreamSetAttribute, protocol.Bytes(&protocol.StreamAttrReq{Stream: a.Handle, Attr: 1, Value: protocol.StreamAttrValue{Window: protocol.AccessPolicyWindow{Base: 0x1000, Bytes: 4096}}}), device.ErrInvalidValue},

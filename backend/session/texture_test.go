@@ -36,6 +36,15 @@ func testTextureObjects(t *testing.T, o opts) {
 	// A view of the array as float.
 	v, _ := must[protocol.TexObjectCreateReq, protocol.HandleReply](e, protocol.OpTexObjectCreate, protocol.TexObjectCreateReq{Res: onArray, Tex: clamp,
 		HasView: 1, View: protocol.ViewDesc{Format: 0x16, Width: 64, Height: 64}}, nil)
+	if got, _ := must[protocol.HandleReq, protocol.ViewReply](e, protocol.OpTexObjectGetViewDesc, protocol.HandleReq{Handle: v.Handle}, nil); got.HasView != 1 || got.View.Format != 0x16 || got.View.Width != 64 {
+		t.Fatalf("view %+v", got)
+	}
+	if got, _ := must[protocol.HandleReq, protocol.ViewReply](e, protocol.OpTexObjectGetViewDesc, protocol.HandleReq{Handle: ta}, nil); got.HasView != 0 {
+		t.Fatalf("view of a texture made without one %+v", got)
+	}
+	if got, _ := must[protocol.HandleReq, protocol.TextureDesc](e, protocol.OpTexObjectGetTextureDesc, protocol.HandleReq{Handle: tl}, nil); got != clamp {
+		t.Fatalf("texture descriptor %+v, want %+v", got, clamp)
+	}
 	surf, _ := must[protocol.ResourceDesc, protocol.HandleReply](e, protocol.OpSurfObjectCreate, onArray, nil)
 	if got, _ := must[protocol.HandleReq, protocol.ResourceDesc](e, protocol.OpSurfObjectGetResourceDesc, protocol.HandleReq{Handle: surf.Handle}, nil); got != onArray {
 		t.Fatalf("surface resource %+v", got)
@@ -67,6 +76,8 @@ func testTextureObjects(t *testing.T, o opts) {
 		{"destroy a surface as a texture", protocol.OpTexObjectDestroy, protocol.Bytes(&protocol.HandleReq{Handle: surf.Handle}), device.ErrInvalidValue},
 		{"destroy a texture as a surface", protocol.OpSurfObjectDestroy, protocol.Bytes(&protocol.HandleReq{Handle: ta}), device.ErrInvalidValue},
 		{"resource of a foreign texture", protocol.OpTexObjectGetResourceDesc, protocol.Bytes(&protocol.HandleReq{Handle: 0x9999}), device.ErrInvalidValue},
+		{"descriptor of a foreign texture", protocol.OpTexObjectGetTextureDesc, protocol.Bytes(&protocol.HandleReq{Handle: 0x9999}), device.ErrInvalidValue},
+		{"view of a surface", protocol.OpTexObjectGetViewDesc, protocol.Bytes(&protocol.HandleReq{Handle: surf.Handle}), device.ErrInvalidValue},
 	}
 	for _, tc := range tests {
 		f, err := e.c.Call(tc.op, 0, tc.req, nil)

@@ -477,8 +477,8 @@ func checkLaunchAttrs(s *Session, c *call, r *protocol.LaunchAttrsReq) error {
 		return invalid(c, "cooperative %d, programmatic serialization %d (0 or 1)", a.Cooperative, a.ProgrammaticSerialization)
 	case has(device.StreamAttrSyncPolicy) && (a.SyncPolicy < 1 || a.SyncPolicy > 4):
 		return invalid(c, "synchronization policy %d (1 auto, 2 spin, 3 yield, 4 blocking sync)", a.SyncPolicy)
-	case a.MemSyncDomainMap > 0xffff:
-		return invalid(c, "memory sync domain map %#x (two bytes: default, remote)", a.MemSyncDomainMap)
+	case !syncDomainMapOK(a.MemSyncDomainMap):
+		return invalid(c, "memory sync domain map %#x (two bytes, default and remote, each a domain below %d)", a.MemSyncDomainMap, maxSyncDomains)
 	case a.MemSyncDomain > 1:
 		return invalid(c, "memory sync domain %d (0 default, 1 remote)", a.MemSyncDomain)
 	case int32(a.Carveout) < -1 || int32(a.Carveout) > 100:
@@ -792,8 +792,8 @@ func checkStreamSetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
 		}
 	case device.StreamAttrPriority:
 	case device.StreamAttrMemSyncDomainMap:
-		if v.Value > 0xffff {
-			return invalid(c, "memory sync domain map %#x (two bytes: default, remote)", v.Value)
+		if !syncDomainMapOK(v.Value) {
+			return invalid(c, "memory sync domain map %#x (two bytes, default and remote, each a domain below %d)", v.Value, maxSyncDomains)
 		}
 	case device.StreamAttrMemSyncDomain:
 		if v.Value > 1 {
@@ -803,6 +803,17 @@ func checkStreamSetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
 		return invalid(c, "stream attribute %d (1, 3, 8, 9, 10)", r.Attr)
 	}
 	return nil
+}
+
+// maxSyncDomains bounds the domains a memory sync domain map names: the 4
+// of Hopper and Blackwell GPUs (earlier ones have 1, and their driver
+// refuses more).
+const maxSyncDomains = 4
+
+// syncDomainMapOK checks a CUlaunchMemSyncDomainMap packed as default |
+// remote<<8.
+func syncDomainMapOK(v uint32) bool {
+	return v <= 0xffff && v&0xff < maxSyncDomains && v>>8 < maxSyncDomains
 }
 
 // maxAccessPolicyWindowAttr is CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE.

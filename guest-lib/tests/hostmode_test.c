@@ -111,6 +111,8 @@ int cuMemcpyAtoA_v2(CUarray, size_t, CUarray, size_t, size_t);
 int cuTexObjectCreate(CUtexObject *, const CUDA_RESOURCE_DESC *, const CUDA_TEXTURE_DESC *, const CUDA_RESOURCE_VIEW_DESC *);
 int cuTexObjectDestroy(CUtexObject);
 int cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUtexObject);
+int cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *, CUtexObject);
+int cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *, CUtexObject);
 int cuSurfObjectCreate(CUsurfObject *, const CUDA_RESOURCE_DESC *);
 int cuSurfObjectDestroy(CUsurfObject);
 int cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *, CUsurfObject);
@@ -174,6 +176,9 @@ struct pool_props { /* CUmemPoolProps (cuda.h, 88 bytes) */
 	unsigned char reserved[54];
 };
 int cuMemPoolCreate(void **, const struct pool_props *);
+int cuMemGetDefaultMemPool(void **, const int *, int);
+int cuMemGetMemPool(void **, const int *, int);
+int cuMemSetMemPool(const int *, int, void *);
 int cuMemPoolDestroy(void *);
 int cuMemPoolSetAttribute(void *, int, void *);
 int cuMemPoolGetAttribute(void *, int, void *);
@@ -1337,9 +1342,17 @@ static void test_driver_mempool(void)
 	CHECK(cuMemPoolCreate(&mine, NULL) == 1);
 	OK(cuMemPoolCreate(&mine, &props));
 	CHECK(mine != pool);
-	OK(cuDeviceSetMemPool(dev, mine));
+	int devloc[2] = {1, dev}, hostloc[2] = {2, 0};
+	OK(cuMemSetMemPool(devloc, 1, mine)); /* CUDA 13's form of cuDeviceSetMemPool */
 	OK(cuDeviceGetMemPool(&cur, dev));
 	CHECK(cur == mine);
+	OK(cuMemGetMemPool(&cur, devloc, 1));
+	CHECK(cur == mine);
+	OK(cuMemGetDefaultMemPool(&cur, devloc, 1));
+	CHECK(cur == pool);
+	CHECK(cuMemGetDefaultMemPool(&cur, hostloc, 1) == 801);
+	CHECK(cuMemGetDefaultMemPool(&cur, devloc, 2) == 801); /* managed */
+	CHECK(cuMemGetDefaultMemPool(&cur, NULL, 1) == 1);
 	OK(cuMemAllocAsync(&a, sizeof buf, s));
 	unsigned long long used = 0, thr = ~0ull, got = 0;
 	OK(cuMemPoolGetAttribute(mine, 7, &used)); /* USED_MEM_CURRENT */
@@ -1677,6 +1690,12 @@ static void test_driver_arrays(void)
 	CUDA_RESOURCE_DESC back_rd;
 	OK(cuTexObjectGetResourceDesc(&back_rd, tex));
 	CHECK(back_rd.resType == 0 && back_rd.res.array.hArray == a);
+	CUDA_TEXTURE_DESC back_td;
+	OK(cuTexObjectGetTextureDesc(&back_td, tex));
+	CHECK(back_td.addressMode[1] == 1 && back_td.filterMode == 1 && back_td.flags == 2);
+	CUDA_RESOURCE_VIEW_DESC back_vd;
+	OK(cuTexObjectGetResourceViewDesc(&back_vd, tex));
+	CHECK(back_vd.format == 0 && back_vd.width == 0); /* made without a view */
 	unsigned long long pm;
 	size_t pitch;
 	OK(cuMemAllocPitch_v2(&pm, &pitch, 64, 16, 4));

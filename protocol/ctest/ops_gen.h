@@ -64,6 +64,8 @@ static const struct op_golden {
 	{ "tex_object_create", VGPU_OP_TEX_OBJECT_CREATE, sizeof(struct vgpu_tex_object_create_req), (long)sizeof(struct vgpu_handle_reply) },
 	{ "tex_object_destroy", VGPU_OP_TEX_OBJECT_DESTROY, sizeof(struct vgpu_handle_req), (long)0 },
 	{ "tex_object_get_resource_desc", VGPU_OP_TEX_OBJECT_GET_RESOURCE_DESC, sizeof(struct vgpu_handle_req), (long)sizeof(struct vgpu_resource_desc) },
+	{ "tex_object_get_texture_desc", VGPU_OP_TEX_OBJECT_GET_TEXTURE_DESC, sizeof(struct vgpu_handle_req), (long)sizeof(struct vgpu_texture_desc) },
+	{ "tex_object_get_view_desc", VGPU_OP_TEX_OBJECT_GET_VIEW_DESC, sizeof(struct vgpu_handle_req), (long)sizeof(struct vgpu_view_reply) },
 	{ "surf_object_create", VGPU_OP_SURF_OBJECT_CREATE, sizeof(struct vgpu_resource_desc), (long)sizeof(struct vgpu_handle_reply) },
 	{ "surf_object_destroy", VGPU_OP_SURF_OBJECT_DESTROY, sizeof(struct vgpu_handle_req), (long)0 },
 	{ "surf_object_get_resource_desc", VGPU_OP_SURF_OBJECT_GET_RESOURCE_DESC, sizeof(struct vgpu_handle_req), (long)sizeof(struct vgpu_resource_desc) },

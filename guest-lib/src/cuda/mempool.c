@@ -138,6 +138,46 @@ CU_API cuDeviceSetMemPool(int dev, CUmemoryPool pool)
 	return 0;
 }
 
+/* CUDA 13's location-based forms: pools of a device's pinned memory are
+ * the device calls above; host, NUMA and managed-memory pools are not
+ * served. */
+static CUresult device_location(const char *name, const struct mem_location *loc, int type, int *dev)
+{
+	if (!loc)
+		return VGPU_E_INVALID_VALUE;
+	if (loc->type != 1 || type != 1) {
+		VWARN("%s: location type %d, allocation type %d: only pools of device memory, pinned, are served", name,
+		      loc->type, type);
+		return VGPU_E_NOT_SUPPORTED;
+	}
+	*dev = loc->id;
+	return 0;
+}
+
+CU_API cuMemGetDefaultMemPool(CUmemoryPool *pool, const struct mem_location *loc, int type)
+{
+	VGPU_API();
+	int dev;
+	CUresult rc = device_location("cuMemGetDefaultMemPool", loc, type, &dev);
+	return rc ? rc : cuDeviceGetDefaultMemPool(pool, dev);
+}
+
+CU_API cuMemGetMemPool(CUmemoryPool *pool, const struct mem_location *loc, int type)
+{
+	VGPU_API();
+	int dev;
+	CUresult rc = device_location("cuMemGetMemPool", loc, type, &dev);
+	return rc ? rc : cuDeviceGetMemPool(pool, dev);
+}
+
+CU_API cuMemSetMemPool(const struct mem_location *loc, int type, CUmemoryPool pool)
+{
+	VGPU_API();
+	int dev;
+	CUresult rc = device_location("cuMemSetMemPool", loc, type, &dev);
+	return rc ? rc : cuDeviceSetMemPool(dev, pool);
+}
+
 CU_API cuMemPoolCreate(CUmemoryPool *pool, const struct mem_pool_props *props)
 {
 	VGPU_API();

@@ -145,6 +145,67 @@ CU_API cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *r, CUtexObject o)
 	return get_resource(VGPU_OP_TEX_OBJECT_GET_RESOURCE_DESC, r, o);
 }
 
+static float fval(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+CU_API cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *t, CUtexObject o)
+{
+	VGPU_API();
+	if (!t)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_handle_req req = {.handle = o};
+	struct vgpu_texture_desc r;
+	memset(&r, 0, sizeof r);
+	CUresult rc = vgpu_call(VGPU_OP_TEX_OBJECT_GET_TEXTURE_DESC, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	memset(t, 0, sizeof *t);
+	t->addressMode[0] = (int)r.address_mode0;
+	t->addressMode[1] = (int)r.address_mode1;
+	t->addressMode[2] = (int)r.address_mode2;
+	t->filterMode = (int)r.filter;
+	t->flags = r.flags;
+	t->maxAnisotropy = r.max_anisotropy;
+	t->mipmapFilterMode = (int)r.mipmap_filter;
+	t->mipmapLevelBias = fval(r.mipmap_bias);
+	t->minMipmapLevelClamp = fval(r.min_mipmap_clamp);
+	t->maxMipmapLevelClamp = fval(r.max_mipmap_clamp);
+	t->borderColor[0] = fval(r.border0);
+	t->borderColor[1] = fval(r.border1);
+	t->borderColor[2] = fval(r.border2);
+	t->borderColor[3] = fval(r.border3);
+	return 0;
+}
+
+/* The view the object was made with (all zero, CU_RES_VIEW_FORMAT_NONE,
+ * when it was made without one). */
+CU_API cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *v, CUtexObject o)
+{
+	VGPU_API();
+	if (!v)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_handle_req req = {.handle = o};
+	struct vgpu_view_reply r;
+	memset(&r, 0, sizeof r);
+	CUresult rc = vgpu_call(VGPU_OP_TEX_OBJECT_GET_VIEW_DESC, &req, sizeof req, NULL, 0, &r, sizeof r, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	memset(v, 0, sizeof *v);
+	v->format = (int)r.view.format;
+	v->width = r.view.width;
+	v->height = r.view.height;
+	v->depth = r.view.depth;
+	v->firstMipmapLevel = r.view.first_mip;
+	v->lastMipmapLevel = r.view.last_mip;
+	v->firstLayer = r.view.first_layer;
+	v->lastLayer = r.view.last_layer;
+	return 0;
+}
+
 CU_API cuSurfObjectCreate(CUsurfObject *p, const CUDA_RESOURCE_DESC *r)
 {
 	VGPU_API();

@@ -17,11 +17,13 @@ static __thread cudaError_t last_err;
 static int sticky_err;
 static unsigned dev_flags[64];
 
-/* Errors after which the context is unusable (CUDA: "sticky"). */
+/* Errors after which the context is unusable (CUDA: "sticky"). A
+ * cooperative launch too large (720) is not one: it is refused before it
+ * runs (backend/device.Sticky says the same of the driver's codes). */
 static int is_sticky(cudaError_t e)
 {
 	switch (e) {
-	case 700: case 702: case 714: case 715: case 716: case 717: case 718: case 719: case 720:
+	case 700: case 702: case 714: case 715: case 716: case 717: case 718: case 719:
 		return 1;
 	default:
 		return 0;
