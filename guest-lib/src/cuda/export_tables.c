@@ -314,9 +314,12 @@ static CUresult toolsctx_slot4_flag(uint64_t arg0, uint64_t *out)
  * *out = an object of the driver's, the same one each time for a context,
  * whose words are {1, 0, ctx, 0}; then 39 (ctx, that object, out) -> 0,
  * writes 7 to the first word of *out. cuBLAS 13.1 passes a second argument
- * to 51: a structure whose first word points at an object of its own; the
- * driver fills that object's first words {1, 0, ctx, 0} and answers it, and
- * 39 then writes 13 (bench/results/2026-11-27-h100-stack-train). What the object and the 7 mean is not
+ * to 51, a structure whose first word points at an object of its own; the
+ * driver fills some of that object and answers it, and 39 then writes 13
+ * (bench/results/2026-11-27-h100-stack-train). Filling the caller's object
+ * the same way crashed cuBLAS 13.1; answering the library's own object, as
+ * for cuBLAS 13.0, and 7 lets its GEMM run (H100, 2026-11-27 22:05). So the
+ * second argument is not read. What the object and the 7 mean is not
  * known; both are local to the process (no GPU), so they are answered here:
  * one zeroed object per context, kept in its context-local storage (freed
  * when the context is destroyed or its primary context reset). */
@@ -332,6 +335,7 @@ static void toolsctx_object_free(CUcontext ctx, void *key, void *value)
 
 static CUresult toolsctx_slot51_object(CUcontext ctx, uint64_t arg1, void **out)
 {
+	(void)arg1; /* cuBLAS 13.1's structure: not read (see above) */
 	if (!out)
 		return VGPU_E_INVALID_VALUE;
 	if (!ctx) {
@@ -342,17 +346,6 @@ static CUresult toolsctx_slot51_object(CUcontext ctx, uint64_t arg1, void **out)
 			return VGPU_E_INVALID_CONTEXT;
 	}
 	void *key = (void *)&toolsctx_object_key, *obj = NULL;
-	if (arg1) { /* cuBLAS 13.1: the caller's object, at the first word of *arg1 */
-		uint64_t *co = *(uint64_t **)(uintptr_t)arg1;
-		if (!co)
-			return VGPU_E_INVALID_VALUE;
-		co[0] = 1;
-		co[1] = 0;
-		co[2] = (uint64_t)(uintptr_t)ctx;
-		co[3] = 0;
-		*out = co;
-		return 0;
-	}
 	CUresult rc = vgpu_cls_get(&obj, ctx, key);
 	if (rc != VGPU_E_INVALID_HANDLE) { /* found, or not a valid context */
 		if (!rc)
@@ -385,18 +378,10 @@ static CUresult toolsctx_slot51_object(CUcontext ctx, uint64_t arg1, void **out)
  * 13.0 zeroes it; the next field is at offset 8 in both), written whole. */
 static CUresult toolsctx_slot39_query(CUcontext ctx, void *object, uint64_t *out)
 {
+	(void)ctx;
 	if (!object || !out)
 		return VGPU_E_INVALID_VALUE;
-	/* What driver 580 answers on the H100 (meaning not known): 7 for the
-	 * object it made itself (slot 51 with 0: cuBLAS 11.8 and 13.0), 13 for a
-	 * caller's object (slot 51 with one: cuBLAS 13.1). */
-	void *own = NULL;
-	if (!ctx && cuCtxGetCurrent(&ctx))
-		ctx = NULL;
-	if (ctx && !vgpu_cls_get(&own, ctx, (void *)&toolsctx_object_key) && own == object)
-		*out = 7;
-	else
-		*out = 13;
+	*out = 7; /* what driver 580 answers for its own object; meaning not known */
 	return 0;
 }
 
