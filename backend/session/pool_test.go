@@ -90,7 +90,6 @@ func testMemPools(t *testing.T, o opts) {
 		{"alloc over the device", protocol.OpMemAllocFromPool, protocol.Bytes(&protocol.MemAllocFromPoolReq{Pool: pool, Stream: s, Size: 1 << 62}), device.ErrOutOfMemory},
 		{"alloc size 0", protocol.OpMemAllocFromPool, protocol.Bytes(&protocol.MemAllocFromPoolReq{Pool: pool, Stream: s}), device.ErrInvalidValue},
 		{"alloc on a foreign stream", protocol.OpMemAllocFromPool, protocol.Bytes(&protocol.MemAllocFromPoolReq{Pool: pool, Stream: 0x9999, Size: 64}), device.ErrInvalidHandle},
-		{"alloc over the pool's max size", protocol.OpMemAllocFromPool, protocol.Bytes(&protocol.MemAllocFromPoolReq{Pool: small.Handle, Stream: s, Size: 2<<20 + 4096}), device.ErrOutOfMemory},
 		{"destroy a foreign pool", protocol.OpMemPoolDestroy, protocol.Bytes(&protocol.HandleReq{Handle: op.Handle}), device.ErrInvalidHandle},
 		{"destroy the default pool", protocol.OpMemPoolDestroy, protocol.Bytes(&protocol.HandleReq{}), device.ErrInvalidHandle},
 		{"set on a foreign pool", protocol.OpMemPoolSetAttribute, protocol.Bytes(&protocol.MemPoolAttrReq{Pool: op.Handle, Attr: 1}), device.ErrInvalidHandle},
@@ -113,6 +112,17 @@ func testMemPools(t *testing.T, o opts) {
 		{"access of no device", protocol.OpMemPoolGetAccess, protocol.Bytes(&protocol.MemPoolAccessReq{Pool: pool, Peer: 5}), device.ErrInvalidDevice},
 		{"a get of access with flags", protocol.OpMemPoolGetAccess, protocol.Bytes(&protocol.MemPoolAccessReq{Pool: pool, Flags: 3}), device.ErrInvalidValue},
 		{"access of a foreign pool", protocol.OpMemPoolGetAccess, protocol.Bytes(&protocol.MemPoolAccessReq{Pool: op.Handle}), device.ErrInvalidHandle},
+	}
+	if o.drv == nil {
+		// The sim holds a pool to its max size exactly; the H100's driver let
+		// 2 MiB + 4 KiB come from a pool of 2 MiB (it sizes pools in its own
+		// granules), so there the VM's cap above is the bound that matters.
+		tests = append(tests, struct {
+			name string
+			op   protocol.Opcode
+			req  []byte
+			want device.Result
+		}{"alloc over the pool's max size", protocol.OpMemAllocFromPool, protocol.Bytes(&protocol.MemAllocFromPoolReq{Pool: small.Handle, Stream: s, Size: 2<<20 + 4096}), device.ErrOutOfMemory})
 	}
 	if two {
 		strm1, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{Device: 1}, nil)
