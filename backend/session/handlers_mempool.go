@@ -154,8 +154,8 @@ func memAllocFromPool(s *Session, c *call, r *protocol.MemAllocFromPoolReq) (pro
 		return protocol.PtrReply{}, device.Errorf(op, device.ErrInvalidHandle, "memory pool %#x is not this session's (destroyed, foreign or never created)", r.Pool)
 	}
 	ctx := s.cfg.Devices[o.dev]
-	if p := s.props(o.dev); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
-		return protocol.PtrReply{}, device.Errorf(op, device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
+	if err := checkFitsDevice(s, op, o.dev, r.Size); err != nil {
+		return protocol.PtrReply{}, err
 	}
 	st, err := s.stream(r.Stream, o.dev, true)
 	if err != nil {

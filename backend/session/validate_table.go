@@ -88,6 +88,16 @@ func (s *Session) validate(c *call) error {
 }
 
 // props returns device dev's properties (cached; nil for no such device).
+// checkFitsDevice refuses an allocation of size bytes larger than all of
+// device dev's memory with CUDA_ERROR_OUT_OF_MEMORY, as the driver would,
+// before it reaches the driver or the VM's cap.
+func checkFitsDevice(s *Session, op string, dev int, size uint64) error {
+	if p := s.props(dev); p != nil && p.TotalMem != 0 && size > p.TotalMem {
+		return device.Errorf(op, device.ErrOutOfMemory, "%d bytes: the device has %d", size, p.TotalMem)
+	}
+	return nil
+}
+
 func (s *Session) props(dev int) *device.Properties {
 	if dev < 0 || dev >= len(s.cfg.Devices) {
 		return nil
@@ -209,10 +219,7 @@ func checkMemAlloc(s *Session, c *call, r *protocol.MemAllocReq) error {
 	if r.Flags != 0 {
 		return invalid(c, "allocation flags %#x (none defined)", r.Flags)
 	}
-	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
-		return device.Errorf("OpMemAlloc", device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
-	}
-	return nil
+	return checkFitsDevice(s, "OpMemAlloc", int(r.Device), r.Size)
 }
 
 func checkCopyFlags(c *call, flags uint32) error {
@@ -621,10 +628,7 @@ func checkMemAllocAsync(s *Session, c *call, r *protocol.MemAllocAsyncReq) error
 	if r.Flags != 0 {
 		return invalid(c, "allocation flags %#x (none defined)", r.Flags)
 	}
-	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
-		return device.Errorf("OpMemAllocAsync", device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
-	}
-	return nil
+	return checkFitsDevice(s, "OpMemAllocAsync", int(r.Device), r.Size)
 }
 
 func checkMemReserve(s *Session, c *call, r *protocol.MemReserveReq) error {
@@ -662,10 +666,7 @@ func checkMemCreate(s *Session, c *call, r *protocol.MemCreateReq) error {
 	case r.Usage&^allocUsageAllowed != 0:
 		return invalid(c, "usage %#x (bits of 0x%x)", r.Usage, allocUsageAllowed)
 	}
-	if p := s.props(int(r.Device)); p != nil && p.TotalMem != 0 && r.Size > p.TotalMem {
-		return device.Errorf("OpMemCreate", device.ErrOutOfMemory, "%d bytes: the device has %d", r.Size, p.TotalMem)
-	}
-	return nil
+	return checkFitsDevice(s, "OpMemCreate", int(r.Device), r.Size)
 }
 
 func checkMemPoolCreate(s *Session, c *call, r *protocol.MemPoolCreateReq) error {
