@@ -989,8 +989,14 @@ static void test_driver_api(void)
 	prop.loc_id = 99;
 	CHECK(cuMemGetAllocationGranularity(&gran, &prop, 0) == 101);
 	prop.loc_id = 0;
-	prop.loc_type = 2; /* host memory: not served */
-	CHECK(cuMemGetAllocationGranularity(&gran, &prop, 0) == 801);
+	prop.loc_type = 3; /* host memory: the guest's page; cuMemCreate refuses it */
+	OK(cuMemGetAllocationGranularity(&gran, &prop, 0));
+	CHECK(gran == (size_t)sysconf(_SC_PAGESIZE));
+	unsigned long long hhandle = 0;
+	CHECK(cuMemCreate(&hhandle, gran, (const struct mem_alloc_prop *)(const void *)&prop, 0) == 801);
+	prop.loc_type = 9;
+	CHECK(cuMemGetAllocationGranularity(&gran, &prop, 0) == 1);
+	prop.loc_type = 3;
 	CHECK(cuMemGetAllocationGranularity(NULL, &prop, 0) == 1);
 	cfg.attrs = NULL;
 	cfg.numAttrs = 2;
