@@ -449,7 +449,8 @@ const launchAttrsServed = 1<<device.StreamAttrAccessPolicyWindow | 1<<device.Lau
 	1<<device.StreamAttrMemSyncDomainMap | 1<<device.StreamAttrMemSyncDomain | 1<<device.LaunchAttrCarveout
 
 // checkLaunchAttrs checks the launch and its cluster as checkLaunchEx does
-// and each attribute as checkStreamSetAttr does a stream's: cooperative
+// and each attribute as checkStreamSetAttr does a stream's (except the
+// synchronization policy, which the driver refuses on a launch): cooperative
 // and programmatic serialization 0 or 1 (cooperative launches on devices
 // that support them), the shared memory carveout a percentage (or -1, the
 // default); an attribute not given has a zero field.
@@ -482,8 +483,10 @@ func checkLaunchAttrs(s *Session, c *call, r *protocol.LaunchAttrsReq) error {
 	switch {
 	case a.Cooperative > 1 || a.ProgrammaticSerialization > 1:
 		return invalid(c, "cooperative %d, programmatic serialization %d (0 or 1)", a.Cooperative, a.ProgrammaticSerialization)
-	case has(device.StreamAttrSyncPolicy) && (a.SyncPolicy < 1 || a.SyncPolicy > 4):
-		return invalid(c, "synchronization policy %d (1 auto, 2 spin, 3 yield, 4 blocking sync)", a.SyncPolicy)
+	case has(device.StreamAttrSyncPolicy):
+		// The driver answers CUDA_ERROR_INVALID_VALUE (measured on the
+		// H100, driver 580): the policy is valid for streams only.
+		return invalid(c, "the synchronization policy (launch attribute 3) is a stream attribute, not a launch's: set it with cuStreamSetAttribute")
 	case !syncDomainMapOK(a.MemSyncDomainMap):
 		return invalid(c, "memory sync domain map %#x (two bytes, default and remote, each a domain below %d)", a.MemSyncDomainMap, maxSyncDomains)
 	case a.MemSyncDomain > 1:
@@ -657,8 +660,8 @@ func checkMemCreate(s *Session, c *call, r *protocol.MemCreateReq) error {
 		return invalid(c, "size 0")
 	case r.Type != 1:
 		return invalid(c, "allocation type %d (1 pinned is served)", r.Type)
-	case r.HandleTypes != 0:
-		return device.Errorf("OpMemCreate", device.ErrNotSupported, "export handle types %#x: memory of one VM is never shared with another process", r.HandleTypes)
+	case r.HandleTypes&^allocHandleTypes != 0:
+		return invalid(c, "handle types %#x (bits of 0x%x)", r.HandleTypes, allocHandleTypes)
 	case r.Compression > allocCompressMax:
 		return invalid(c, "compression type %d (0 none, 1 generic)", r.Compression)
 	case r.RDMA > 1:

@@ -213,6 +213,9 @@ int cuMemAddressReserve(unsigned long long *, size_t, size_t, unsigned long long
 int cuMemAddressFree(unsigned long long, size_t);
 int cuMemCreate(unsigned long long *, size_t, const struct mem_alloc_prop *, unsigned long long);
 int cuMemRelease(unsigned long long);
+int cuMemRetainAllocationHandle(unsigned long long *, void *);
+int cuMemGetAllocationPropertiesFromHandle(struct mem_alloc_prop *, unsigned long long);
+int cuMemExportToShareableHandle(void *, unsigned long long, int, unsigned long long);
 int cuMemMap(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
 int cuMemUnmap(unsigned long long, size_t);
 int cuMemcpy(unsigned long long, unsigned long long, size_t);
@@ -1713,7 +1716,25 @@ static void test_driver_vmm(void)
 	CHECK(!memcmp(in, out, sizeof in));
 	OK(cuMemGetAddressRange_v2(&base, &size, va + gran + 5));
 	CHECK(base == va + gran && size == gran);
+	/* NCCL's way to free: the handle back from an address (anywhere in the
+	 * mapping), with a reference, and the properties cuMemCreate was given */
+	unsigned long long hr = 0;
+	OK(cuMemRetainAllocationHandle(&hr, (void *)(uintptr_t)(va + gran + 77)));
+	CHECK(hr == h2);
+	struct mem_alloc_prop back;
+	memset(&back, 0xee, sizeof back);
+	OK(cuMemGetAllocationPropertiesFromHandle(&back, h2));
+	CHECK(back.type == 1 && back.loc_type == 1 && back.loc_id == dev && back.handle_types == 0);
+	OK(cuMemRelease(hr)); /* the retain's reference: h2 is still the program's */
+	OK(cuMemGetAllocationPropertiesFromHandle(&back, h2));
+	CHECK(cuMemRetainAllocationHandle(&hr, (void *)(uintptr_t)(va + 2 * gran)) == 1); /* not mapped */
+	CHECK(cuMemGetAllocationPropertiesFromHandle(&back, 0x9999) == 1);
 	OK(cuMemRelease(h2)); /* still mapped: still there */
+	CHECK(cuMemGetAllocationPropertiesFromHandle(&back, h2) == 1); /* released: no handle */
+	OK(cuMemRetainAllocationHandle(&hr, (void *)(uintptr_t)(va + gran))); /* mapped: retained again */
+	CHECK(hr == h2);
+	OK(cuMemRelease(hr));
+	CHECK(cuMemRelease(hr) == 1);
 	memset(out, 0, sizeof out);
 	OK(cuMemcpyDtoH_v2(out, va + gran + 4096, sizeof out));
 	CHECK(!memcmp(in, out, sizeof in));
@@ -1722,6 +1743,15 @@ static void test_driver_vmm(void)
 	CHECK(cuMemcpyDtoH_v2(out, va + gran, 16) != 0);
 	OK(cuMemRelease(h1));
 	CHECK(cuMemRelease(h1) == 1);
+	/* export handle types asked for, as NCCL does: made, never exported */
+	struct mem_alloc_prop xprop = prop;
+	xprop.handle_types = 1; /* POSIX file descriptor */
+	OK(cuMemCreate(&h1, gran, &xprop, 0));
+	OK(cuMemGetAllocationPropertiesFromHandle(&back, h1));
+	CHECK(back.handle_types == 1);
+	int fd = -1;
+	CHECK(cuMemExportToShareableHandle(&fd, h1, 1, 0) == 801);
+	OK(cuMemRelease(h1));
 	OK(cuMemAddressFree(va, 2 * gran));
 	OK(cuCtxDestroy_v2(ctx));
 }
