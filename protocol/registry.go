@@ -388,6 +388,26 @@ var Ops = []OpInfo{
 	{Op: 0x0712, Name: "GRAPH_EXEC_UPDATE", Req: GraphExecUpdateReq{Exec: 4, Graph: 3}, Reply: GraphExecUpdateReply{}, Shape: ShapeSync,
 		Symbols: []string{"cuGraphExecUpdate", "cuGraphExecUpdate_v2"}, Device: "GraphExecUpdate",
 		Handler: "reply(graphExecUpdate)", Unchecked: "two handles"},
+	// Node parameters (issue 16): read from a graph's node, set on it or
+	// on its copy in an executable graph (Exec not 0).
+	{Op: 0x0713, Name: "GRAPH_KERNEL_NODE_GET_PARAMS", Req: HandleReq{Handle: 6}, Reply: LaunchReq{Func: 5, GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}, ReplyTail: TailBytes, Shape: ShapeSync,
+		Symbols: []string{"cuGraphKernelNodeGetParams", "cuGraphKernelNodeGetParams_v2"}, Device: "GraphKernelNodeParams",
+		Handler: "do(graphKernelNodeGetParams)", Unchecked: "a node handle"},
+	{Op: 0x0714, Name: "GRAPH_KERNEL_NODE_SET_PARAMS", Req: GraphKernelNodeSetReq{Node: 6, Launch: LaunchReq{Func: 5, GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1}}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphKernelNodeSetParams", "cuGraphKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams", "cuGraphExecKernelNodeSetParams_v2"}, Device: "GraphKernelNodeSetParams",
+		Handler: "do(graphKernelNodeSetParams)", Check: "checkGraphKernelNodeSet"},
+	{Op: 0x0715, Name: "GRAPH_MEMSET_NODE_GET_PARAMS", Req: HandleReq{Handle: 6}, Reply: GraphMemsetParams{Dst: 0x7f0000000000, ElemSize: 4, Width: 1024, Height: 1}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphMemsetNodeGetParams"}, Device: "GraphMemsetNodeParams",
+		Handler: "reply(graphMemsetNodeGetParams)", Unchecked: "a node handle"},
+	{Op: 0x0716, Name: "GRAPH_MEMSET_NODE_SET_PARAMS", Req: GraphMemsetNodeSetReq{Node: 6, Params: GraphMemsetParams{Dst: 0x7f0000000000, ElemSize: 4, Width: 1024, Height: 1}}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphMemsetNodeSetParams", "cuGraphExecMemsetNodeSetParams"}, Device: "GraphMemsetNodeSetParams",
+		Handler: "do(graphMemsetNodeSetParams)", Check: "checkGraphMemsetNodeSet"},
+	{Op: 0x0717, Name: "GRAPH_MEMCPY_NODE_GET_PARAMS", Req: HandleReq{Handle: 6}, Reply: GraphMemcpyParams{Dir: GraphCopyDtoH, Src: 0x7f0000000000, Host: BufRef{Kind: BufRegion, Region: 7, Len: 4096}}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphMemcpyNodeGetParams"}, Device: "GraphMemcpyNodeParams",
+		Handler: "reply(graphMemcpyNodeGetParams)", Unchecked: "a node handle"},
+	{Op: 0x0718, Name: "GRAPH_MEMCPY_NODE_SET_PARAMS", Req: GraphMemcpyNodeSetReq{Node: 6, Params: GraphMemcpyParams{Dir: GraphCopyDtoH, Src: 0x7f0000000000, Host: BufRef{Kind: BufRegion, Region: 7, Len: 4096}}}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphMemcpyNodeSetParams", "cuGraphExecMemcpyNodeSetParams"}, Device: "GraphMemcpyNodeSetParams",
+		Handler: "do(graphMemcpyNodeSetParams)", Check: "checkGraphMemcpyNodeSet"},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

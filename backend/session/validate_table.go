@@ -905,23 +905,8 @@ func checkGraphAddKernelNode(s *Session, c *call, r *protocol.GraphAddKernelNode
 }
 
 func checkGraphAddMemcpyNode(s *Session, c *call, r *protocol.GraphAddMemcpyNodeReq) error {
-	switch r.Dir {
-	case protocol.GraphCopyHtoD, protocol.GraphCopyDtoH:
-		if r.Host.Kind != protocol.BufRegion {
-			return errPageable(c.f.Opcode.String())
-		}
-		if r.Host.Len == 0 || r.Size != 0 {
-			return invalid(c, "a host copy of %d bytes (Host.Len) with Size %d (want 0)", r.Host.Len, r.Size)
-		}
-		if err := checkBufRef(s, c, r.Host, protocol.BufRegion); err != nil {
-			return err
-		}
-	case protocol.GraphCopyDtoD:
-		if r.Host.Kind != protocol.BufNone || r.Size == 0 {
-			return invalid(c, "a device-to-device copy of %d bytes with a host buffer of kind %d", r.Size, r.Host.Kind)
-		}
-	default:
-		return invalid(c, "copy direction %d (1 host to device, 2 device to host, 3 device to device)", r.Dir)
+	if err := checkGraphCopy(s, c, r.Params()); err != nil {
+		return err
 	}
 	return checkDepsTail[protocol.GraphAddMemcpyNodeReq](c, r.NumDeps, 0)
 }
@@ -934,6 +919,51 @@ func checkGraphAddMemsetNode(s *Session, c *call, r *protocol.GraphAddMemsetNode
 		return invalid(c, "a memset node of width 0")
 	}
 	return checkDepsTail[protocol.GraphAddMemsetNodeReq](c, r.NumDeps, 0)
+}
+
+func checkGraphKernelNodeSet(s *Session, c *call, r *protocol.GraphKernelNodeSetReq) error {
+	if r.Launch.Stream != 0 {
+		return invalid(c, "a kernel node names no stream (got %#x)", r.Launch.Stream)
+	}
+	if err := checkLaunch(s, c, &r.Launch); err != nil {
+		return err
+	}
+	return checkDepsTail[protocol.GraphKernelNodeSetReq](c, 0, uint64(r.Launch.ParamSize))
+}
+
+func checkGraphMemsetNodeSet(s *Session, c *call, r *protocol.GraphMemsetNodeSetReq) error {
+	p := &r.Params
+	if p.ElemSize != 1 && p.ElemSize != 2 && p.ElemSize != 4 {
+		return invalid(c, "element size %d (want 1, 2 or 4)", p.ElemSize)
+	}
+	if p.Width == 0 {
+		return invalid(c, "a memset node of width 0")
+	}
+	return nil
+}
+
+func checkGraphMemcpyNodeSet(s *Session, c *call, r *protocol.GraphMemcpyNodeSetReq) error {
+	return checkGraphCopy(s, c, &r.Params)
+}
+
+// checkGraphCopy checks a graph memcpy node's copy, as added or set.
+func checkGraphCopy(s *Session, c *call, p *protocol.GraphMemcpyParams) error {
+	switch p.Dir {
+	case protocol.GraphCopyHtoD, protocol.GraphCopyDtoH:
+		if p.Host.Kind != protocol.BufRegion {
+			return errPageable(c.f.Opcode.String())
+		}
+		if p.Host.Len == 0 || p.Size != 0 {
+			return invalid(c, "a host copy of %d bytes (Host.Len) with Size %d (want 0)", p.Host.Len, p.Size)
+		}
+		return checkBufRef(s, c, p.Host, protocol.BufRegion)
+	case protocol.GraphCopyDtoD:
+		if p.Host.Kind != protocol.BufNone || p.Size == 0 {
+			return invalid(c, "a device-to-device copy of %d bytes with a host buffer of kind %d", p.Size, p.Host.Kind)
+		}
+		return nil
+	}
+	return invalid(c, "copy direction %d (1 host to device, 2 device to host, 3 device to device)", p.Dir)
 }
 
 func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {

@@ -213,6 +213,18 @@ int cuGraphDestroyNode(void *);
 int cuGraphUpload(void *, CUstream);
 int cuGraphExecUpdate_v2(void *, void *, void *);
 int cuGraphExecUpdate(void *, void *, void **, int *);
+int cuGraphKernelNodeGetParams(void *, void *);
+int cuGraphKernelNodeGetParams_v2(void *, void *);
+int cuGraphKernelNodeSetParams(void *, const void *);
+int cuGraphKernelNodeSetParams_v2(void *, const void *);
+int cuGraphExecKernelNodeSetParams(void *, void *, const void *);
+int cuGraphExecKernelNodeSetParams_v2(void *, void *, const void *);
+int cuGraphMemsetNodeGetParams(void *, void *);
+int cuGraphMemsetNodeSetParams(void *, const void *);
+int cuGraphExecMemsetNodeSetParams(void *, void *, const void *, CUcontext);
+int cuGraphMemcpyNodeGetParams(void *, void *);
+int cuGraphMemcpyNodeSetParams(void *, const void *);
+int cuGraphExecMemcpyNodeSetParams(void *, void *, const void *, CUcontext);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -1344,6 +1356,128 @@ done:
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* Node parameters: read back as given (a kernel's values through the
+ * pointers handed out), set on a graph's node or on its copy in an
+ * executable graph, which alone changes. */
+static void test_driver_graph_node_params(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream s;
+	unsigned long long p;
+	void *g, *x, *fn, *kn, *mn, *nodes[2];
+	CUmodule mod;
+	size_t n;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemAlloc_v2(&p, 256));
+	OK(cuModuleLoadData(&mod, ptx));
+	OK(cuModuleGetFunction(&fn, mod, "scale"));
+	OK(cuGraphCreate(&g, 0));
+
+	float a = 2.0f, a3 = 3.0f;
+	unsigned cnt = 16;
+	void *args[] = {&p, &a, &cnt}, *args3[] = {&p, &a3, &cnt};
+	struct t_kernel_params k = {.func = fn, .grid = {1, 1, 1}, .block = {32, 1, 1}, .params = args}, r;
+	OK(cuGraphAddKernelNode_v2(&kn, g, NULL, 0, &k));
+	memset(&r, 0xab, sizeof r);
+	OK(cuGraphKernelNodeGetParams_v2(kn, &r));
+	CHECK(r.func == fn && r.grid[0] == 1 && r.grid[1] == 1 && r.block[0] == 32 && r.smem == 0 && r.params && !r.extra &&
+	      !r.kern && !r.ctx);
+	CHECK(*(unsigned long long *)r.params[0] == p && *(float *)r.params[1] == 2.0f && *(unsigned *)r.params[2] == 16);
+	k.grid[0] = 4;
+	k.params = args3;
+	OK(cuGraphKernelNodeSetParams(kn, &k)); /* the first ABI: 56 bytes */
+	memset(&r, 0, sizeof r);
+	OK(cuGraphKernelNodeGetParams(kn, &r));
+	CHECK(r.func == fn && r.grid[0] == 4 && *(float *)r.params[1] == 3.0f);
+
+	struct t_memset_params m = {.dst = p, .value = 0x11, .elem = 1, .width = 64, .height = 1}, mr;
+	OK(cuGraphAddMemsetNode(&mn, g, &kn, 1, &m, ctx));
+	memset(&mr, 0, sizeof mr);
+	OK(cuGraphMemsetNodeGetParams(mn, &mr));
+	CHECK(mr.dst == p && mr.value == 0x11 && mr.elem == 1 && mr.width == 64 && mr.height == 1);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	m.value = 0x22;
+	OK(cuGraphMemsetNodeSetParams(mn, &m));
+	m.value = 0x33;
+	OK(cuGraphExecMemsetNodeSetParams(x, mn, &m, ctx));
+	OK(cuGraphMemsetNodeGetParams(mn, &mr));
+	CHECK(mr.value == 0x22); /* the executable graph's copy changed alone */
+	k.grid[0] = 2;
+	OK(cuGraphExecKernelNodeSetParams_v2(x, kn, &k));
+	OK(cuGraphKernelNodeGetParams_v2(kn, &r));
+	CHECK(r.grid[0] == 4);
+	uint8_t got[64], want[64];
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuMemcpyDtoH_v2(got, p, 64));
+	memset(want, 0x33, 64);
+	CHECK(!memcmp(got, want, 64));
+
+	/* the wrong kind of node, a foreign node, NULL: refused */
+	CHECK(cuGraphKernelNodeGetParams(mn, &r) == 1);
+	CHECK(cuGraphMemsetNodeGetParams(kn, &mr) == 1);
+	CHECK(cuGraphKernelNodeGetParams((void *)(uintptr_t)0x9999, &r) == 400);
+	CHECK(cuGraphMemsetNodeSetParams((void *)(uintptr_t)0x9999, &m) == 400);
+	CHECK(cuGraphKernelNodeGetParams(kn, NULL) == 1);
+	CHECK(cuGraphExecMemsetNodeSetParams(NULL, mn, &m, ctx) == 1);
+	m.elem = 3;
+	CHECK(cuGraphMemsetNodeSetParams(mn, &m) == 1);
+	m.elem = 1;
+
+	if (expect_zero_copy()) {
+		uint8_t *h, pageable[64];
+		void *cn;
+		OK(cuMemHostAlloc((void **)&h, 4096, 0));
+		struct t_memcpy3d c = t_copy(2, NULL, p, 1, h + 1024, 0, 64), cr;
+		OK(cuGraphAddMemcpyNode(&cn, g, &mn, 1, &c, ctx));
+		memset(&cr, 0, sizeof cr);
+		OK(cuGraphMemcpyNodeGetParams(cn, &cr));
+		CHECK(cr.src.type == 2 && cr.src.dev == p && cr.dst.type == 1 && cr.dst.host == h + 1024 && cr.width == 64);
+		c = t_copy(2, NULL, p, 1, h + 2048, 0, 64);
+		OK(cuGraphMemcpyNodeSetParams(cn, &c));
+		OK(cuGraphMemcpyNodeGetParams(cn, &cr));
+		CHECK(cr.dst.host == h + 2048);
+		c = t_copy(2, NULL, p, 1, pageable, 0, 64);
+		CHECK(cuGraphMemcpyNodeSetParams(cn, &c) == 801);
+		void *x2;
+		OK(cuGraphInstantiateWithFlags(&x2, g, 0));
+		c = t_copy(2, NULL, p, 1, h + 3072, 0, 64);
+		OK(cuGraphExecMemcpyNodeSetParams(x2, cn, &c, ctx));
+		memset(h + 2048, 0, 64);
+		memset(h + 3072, 0, 64);
+		OK(cuGraphLaunch(x2, s));
+		OK(cuStreamSynchronize(s));
+		memset(want, 0x22, 64);
+		CHECK(!memcmp(h + 3072, want, 64)); /* moved in the executable graph */
+		CHECK(h[2048] == 0);
+		OK(cuGraphExecDestroy(x2));
+		OK(cuGraphDestroy(g));
+		OK(cuMemFreeHost(h));
+	} else {
+		OK(cuGraphDestroy(g));
+	}
+	OK(cuGraphExecDestroy(x));
+
+	/* a captured launch's node reads as added */
+	OK(cuStreamBeginCapture_v2(s, 0));
+	OK(cuLaunchKernel(fn, 3, 1, 1, 64, 1, 1, 0, s, args, NULL));
+	OK(cuStreamEndCapture(s, &g));
+	n = 2;
+	OK(cuGraphGetNodes(g, nodes, &n));
+	CHECK(n == 1);
+	OK(cuGraphKernelNodeGetParams_v2(nodes[0], &r));
+	CHECK(r.func == fn && r.grid[0] == 3 && r.block[0] == 64 && *(float *)r.params[1] == 2.0f);
+	OK(cuGraphDestroy(g));
+	OK(cuModuleUnload(mod));
+	OK(cuStreamDestroy_v2(s));
+	OK(cuMemFree_v2(p));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* Stream-ordered allocation from the default pool, on the host. */
 static void test_driver_mempool(void)
 {
@@ -1896,6 +2030,7 @@ static const struct {
 	{"export_tables", test_export_tables},
 	{"driver_capture", test_driver_capture},
 	{"driver_graph_nodes", test_driver_graph_nodes},
+	{"driver_graph_node_params", test_driver_graph_node_params},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
 	{"driver_stream_attrs", test_driver_stream_attrs},
