@@ -846,6 +846,11 @@ type GraphAddMemcpyNodeReq struct {
 	Host    BufRef
 }
 
+// Params are the node's copy.
+func (r *GraphAddMemcpyNodeReq) Params() *GraphMemcpyParams {
+	return &GraphMemcpyParams{Dir: r.Dir, Dst: r.Dst, Src: r.Src, Size: r.Size, Host: r.Host}
+}
+
 // GraphAddMemsetNodeReq adds a memset node (GRAPH_ADD_MEMSET_NODE:
 // cuGraphAddMemsetNode): Height rows (0 or 1: one) of Width elements of
 // ElemSize bytes, Pitch bytes apart. The tail holds NumDeps node handles.
@@ -867,6 +872,61 @@ type GraphAddEmptyNodeReq struct {
 	Graph   uint64
 	NumDeps uint32
 	Pad0    uint32
+}
+
+// GraphKernelNodeSetReq sets a kernel node's launch (GRAPH_KERNEL_NODE_SET_PARAMS:
+// cuGraphKernelNodeSetParams when Exec is 0; cuGraphExecKernelNodeSetParams,
+// the node's copy in executable graph Exec, else). The tail is the packed
+// parameter block of Launch.ParamSize bytes, as for LAUNCH_KERNEL;
+// Launch.Stream is unused (0). GRAPH_KERNEL_NODE_GET_PARAMS answers a
+// LaunchReq (Stream 0) and the block in the reply's tail.
+type GraphKernelNodeSetReq struct {
+	Node   uint64
+	Exec   uint64
+	Launch LaunchReq
+}
+
+// GraphMemsetParams are a memset node's parameters: Height rows (0 or 1:
+// one) of Width elements of ElemSize bytes, Pitch bytes apart, set to
+// Value (GRAPH_MEMSET_NODE_GET_PARAMS answers them).
+type GraphMemsetParams struct {
+	Dst      uint64
+	Value    uint32
+	ElemSize uint32
+	Width    uint64
+	Height   uint64
+	Pitch    uint64
+}
+
+// GraphMemsetNodeSetReq sets a memset node's parameters
+// (GRAPH_MEMSET_NODE_SET_PARAMS: cuGraphMemsetNodeSetParams when Exec is
+// 0, cuGraphExecMemsetNodeSetParams else).
+type GraphMemsetNodeSetReq struct {
+	Node   uint64
+	Exec   uint64
+	Params GraphMemsetParams
+}
+
+// GraphMemcpyParams are a 1D memcpy node's parameters, as in
+// GraphAddMemcpyNodeReq: Dir, Dst and Src, Size for GraphCopyDtoD, and
+// Host (a registered region; its Len the copy's size) for the others
+// (GRAPH_MEMCPY_NODE_GET_PARAMS answers them).
+type GraphMemcpyParams struct {
+	Dir  uint32
+	Pad0 uint32
+	Dst  uint64
+	Src  uint64
+	Size uint64
+	Host BufRef
+}
+
+// GraphMemcpyNodeSetReq sets a memcpy node's parameters
+// (GRAPH_MEMCPY_NODE_SET_PARAMS: cuGraphMemcpyNodeSetParams when Exec is
+// 0, cuGraphExecMemcpyNodeSetParams else).
+type GraphMemcpyNodeSetReq struct {
+	Node   uint64
+	Exec   uint64
+	Params GraphMemcpyParams
 }
 
 // GraphExecUpdateReq gives an executable graph the node parameters of a

@@ -213,6 +213,12 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_DESTROY_NODE 0x0710u
 #define VGPU_OP_GRAPH_UPLOAD 0x0711u
 #define VGPU_OP_GRAPH_EXEC_UPDATE 0x0712u
+#define VGPU_OP_GRAPH_KERNEL_NODE_GET_PARAMS 0x0713u
+#define VGPU_OP_GRAPH_KERNEL_NODE_SET_PARAMS 0x0714u
+#define VGPU_OP_GRAPH_MEMSET_NODE_GET_PARAMS 0x0715u
+#define VGPU_OP_GRAPH_MEMSET_NODE_SET_PARAMS 0x0716u
+#define VGPU_OP_GRAPH_MEMCPY_NODE_GET_PARAMS 0x0717u
+#define VGPU_OP_GRAPH_MEMCPY_NODE_SET_PARAMS 0x0718u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -1510,6 +1516,68 @@ _Static_assert(offsetof(struct vgpu_graph_exec_update_reply, result) == 0, "vgpu
 _Static_assert(offsetof(struct vgpu_graph_exec_update_reply, pad0) == 4, "vgpu_graph_exec_update_reply.pad0");
 _Static_assert(offsetof(struct vgpu_graph_exec_update_reply, error_node) == 8, "vgpu_graph_exec_update_reply.error_node");
 
+struct vgpu_graph_kernel_node_set_req {
+	uint64_t node;
+	uint64_t exec;
+	struct vgpu_launch_req launch;
+};
+_Static_assert(sizeof(struct vgpu_graph_kernel_node_set_req) == 64, "vgpu_graph_kernel_node_set_req size");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_set_req, node) == 0, "vgpu_graph_kernel_node_set_req.node");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_set_req, exec) == 8, "vgpu_graph_kernel_node_set_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_set_req, launch) == 16, "vgpu_graph_kernel_node_set_req.launch");
+
+struct vgpu_graph_memset_params {
+	uint64_t dst;
+	uint32_t value;
+	uint32_t elem_size;
+	uint64_t width;
+	uint64_t height;
+	uint64_t pitch;
+};
+_Static_assert(sizeof(struct vgpu_graph_memset_params) == 40, "vgpu_graph_memset_params size");
+_Static_assert(offsetof(struct vgpu_graph_memset_params, dst) == 0, "vgpu_graph_memset_params.dst");
+_Static_assert(offsetof(struct vgpu_graph_memset_params, value) == 8, "vgpu_graph_memset_params.value");
+_Static_assert(offsetof(struct vgpu_graph_memset_params, elem_size) == 12, "vgpu_graph_memset_params.elem_size");
+_Static_assert(offsetof(struct vgpu_graph_memset_params, width) == 16, "vgpu_graph_memset_params.width");
+_Static_assert(offsetof(struct vgpu_graph_memset_params, height) == 24, "vgpu_graph_memset_params.height");
+_Static_assert(offsetof(struct vgpu_graph_memset_params, pitch) == 32, "vgpu_graph_memset_params.pitch");
+
+struct vgpu_graph_memset_node_set_req {
+	uint64_t node;
+	uint64_t exec;
+	struct vgpu_graph_memset_params params;
+};
+_Static_assert(sizeof(struct vgpu_graph_memset_node_set_req) == 56, "vgpu_graph_memset_node_set_req size");
+_Static_assert(offsetof(struct vgpu_graph_memset_node_set_req, node) == 0, "vgpu_graph_memset_node_set_req.node");
+_Static_assert(offsetof(struct vgpu_graph_memset_node_set_req, exec) == 8, "vgpu_graph_memset_node_set_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_memset_node_set_req, params) == 16, "vgpu_graph_memset_node_set_req.params");
+
+struct vgpu_graph_memcpy_params {
+	uint32_t dir;
+	uint32_t pad0;
+	uint64_t dst;
+	uint64_t src;
+	uint64_t size;
+	struct vgpu_buf_ref host;
+};
+_Static_assert(sizeof(struct vgpu_graph_memcpy_params) == 64, "vgpu_graph_memcpy_params size");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_params, dir) == 0, "vgpu_graph_memcpy_params.dir");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_params, pad0) == 4, "vgpu_graph_memcpy_params.pad0");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_params, dst) == 8, "vgpu_graph_memcpy_params.dst");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_params, src) == 16, "vgpu_graph_memcpy_params.src");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_params, size) == 24, "vgpu_graph_memcpy_params.size");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_params, host) == 32, "vgpu_graph_memcpy_params.host");
+
+struct vgpu_graph_memcpy_node_set_req {
+	uint64_t node;
+	uint64_t exec;
+	struct vgpu_graph_memcpy_params params;
+};
+_Static_assert(sizeof(struct vgpu_graph_memcpy_node_set_req) == 80, "vgpu_graph_memcpy_node_set_req size");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, node) == 0, "vgpu_graph_memcpy_node_set_req.node");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, exec) == 8, "vgpu_graph_memcpy_node_set_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, params) == 16, "vgpu_graph_memcpy_node_set_req.params");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1680,6 +1748,12 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_DESTROY_NODE: return "GRAPH_DESTROY_NODE";
 	case VGPU_OP_GRAPH_UPLOAD: return "GRAPH_UPLOAD";
 	case VGPU_OP_GRAPH_EXEC_UPDATE: return "GRAPH_EXEC_UPDATE";
+	case VGPU_OP_GRAPH_KERNEL_NODE_GET_PARAMS: return "GRAPH_KERNEL_NODE_GET_PARAMS";
+	case VGPU_OP_GRAPH_KERNEL_NODE_SET_PARAMS: return "GRAPH_KERNEL_NODE_SET_PARAMS";
+	case VGPU_OP_GRAPH_MEMSET_NODE_GET_PARAMS: return "GRAPH_MEMSET_NODE_GET_PARAMS";
+	case VGPU_OP_GRAPH_MEMSET_NODE_SET_PARAMS: return "GRAPH_MEMSET_NODE_SET_PARAMS";
+	case VGPU_OP_GRAPH_MEMCPY_NODE_GET_PARAMS: return "GRAPH_MEMCPY_NODE_GET_PARAMS";
+	case VGPU_OP_GRAPH_MEMCPY_NODE_SET_PARAMS: return "GRAPH_MEMCPY_NODE_SET_PARAMS";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

@@ -207,6 +207,24 @@ type GraphCopy struct {
 	N                uint64
 }
 
+// KernelNode is a kernel node's launch: its function, its shape
+// (Config.Stream unused) and its parameter block, laid out as for Launch.
+type KernelNode struct {
+	Func   Function
+	Config LaunchConfig
+	Params []byte
+}
+
+// MemsetNode is a memset node's parameters: Height rows of Width elements
+// of ElemSize bytes (1, 2 or 4), Pitch bytes apart, set to Value.
+type MemsetNode struct {
+	Dst           Ptr
+	Value         uint32
+	ElemSize      int
+	Width, Height uint64
+	Pitch         uint64
+}
+
 // CUgraphExecUpdateResult (cuda.h) values the devices report.
 const (
 	GraphUpdateSuccess         = 0
@@ -419,6 +437,17 @@ type Context interface {
 	// GraphUpdateSuccess: e is unchanged) and errNode the node that
 	// failed, if any.
 	GraphExecUpdate(e GraphExec, g Graph) (result int, errNode GraphNode, err error)
+	// Node parameters. GraphKernelNodeParams, GraphMemsetNodeParams and
+	// GraphMemcpyNodeParams read a node's (memcpy: 1D copies only, host
+	// memory as the device was given it); the Set methods change the node
+	// itself when e is 0, else its copy in e (an executable graph
+	// instantiated from the node's graph), which changes only e.
+	GraphKernelNodeParams(n GraphNode) (KernelNode, error)
+	GraphKernelNodeSetParams(e GraphExec, n GraphNode, p KernelNode) error
+	GraphMemsetNodeParams(n GraphNode) (MemsetNode, error)
+	GraphMemsetNodeSetParams(e GraphExec, n GraphNode, p MemsetNode) error
+	GraphMemcpyNodeParams(n GraphNode) (GraphCopy, error)
+	GraphMemcpyNodeSetParams(e GraphExec, n GraphNode, cp GraphCopy) error
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

@@ -452,6 +452,7 @@ func TestGPUVirtualMemory(t *testing.T)    { testVirtualMemory(t, opts{drv: gpuD
 func TestGPUArrays(t *testing.T)           { testArrays(t, opts{drv: gpuDriver(t)}) }
 func TestGPUTextureObjects(t *testing.T)   { testTextureObjects(t, opts{drv: gpuDriver(t)}) }
 func TestGPUGraphNodes(t *testing.T)       { testGraphNodes(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphNodeParams(t *testing.T)  { testGraphNodeParams(t, opts{drv: gpuDriver(t)}) }
 func TestGPUCaptureCopiesPinned(t *testing.T) {
 	testCaptureCopiesPinned(t, opts{drv: gpuDriver(t)})
 }

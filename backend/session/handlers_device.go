@@ -82,9 +82,9 @@ func deviceGetInfo(s *Session, c *call, r *protocol.DeviceReq) (protocol.DeviceI
 // instead of failing on the first call of the family. The families vgpu
 // serves report the host's value: the virtual-memory API (102) and memory
 // pools (115); their export handle types are not served (memory of one VM
-// is never shared with another process), so those attributes read 0 and
-// NCCL, PyTorch and the runtimes create memory and pools without handle
-// types.
+// is never shared with another process), so those attributes read 0 (a
+// cuMemCreate that asks for them anyway, as NCCL's does, gets memory that
+// cannot be exported).
 var unservedAttrs = []int{
 	96,  // COOPERATIVE_MULTI_DEVICE_LAUNCH: cuLaunchCooperativeKernelMultiDevice (cooperative launches on one device, 95, are served)
 	103, // HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED (virtual-memory handles)

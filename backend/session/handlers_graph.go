@@ -37,6 +37,7 @@ type execObj struct {
 	dev     int
 	h       device.GraphExec
 	regions []*region // the pinned memory its copies use
+	graph   uint64    // the graph it was instantiated from: its nodes name the copies' (Exec*SetParams)
 }
 
 func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
@@ -146,7 +147,7 @@ func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (pro
 	id := s.st.handle()
 	rs := append([]*region(nil), g.regions...)
 	s.useRegions(rs)
-	s.st.execs[id] = &execObj{dev: g.dev, h: e, regions: rs}
+	s.st.execs[id] = &execObj{dev: g.dev, h: e, regions: rs, graph: r.Graph}
 	return protocol.HandleReply{Handle: id}, nil
 }
 

@@ -272,35 +272,7 @@ func graphAddMemcpyNode(s *Session, c *call, r *protocol.GraphAddMemcpyNodeReq) 
 	if err != nil {
 		return protocol.HandleReply{}, err
 	}
-	// devRange checks [p, +n) is memory of this session on the graph's device.
-	devRange := func(p, n uint64) error {
-		m, err := s.st.find(op, p, n)
-		if err == nil && m.dev != g.dev {
-			err = device.Errorf(op, device.ErrInvalidValue, "%#x is memory of device %d, the graph is of device %d", p, m.dev, g.dev)
-		}
-		return err
-	}
-	cp := device.GraphCopy{Dst: device.Ptr(r.Dst), Src: device.Ptr(r.Src)}
-	var rg *region
-	switch r.Dir {
-	case protocol.GraphCopyHtoD:
-		cp.N = r.Host.Len
-		if rg, cp.SrcHost, err = s.graphView(op, r.Host, false); err == nil {
-			err = devRange(r.Dst, cp.N)
-		}
-	case protocol.GraphCopyDtoH:
-		cp.N = r.Host.Len
-		if rg, cp.DstHost, err = s.graphView(op, r.Host, true); err == nil {
-			err = devRange(r.Src, cp.N)
-		}
-	case protocol.GraphCopyDtoD:
-		cp.N = r.Size
-		if err = devRange(r.Src, cp.N); err == nil {
-			err = devRange(r.Dst, cp.N)
-		}
-	default:
-		err = device.Errorf(op, device.ErrInvalidValue, "copy direction %d", r.Dir)
-	}
+	cp, rg, err := s.graphCopy(op, g.dev, r.Params())
 	if err != nil {
 		return protocol.HandleReply{}, err
 	}

@@ -112,7 +112,11 @@ func memCreate(s *Session, c *call, r *protocol.MemCreateReq) (protocol.HandleRe
 		s.dropObject()
 		return protocol.HandleReply{}, device.Errorf(op, device.ErrOutOfMemory, "%d bytes would exceed this VM's device memory cap of %d bytes (%d in use)", r.Size, s.cfg.Quota.Limit, s.cfg.Quota.Used())
 	}
-	prop := device.AllocProp{Type: r.Type, HandleTypes: r.HandleTypes, Compression: r.Compression, RDMA: r.RDMA, Usage: r.Usage}
+	// Requested export handle types (NCCL always asks for POSIX file
+	// descriptors) are accepted and not passed on: the host's memory is
+	// created unexportable, and exporting it is not served (memory of one
+	// VM is never shared with another process).
+	prop := device.AllocProp{Type: r.Type, Compression: r.Compression, RDMA: r.RDMA, Usage: r.Usage}
 	h, err := ctx.MemCreate(r.Size, prop)
 	if err != nil {
 		s.cfg.Quota.Release(r.Size)

@@ -32,9 +32,36 @@ func testLaunchKernelAttrs(t *testing.T, o opts) {
 	must[protocol.LaunchAttrsReq, protocol.Empty](e, protocol.OpLaunchKernelAttrs, coop, params)
 	hints := coop
 	hints.Launch.GridX = 4
-	hints.Attrs = protocol.LaunchAttrs{Has: 1<<1 | 1<<3 | 1<<6 | 1<<8 | 1<<9 | 1<<10 | 1<<14,
-		Window:     protocol.AccessPolicyWindow{Base: mem.Ptr, Bytes: 4096, HitRatio: math.Float32bits(1), HitProp: 2},
-		SyncPolicy: 2, ProgrammaticSerialization: 1, Priority: -3, MemSyncDomainMap: 0x0100, MemSyncDomain: 1, Carveout: 50}
+	hints.Attrs = protocol.LaunchAttrs{Has: 1<<1 | 1<<6 | 1<<8 | 1<<9 | 1<<10 | 1<<14,
+		Window:                    protocol.AccessPolicyWindow{Base: mem.Ptr, Bytes: 4096, HitRatio: math.Float32bits(1), HitProp: 2},
+		ProgrammaticSerialization: 1, Priority: -3, MemSyncDomainMap: 0x0100, MemSyncDomain: 1, Carveout: 50}
+	// Each hint alone first, so that a refusal names its attribute.
+	for bit := 0; bit < 32; bit++ {
+		if hints.Attrs.Has&(1<<bit) == 0 {
+			continue
+		}
+		one := hints
+		h, a := &hints.Attrs, protocol.LaunchAttrs{Has: 1 << bit}
+		switch bit {
+		case 1:
+			a.Window = h.Window
+		case 6:
+			a.ProgrammaticSerialization = h.ProgrammaticSerialization
+		case 8:
+			a.Priority = h.Priority
+		case 9:
+			a.MemSyncDomainMap = h.MemSyncDomainMap
+		case 10:
+			a.MemSyncDomain = h.MemSyncDomain
+		case 14:
+			a.Carveout = h.Carveout
+		}
+		one.Attrs = a
+		st, _, _ := do[protocol.LaunchAttrsReq, protocol.Empty](e, protocol.OpLaunchKernelAttrs, one, params)
+		if device.Result(st) != device.Success {
+			t.Errorf("launch attribute %d alone: status %v", bit, device.Result(st))
+		}
+	}
 	must[protocol.LaunchAttrsReq, protocol.Empty](e, protocol.OpLaunchKernelAttrs, hints, params)
 	clustered := coop
 	clustered.Launch.GridX = 8
@@ -55,7 +82,7 @@ func testLaunchKernelAttrs(t *testing.T, o opts) {
 		{"a foreign function", coop, func(r *protocol.LaunchAttrsReq) { r.Launch.Func = 0xdead }, device.ErrInvalidHandle},
 		{"a foreign stream", coop, func(r *protocol.LaunchAttrsReq) { r.Launch.Stream = 0x9999 }, device.ErrInvalidHandle},
 		{"a cluster of 17", clustered, func(r *protocol.LaunchAttrsReq) { r.Cluster.X = 17 }, device.ErrInvalidClusterSize},
-		{"sync policy 9", hints, func(r *protocol.LaunchAttrsReq) { r.Attrs.SyncPolicy = 9 }, device.ErrInvalidValue},
+		{"a sync policy (a stream attribute; the driver refuses it on a launch)", hints, func(r *protocol.LaunchAttrsReq) { r.Attrs.Has |= 1 << 3; r.Attrs.SyncPolicy = 2 }, device.ErrInvalidValue},
 		{"programmatic serialization 2", hints, func(r *protocol.LaunchAttrsReq) { r.Attrs.ProgrammaticSerialization = 2 }, device.ErrInvalidValue},
 		{"sync domain 3", hints, func(r *protocol.LaunchAttrsReq) { r.Attrs.MemSyncDomain = 3 }, device.ErrInvalidValue},
 		{"carveout 101", hints, func(r *protocol.LaunchAttrsReq) { r.Attrs.Carveout = 101 }, device.ErrInvalidValue},

@@ -19,3 +19,16 @@ func mmapFixed(dst []byte, fd int, off int64) error {
 	}
 	return nil
 }
+
+// within says whether b lies inside m, and at which offset.
+func within(m, b []byte) (uint64, bool) {
+	if len(m) == 0 || len(b) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base || p-base >= uintptr(len(m)) || uintptr(len(b)) > uintptr(len(m))-(p-base) {
+		return 0, false
+	}
+	return uint64(p - base), true
+}

@@ -134,6 +134,9 @@ type state struct {
 	events  map[uint64]*eventObj
 	modules map[uint64]*moduleObj
 	funcs   map[uint64]*funcObj
+	// funcIDs finds a function's handle from the device's (funcID); a
+	// cache, checked against funcs at each use.
+	funcIDs map[funcKey]uint64
 	regions map[uint64]*region
 	// defaults are the session's own default streams per device (shared
 	// contexts); dirty, per device, the blocking streams with work the

@@ -449,7 +449,8 @@ const launchAttrsServed = 1<<device.StreamAttrAccessPolicyWindow | 1<<device.Lau
 	1<<device.StreamAttrMemSyncDomainMap | 1<<device.StreamAttrMemSyncDomain | 1<<device.LaunchAttrCarveout
 
 // checkLaunchAttrs checks the launch and its cluster as checkLaunchEx does
-// and each attribute as checkStreamSetAttr does a stream's: cooperative
+// and each attribute as checkStreamSetAttr does a stream's (except the
+// synchronization policy, which the driver refuses on a launch): cooperative
 // and programmatic serialization 0 or 1 (cooperative launches on devices
 // that support them), the shared memory carveout a percentage (or -1, the
 // default); an attribute not given has a zero field.
@@ -482,8 +483,10 @@ func checkLaunchAttrs(s *Session, c *call, r *protocol.LaunchAttrsReq) error {
 	switch {
 	case a.Cooperative > 1 || a.ProgrammaticSerialization > 1:
 		return invalid(c, "cooperative %d, programmatic serialization %d (0 or 1)", a.Cooperative, a.ProgrammaticSerialization)
-	case has(device.StreamAttrSyncPolicy) && (a.SyncPolicy < 1 || a.SyncPolicy > 4):
-		return invalid(c, "synchronization policy %d (1 auto, 2 spin, 3 yield, 4 blocking sync)", a.SyncPolicy)
+	case has(device.StreamAttrSyncPolicy):
+		// The driver answers CUDA_ERROR_INVALID_VALUE (measured on the
+		// H100, driver 580): the policy is valid for streams only.
+		return invalid(c, "the synchronization policy (launch attribute 3) is a stream attribute, not a launch's: set it with cuStreamSetAttribute")
 	case !syncDomainMapOK(a.MemSyncDomainMap):
 		return invalid(c, "memory sync domain map %#x (two bytes, default and remote, each a domain below %d)", a.MemSyncDomainMap, maxSyncDomains)
 	case a.MemSyncDomain > 1:
@@ -657,8 +660,8 @@ func checkMemCreate(s *Session, c *call, r *protocol.MemCreateReq) error {
 		return invalid(c, "size 0")
 	case r.Type != 1:
 		return invalid(c, "allocation type %d (1 pinned is served)", r.Type)
-	case r.HandleTypes != 0:
-		return device.Errorf("OpMemCreate", device.ErrNotSupported, "export handle types %#x: memory of one VM is never shared with another process", r.HandleTypes)
+	case r.HandleTypes&^allocHandleTypes != 0:
+		return invalid(c, "handle types %#x (bits of 0x%x)", r.HandleTypes, allocHandleTypes)
 	case r.Compression > allocCompressMax:
 		return invalid(c, "compression type %d (0 none, 1 generic)", r.Compression)
 	case r.RDMA > 1:
@@ -902,23 +905,8 @@ func checkGraphAddKernelNode(s *Session, c *call, r *protocol.GraphAddKernelNode
 }
 
 func checkGraphAddMemcpyNode(s *Session, c *call, r *protocol.GraphAddMemcpyNodeReq) error {
-	switch r.Dir {
-	case protocol.GraphCopyHtoD, protocol.GraphCopyDtoH:
-		if r.Host.Kind != protocol.BufRegion {
-			return errPageable(c.f.Opcode.String())
-		}
-		if r.Host.Len == 0 || r.Size != 0 {
-			return invalid(c, "a host copy of %d bytes (Host.Len) with Size %d (want 0)", r.Host.Len, r.Size)
-		}
-		if err := checkBufRef(s, c, r.Host, protocol.BufRegion); err != nil {
-			return err
-		}
-	case protocol.GraphCopyDtoD:
-		if r.Host.Kind != protocol.BufNone || r.Size == 0 {
-			return invalid(c, "a device-to-device copy of %d bytes with a host buffer of kind %d", r.Size, r.Host.Kind)
-		}
-	default:
-		return invalid(c, "copy direction %d (1 host to device, 2 device to host, 3 device to device)", r.Dir)
+	if err := checkGraphCopy(s, c, r.Params()); err != nil {
+		return err
 	}
 	return checkDepsTail[protocol.GraphAddMemcpyNodeReq](c, r.NumDeps, 0)
 }
@@ -931,6 +919,51 @@ func checkGraphAddMemsetNode(s *Session, c *call, r *protocol.GraphAddMemsetNode
 		return invalid(c, "a memset node of width 0")
 	}
 	return checkDepsTail[protocol.GraphAddMemsetNodeReq](c, r.NumDeps, 0)
+}
+
+func checkGraphKernelNodeSet(s *Session, c *call, r *protocol.GraphKernelNodeSetReq) error {
+	if r.Launch.Stream != 0 {
+		return invalid(c, "a kernel node names no stream (got %#x)", r.Launch.Stream)
+	}
+	if err := checkLaunch(s, c, &r.Launch); err != nil {
+		return err
+	}
+	return checkDepsTail[protocol.GraphKernelNodeSetReq](c, 0, uint64(r.Launch.ParamSize))
+}
+
+func checkGraphMemsetNodeSet(s *Session, c *call, r *protocol.GraphMemsetNodeSetReq) error {
+	p := &r.Params
+	if p.ElemSize != 1 && p.ElemSize != 2 && p.ElemSize != 4 {
+		return invalid(c, "element size %d (want 1, 2 or 4)", p.ElemSize)
+	}
+	if p.Width == 0 {
+		return invalid(c, "a memset node of width 0")
+	}
+	return nil
+}
+
+func checkGraphMemcpyNodeSet(s *Session, c *call, r *protocol.GraphMemcpyNodeSetReq) error {
+	return checkGraphCopy(s, c, &r.Params)
+}
+
+// checkGraphCopy checks a graph memcpy node's copy, as added or set.
+func checkGraphCopy(s *Session, c *call, p *protocol.GraphMemcpyParams) error {
+	switch p.Dir {
+	case protocol.GraphCopyHtoD, protocol.GraphCopyDtoH:
+		if p.Host.Kind != protocol.BufRegion {
+			return errPageable(c.f.Opcode.String())
+		}
+		if p.Host.Len == 0 || p.Size != 0 {
+			return invalid(c, "a host copy of %d bytes (Host.Len) with Size %d (want 0)", p.Host.Len, p.Size)
+		}
+		return checkBufRef(s, c, p.Host, protocol.BufRegion)
+	case protocol.GraphCopyDtoD:
+		if p.Host.Kind != protocol.BufNone || p.Size == 0 {
+			return invalid(c, "a device-to-device copy of %d bytes with a host buffer of kind %d", p.Size, p.Host.Kind)
+		}
+		return nil
+	}
+	return invalid(c, "copy direction %d (1 host to device, 2 device to host, 3 device to device)", p.Dir)
 }
 
 func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {

@@ -62,7 +62,7 @@ func testVirtualMemory(t *testing.T, o opts) {
 		{"reserve, alignment", protocol.OpMemAddressReserve, protocol.Bytes(&protocol.MemReserveReq{Size: gran, Alignment: 3 << 20}), device.ErrInvalidValue},
 		{"reserve, beyond the session's address space", protocol.OpMemAddressReserve, protocol.Bytes(&protocol.MemReserveReq{Size: 1 << 50}), device.ErrOutOfMemory},
 		{"create, over the VM's cap", protocol.OpMemCreate, protocol.Bytes(&protocol.MemCreateReq{Type: 1, Size: 8 * gran}), device.ErrOutOfMemory},
-		{"create, export handles", protocol.OpMemCreate, protocol.Bytes(&protocol.MemCreateReq{Type: 1, Size: gran, HandleTypes: 1}), device.ErrNotSupported},
+		{"create, handle type 0x10", protocol.OpMemCreate, protocol.Bytes(&protocol.MemCreateReq{Type: 1, Size: gran, HandleTypes: 0x10}), device.ErrInvalidValue},
 		{"create, managed", protocol.OpMemCreate, protocol.Bytes(&protocol.MemCreateReq{Type: 2, Size: gran}), device.ErrInvalidValue},
 		{"create, no such device", protocol.OpMemCreate, protocol.Bytes(&protocol.MemCreateReq{Type: 1, Size: gran, Device: 5}), device.ErrInvalidDevice},
 		{"map over a mapping", protocol.OpMemMap, protocol.Bytes(&protocol.MemMapReq{Ptr: va, Size: gran, Handle: h2}), device.ErrInvalidValue},
@@ -85,6 +85,10 @@ func testVirtualMemory(t *testing.T, o opts) {
 		}
 		wantStatus(t, tc.name, f.Status, tc.want)
 	}
+	// Export handle types asked for (NCCL asks for POSIX file
+	// descriptors): the memory is made, never exportable.
+	hx, _ := must[protocol.MemCreateReq, protocol.HandleReply](e, protocol.OpMemCreate, protocol.MemCreateReq{Type: 1, Size: gran, HandleTypes: 1}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpMemRelease, protocol.HandleReq{Handle: hx.Handle}, nil)
 
 	// Released while mapped: still usable until unmapped.
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpMemRelease, protocol.HandleReq{Handle: h1}, nil)

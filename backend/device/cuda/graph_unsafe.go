@@ -79,76 +79,194 @@ func (c *Context) GraphNodeType(n device.GraphNode) (int, error) {
 
 func (c *Context) GraphAddKernelNode(g device.Graph, deps []device.GraphNode, f device.Function, cfg device.LaunchConfig, params []byte) (device.GraphNode, error) {
 	const op = "cuGraphAddKernelNode"
-	if cfg.HasCluster() || cfg.Attrs.Has != 0 {
-		return 0, device.Errorf(op, device.ErrNotSupported, "kernel nodes with a cluster shape or launch attributes are not supported yet")
-	}
-	ps, err := c.FuncParams(f)
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	kp, err := c.kernelNode(op, &pin, device.KernelNode{Func: f, Config: cfg, Params: params})
 	if err != nil {
 		return 0, err
 	}
-	if len(ps) > 0 && len(params) == 0 {
-		return 0, device.Errorf(op, device.ErrInvalidValue, "the kernel takes %d parameters, the block is empty", len(ps))
+	d, nd := depsArg(deps)
+	var n uintptr
+	// The driver copies the parameters into the node before it returns.
+	err = c.call(op, func() int32 { return c.l.cuGraphAddKernelNode(&n, uintptr(g), d, nd, unsafe.Pointer(kp)) })
+	runtime.KeepAlive(deps)
+	return device.GraphNode(n), err
+}
+
+// kernelNode lays p out as the driver's CUDA_KERNEL_NODE_PARAMS, its
+// pointers pinned by pin (the caller unpins after the driver call).
+func (c *Context) kernelNode(op string, pin *runtime.Pinner, p device.KernelNode) (*kernelNodeParams, error) {
+	cfg, params := p.Config, p.Params
+	if cfg.HasCluster() || cfg.Attrs.Has != 0 {
+		return nil, device.Errorf(op, device.ErrNotSupported, "kernel nodes with a cluster shape or launch attributes are not supported yet")
 	}
-	var pin runtime.Pinner
-	defer pin.Unpin()
+	ps, err := c.FuncParams(p.Func)
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) > 0 && len(params) == 0 {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "the kernel takes %d parameters, the block is empty", len(ps))
+	}
 	ptrs := make([]unsafe.Pointer, len(ps))
 	for i, p := range ps {
 		if uint64(p.Offset)+uint64(p.Size) > uint64(len(params)) {
-			return 0, device.Errorf(op, device.ErrInvalidValue, "parameter %d at [%d,+%d) outside a %d-byte block", i, p.Offset, p.Size, len(params))
+			return nil, device.Errorf(op, device.ErrInvalidValue, "parameter %d at [%d,+%d) outside a %d-byte block", i, p.Offset, p.Size, len(params))
 		}
 		ptrs[i] = unsafe.Pointer(&params[min(int(p.Offset), len(params)-1)])
 	}
-	kp := kernelNodeParams{fn: uintptr(f), gridX: cfg.Grid[0], gridY: cfg.Grid[1], gridZ: cfg.Grid[2],
+	kp := &kernelNodeParams{fn: uintptr(p.Func), gridX: cfg.Grid[0], gridY: cfg.Grid[1], gridZ: cfg.Grid[2],
 		blockX: cfg.Block[0], blockY: cfg.Block[1], blockZ: cfg.Block[2], sharedMem: cfg.SharedMem}
 	if len(ptrs) > 0 {
 		pin.Pin(&params[0])
 		pin.Pin(&ptrs[0])
 		kp.kernelParams = unsafe.Pointer(&ptrs[0])
 	}
-	d, nd := depsArg(deps)
-	var n uintptr
-	// The driver copies the parameters into the node before it returns.
-	err = c.call(op, func() int32 { return c.l.cuGraphAddKernelNode(&n, uintptr(g), d, nd, unsafe.Pointer(&kp)) })
-	runtime.KeepAlive(deps)
-	return device.GraphNode(n), err
+	pin.Pin(kp)
+	return kp, nil
+}
+
+// GraphKernelNodeParams reads the node's launch with the first ABI of
+// cuGraphKernelNodeGetParams (the function, never a CUkernel) and copies
+// its parameters into a block laid out by the function's parameters.
+func (c *Context) GraphKernelNodeParams(n device.GraphNode) (device.KernelNode, error) {
+	const op = "cuGraphKernelNodeGetParams"
+	var kp kernelNodeParams
+	if err := c.call(op, func() int32 { return c.l.cuGraphKernelNodeGetParams(uintptr(n), unsafe.Pointer(&kp)) }); err != nil {
+		return device.KernelNode{}, err
+	}
+	if kp.fn == 0 {
+		return device.KernelNode{}, device.Errorf(op, device.ErrNotSupported, "the node launches a CUkernel the driver does not name as a function")
+	}
+	ps, err := c.FuncParams(device.Function(kp.fn))
+	if err != nil {
+		return device.KernelNode{}, err
+	}
+	// The node's parameter memory is the driver's, valid until the node
+	// changes (only this session's calls change it).
+	block := make([]byte, device.ParamBytes(ps))
+	if len(ps) > 0 && kp.kernelParams == nil {
+		return device.KernelNode{}, device.Errorf(op, device.ErrNotSupported, "the node passes its parameters in an extra buffer, not one pointer per parameter")
+	}
+	for i, p := range ps {
+		src := *(*unsafe.Pointer)(unsafe.Add(kp.kernelParams, uintptr(i)*unsafe.Sizeof(uintptr(0))))
+		if src == nil || uint64(p.Offset)+uint64(p.Size) > uint64(len(block)) {
+			return device.KernelNode{}, device.Errorf(op, device.ErrInvalidValue, "parameter %d of the node has no value", i)
+		}
+		copy(block[p.Offset:p.Offset+p.Size], unsafe.Slice((*byte)(src), p.Size))
+	}
+	return device.KernelNode{Func: device.Function(kp.fn), Params: block, Config: device.LaunchConfig{
+		Grid: [3]uint32{kp.gridX, kp.gridY, kp.gridZ}, Block: [3]uint32{kp.blockX, kp.blockY, kp.blockZ}, SharedMem: kp.sharedMem}}, nil
+}
+
+func (c *Context) GraphKernelNodeSetParams(e device.GraphExec, n device.GraphNode, p device.KernelNode) error {
+	op := "cuGraphKernelNodeSetParams"
+	if e != 0 {
+		op = "cuGraphExecKernelNodeSetParams"
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	kp, err := c.kernelNode(op, &pin, p)
+	if err != nil {
+		return err
+	}
+	return c.call(op, func() int32 {
+		if e != 0 {
+			return c.l.cuGraphExecKernelNodeSetParams(uintptr(e), uintptr(n), unsafe.Pointer(kp))
+		}
+		return c.l.cuGraphKernelNodeSetParams(uintptr(n), unsafe.Pointer(kp))
+	})
 }
 
 func (c *Context) GraphAddMemcpyNode(g device.Graph, deps []device.GraphNode, cp device.GraphCopy) (device.GraphNode, error) {
 	const op = "cuGraphAddMemcpyNode"
-	if cp.N == 0 {
-		return 0, device.Errorf(op, device.ErrInvalidValue, "a copy of 0 bytes")
+	p, err := copyNode(op, cp)
+	if err != nil {
+		return 0, err
 	}
-	// One row on each side, its pitch the row (what cuMemcpy3D accepts of
-	// any 1D copy).
-	p := memcpy3D{width: cp.N, height: 1, depth: 1, srcPitch: cp.N, dstPitch: cp.N, srcHeight: 1, dstHeight: 1}
+	d, nd := depsArg(deps)
+	var n uintptr
+	err = c.call(op, func() int32 { return c.l.cuGraphAddMemcpyNode(&n, uintptr(g), d, nd, unsafe.Pointer(p), c.ctx) })
+	runtime.KeepAlive(deps)
+	runtime.KeepAlive(p)
+	return device.GraphNode(n), err
+}
+
+// copyNode lays cp out as the driver's CUDA_MEMCPY3D: one row on each
+// side, its pitch the row (what cuMemcpy3D accepts of any 1D copy). Host
+// memory is the backend's mmapped memory, not Go's.
+func copyNode(op string, cp device.GraphCopy) (*memcpy3D, error) {
+	if cp.N == 0 {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "a copy of 0 bytes")
+	}
+	p := &memcpy3D{width: cp.N, height: 1, depth: 1, srcPitch: cp.N, dstPitch: cp.N, srcHeight: 1, dstHeight: 1}
 	if cp.SrcHost != nil {
 		if uint64(len(cp.SrcHost)) != cp.N {
-			return 0, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(cp.SrcHost), cp.N)
+			return nil, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(cp.SrcHost), cp.N)
 		}
-		p.srcType, p.srcHost = memTypeHost, uintptr(ptrOf(cp.SrcHost)) // mmapped memory, not Go's
+		p.srcType, p.srcHost = memTypeHost, uintptr(ptrOf(cp.SrcHost))
 	} else {
 		p.srcType, p.srcDevice = memTypeDevice, uint64(cp.Src)
 	}
 	if cp.DstHost != nil {
 		if uint64(len(cp.DstHost)) != cp.N {
-			return 0, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(cp.DstHost), cp.N)
+			return nil, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(cp.DstHost), cp.N)
 		}
 		p.dstType, p.dstHost = memTypeHost, uintptr(ptrOf(cp.DstHost))
 	} else {
 		p.dstType, p.dstDevice = memTypeDevice, uint64(cp.Dst)
 	}
-	d, nd := depsArg(deps)
-	var n uintptr
-	err := c.call(op, func() int32 { return c.l.cuGraphAddMemcpyNode(&n, uintptr(g), d, nd, unsafe.Pointer(&p), c.ctx) })
-	runtime.KeepAlive(deps)
-	return device.GraphNode(n), err
+	return p, nil
+}
+
+// GraphMemcpyNodeParams reads a memcpy node's copy: one contiguous range
+// on each side, of device or host memory (host memory: a slice of it,
+// which the caller maps back to what it gave).
+func (c *Context) GraphMemcpyNodeParams(n device.GraphNode) (device.GraphCopy, error) {
+	const op = "cuGraphMemcpyNodeGetParams"
+	var p memcpy3D
+	if err := c.call(op, func() int32 { return c.l.cuGraphMemcpyNodeGetParams(uintptr(n), unsafe.Pointer(&p)) }); err != nil {
+		return device.GraphCopy{}, err
+	}
+	h, d := max(p.height, 1), max(p.depth, 1)
+	flat := h*d == 1 || (p.srcPitch == p.width && p.dstPitch == p.width && (d == 1 || (p.srcHeight == h && p.dstHeight == h)))
+	if !flat || p.width == 0 || p.srcType == memTypeArray || p.dstType == memTypeArray || p.width > (1<<48)/(h*d) {
+		return device.GraphCopy{}, device.Errorf(op, device.ErrNotSupported, "the node's copy is not one contiguous range of linear memory (%d×%d×%d, pitches %d/%d)", p.width, h, d, p.srcPitch, p.dstPitch)
+	}
+	cp := device.GraphCopy{N: p.width * h * d}
+	side := func(typ uint32, host *uintptr, dev, x, y, z, pitch, height uint64, hostOut *[]byte, devOut *device.Ptr) {
+		off := x + (y+z*height)*pitch
+		if typ == memTypeHost { // the driver's pointer, read as one
+			*hostOut = unsafe.Slice((*byte)(unsafe.Add(*(*unsafe.Pointer)(unsafe.Pointer(host)), off)), cp.N)
+		} else {
+			*devOut = device.Ptr(dev + off)
+		}
+	}
+	side(p.srcType, &p.srcHost, p.srcDevice, p.srcX, p.srcY, p.srcZ, p.srcPitch, p.srcHeight, &cp.SrcHost, &cp.Src)
+	side(p.dstType, &p.dstHost, p.dstDevice, p.dstX, p.dstY, p.dstZ, p.dstPitch, p.dstHeight, &cp.DstHost, &cp.Dst)
+	return cp, nil
+}
+
+func (c *Context) GraphMemcpyNodeSetParams(e device.GraphExec, n device.GraphNode, cp device.GraphCopy) error {
+	op := "cuGraphMemcpyNodeSetParams"
+	if e != 0 {
+		op = "cuGraphExecMemcpyNodeSetParams"
+	}
+	p, err := copyNode(op, cp)
+	if err != nil {
+		return err
+	}
+	err = c.call(op, func() int32 {
+		if e != 0 {
+			return c.l.cuGraphExecMemcpyNodeSetParams(uintptr(e), uintptr(n), unsafe.Pointer(p), c.ctx)
+		}
+		return c.l.cuGraphMemcpyNodeSetParams(uintptr(n), unsafe.Pointer(p))
+	})
+	runtime.KeepAlive(p)
+	return err
 }
 
 func (c *Context) GraphAddMemsetNode(g device.Graph, deps []device.GraphNode, dst device.Ptr, value uint32, elemSize int, width, height, pitch uint64) (device.GraphNode, error) {
-	if height <= 1 {
-		height, pitch = 1, width*uint64(elemSize) // one row: a pitch the driver accepts
-	}
-	p := memsetNodeParams{dst: uint64(dst), pitch: pitch, value: value, elementSize: uint32(elemSize), width: width, height: height}
+	p := memsetNode(device.MemsetNode{Dst: dst, Value: value, ElemSize: elemSize, Width: width, Height: height, Pitch: pitch})
 	d, nd := depsArg(deps)
 	var n uintptr
 	err := c.call("cuGraphAddMemsetNode", func() int32 {
@@ -156,6 +274,30 @@ func (c *Context) GraphAddMemsetNode(g device.Graph, deps []device.GraphNode, ds
 	})
 	runtime.KeepAlive(deps)
 	return device.GraphNode(n), err
+}
+
+// memsetNode lays m out as the driver's CUDA_MEMSET_NODE_PARAMS.
+func memsetNode(m device.MemsetNode) memsetNodeParams {
+	if m.Height <= 1 {
+		m.Height, m.Pitch = 1, m.Width*uint64(m.ElemSize) // one row: a pitch the driver accepts
+	}
+	return memsetNodeParams{dst: uint64(m.Dst), pitch: m.Pitch, value: m.Value, elementSize: uint32(m.ElemSize), width: m.Width, height: m.Height}
+}
+
+func (c *Context) GraphMemsetNodeParams(n device.GraphNode) (device.MemsetNode, error) {
+	var p memsetNodeParams
+	err := c.call("cuGraphMemsetNodeGetParams", func() int32 { return c.l.cuGraphMemsetNodeGetParams(uintptr(n), unsafe.Pointer(&p)) })
+	return device.MemsetNode{Dst: device.Ptr(p.dst), Value: p.value, ElemSize: int(p.elementSize), Width: p.width, Height: p.height, Pitch: p.pitch}, err
+}
+
+func (c *Context) GraphMemsetNodeSetParams(e device.GraphExec, n device.GraphNode, m device.MemsetNode) error {
+	p := memsetNode(m)
+	if e != 0 {
+		return c.call("cuGraphExecMemsetNodeSetParams", func() int32 {
+			return c.l.cuGraphExecMemsetNodeSetParams(uintptr(e), uintptr(n), unsafe.Pointer(&p), c.ctx)
+		})
+	}
+	return c.call("cuGraphMemsetNodeSetParams", func() int32 { return c.l.cuGraphMemsetNodeSetParams(uintptr(n), unsafe.Pointer(&p)) })
 }
 
 func (c *Context) GraphAddEmptyNode(g device.Graph, deps []device.GraphNode) (device.GraphNode, error) {

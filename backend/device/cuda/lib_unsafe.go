@@ -149,6 +149,16 @@ type lib struct {
 	// cuGraphExecUpdate: the _v2 ABI (CUDA 12+: a result info struct) or
 	// the first (two out pointers), as the driver's version says.
 	cuGraphExecUpdate func(e, g uintptr, a, b unsafe.Pointer) int32
+	// Node parameters (the first ABI of the kernel node's: 56 bytes).
+	cuGraphKernelNodeGetParams     func(n uintptr, p unsafe.Pointer) int32
+	cuGraphKernelNodeSetParams     func(n uintptr, p unsafe.Pointer) int32
+	cuGraphExecKernelNodeSetParams func(e, n uintptr, p unsafe.Pointer) int32
+	cuGraphMemsetNodeGetParams     func(n uintptr, p unsafe.Pointer) int32
+	cuGraphMemsetNodeSetParams     func(n uintptr, p unsafe.Pointer) int32
+	cuGraphExecMemsetNodeSetParams func(e, n uintptr, p unsafe.Pointer, ctx uintptr) int32
+	cuGraphMemcpyNodeGetParams     func(n uintptr, p unsafe.Pointer) int32
+	cuGraphMemcpyNodeSetParams     func(n uintptr, p unsafe.Pointer) int32
+	cuGraphExecMemcpyNodeSetParams func(e, n uintptr, p unsafe.Pointer, ctx uintptr) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -267,6 +277,12 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphAddEmptyNode, "cuGraphAddEmptyNode"}, {&l.cuGraphClone, "cuGraphClone"},
 		{&l.cuGraphDestroyNode, "cuGraphDestroyNode"}, {&l.cuGraphUpload, "cuGraphUpload"},
 		{&l.cuGraphExecUpdate, "cuGraphExecUpdate"},
+		{&l.cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams"}, {&l.cuGraphKernelNodeSetParams, "cuGraphKernelNodeSetParams"},
+		{&l.cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams"},
+		{&l.cuGraphMemsetNodeGetParams, "cuGraphMemsetNodeGetParams"}, {&l.cuGraphMemsetNodeSetParams, "cuGraphMemsetNodeSetParams"},
+		{&l.cuGraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams"},
+		{&l.cuGraphMemcpyNodeGetParams, "cuGraphMemcpyNodeGetParams"}, {&l.cuGraphMemcpyNodeSetParams, "cuGraphMemcpyNodeSetParams"},
+		{&l.cuGraphExecMemcpyNodeSetParams, "cuGraphExecMemcpyNodeSetParams"},
 	}
 }
 

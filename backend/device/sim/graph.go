@@ -23,19 +23,42 @@ type capture struct {
 }
 
 // node is one node of a graph: its CUgraphNodeType, its work and the
-// nodes it depends on.
+// nodes it depends on; the parameters of its type, which the Get methods
+// read (a node captured from a call other than a launch keeps none).
 type node struct {
-	typ  int
-	run  func()
-	deps []*node
-	g    *graph
-	h    device.GraphNode
+	typ    int
+	run    func()
+	deps   []*node
+	g      *graph
+	h      device.GraphNode
+	kern   *device.KernelNode
+	memset *device.MemsetNode
+	cp     *device.GraphCopy
 }
 
 // graph is a graph's nodes, in a topological order. An executable graph
-// holds a copy of the list made when it was instantiated.
+// holds copies of its graph's nodes, made when it was instantiated: from
+// maps each node of the graph to its copy (the Exec*SetParams calls name
+// the graph's node, and change only the copy).
 type graph struct {
 	nodes []*node
+	from  map[*node]*node
+}
+
+// instance copies gr's nodes for an executable graph (c.mu held); the
+// copies have no handles of their own.
+func instance(gr *graph) *graph {
+	ex := &graph{nodes: make([]*node, 0, len(gr.nodes)), from: make(map[*node]*node, len(gr.nodes))}
+	for _, n := range gr.nodes { // dependencies come first: they are copied by then
+		m := *n
+		m.g, m.h, m.deps = ex, 0, make([]*node, 0, len(n.deps))
+		for _, d := range n.deps {
+			m.deps = append(m.deps, ex.from[d])
+		}
+		ex.from[n] = &m
+		ex.nodes = append(ex.nodes, &m)
+	}
+	return ex
 }
 
 // opNodeType is the type of the node a call captured on a stream makes.
@@ -61,9 +84,14 @@ func opNodeType(op string) int {
 	return device.GraphNodeEmpty
 }
 
-// record appends work to a capture, after the node before it.
-func (cp *capture) record(op string, fn func()) {
-	n := &node{typ: opNodeType(op), run: fn}
+// record appends work to a capture, after the node before it; tmpl (if
+// not nil) holds the node's parameters.
+func (cp *capture) record(op string, fn func(), tmpl *node) {
+	n := &node{}
+	if tmpl != nil {
+		n = tmpl
+	}
+	n.typ, n.run = opNodeType(op), fn
 	if k := len(cp.nodes); k > 0 {
 		n.deps = []*node{cp.nodes[k-1]}
 	}
@@ -192,7 +220,7 @@ func (c *Context) GraphInstantiate(g device.Graph, flags uint64) (device.GraphEx
 		return 0, device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(g))
 	}
 	e := device.GraphExec(c.newHandle())
-	c.execs[e] = &graph{nodes: append([]*node(nil), gr.nodes...)}
+	c.execs[e] = instance(gr)
 	return e, nil
 }
 
@@ -208,19 +236,21 @@ func (c *Context) GraphLaunch(e device.GraphExec, h device.Stream) error {
 	}
 	c.mu.Lock()
 	gr, ok := c.execs[e]
-	var nodes []*node
+	var runs []func() // as the nodes are now: a later SetParams changes later launches
 	if ok {
-		nodes = gr.nodes // GraphExecUpdate replaces the list, never changes it
+		for _, n := range gr.nodes {
+			if n.run != nil {
+				runs = append(runs, n.run)
+			}
+		}
 	}
 	c.mu.Unlock()
 	if !ok {
 		return device.Errorf(op, device.ErrInvalidHandle, "graph exec %#x", uintptr(e))
 	}
 	_, _, err := c.submit(op, h, func() {
-		for _, n := range nodes {
-			if n.run != nil {
-				n.run()
-			}
+		for _, run := range runs {
+			run()
 		}
 	})
 	return err
@@ -293,8 +323,8 @@ func (c *Context) GraphNodeType(h device.GraphNode) (int, error) {
 	return n.typ, nil
 }
 
-// addGraphNode adds a node of typ running work to g after deps.
-func (c *Context) addGraphNode(op string, g device.Graph, deps []device.GraphNode, typ int, work func()) (device.GraphNode, error) {
+// addGraphNode adds n (its type, work and parameters set) to g after deps.
+func (c *Context) addGraphNode(op string, g device.Graph, deps []device.GraphNode, n *node) (device.GraphNode, error) {
 	if err := c.broken(op); err != nil {
 		return 0, err
 	}
@@ -304,7 +334,6 @@ func (c *Context) addGraphNode(op string, g device.Graph, deps []device.GraphNod
 	if !ok {
 		return 0, device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(g))
 	}
-	n := &node{typ: typ, run: work}
 	for i, d := range deps {
 		dn, ok := c.nodes[d]
 		if !ok || dn.g != gr {
@@ -327,15 +356,29 @@ func (c *Context) GraphAddKernelNode(g device.Graph, deps []device.GraphNode, f 
 	if err != nil {
 		return 0, err
 	}
-	return c.addGraphNode("cuGraphAddKernelNode", g, deps, device.GraphNodeKernel, work)
+	cfg.Stream = 0
+	return c.addGraphNode("cuGraphAddKernelNode", g, deps, &node{typ: device.GraphNodeKernel, run: work,
+		kern: &device.KernelNode{Func: f, Config: cfg, Params: params}})
 }
 
 // GraphAddMemcpyNode adds a 1D copy; its host memory must be registered
 // (HostRegister) and stay so while the graph lives.
 func (c *Context) GraphAddMemcpyNode(g device.Graph, deps []device.GraphNode, cp device.GraphCopy) (device.GraphNode, error) {
 	const op = "cuGraphAddMemcpyNode"
+	work, err := c.copyWork(op, cp)
+	if err != nil {
+		return 0, err
+	}
+	return c.addGraphNode(op, g, deps, &node{typ: device.GraphNodeMemcpy, run: work, cp: &cp})
+}
+
+// copyWork checks a memcpy node's copy and returns the work that does it.
+func (c *Context) copyWork(op string, cp device.GraphCopy) (func(), error) {
 	if cp.N == 0 {
-		return 0, device.Errorf(op, device.ErrInvalidValue, "a copy of 0 bytes")
+		return nil, device.Errorf(op, device.ErrInvalidValue, "a copy of 0 bytes")
+	}
+	if cp.DstHost != nil && cp.SrcHost != nil {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "a copy from host memory to host memory")
 	}
 	var dst, src []byte
 	for _, h := range []struct {
@@ -345,51 +388,61 @@ func (c *Context) GraphAddMemcpyNode(g device.Graph, deps []device.GraphNode, cp
 	}{{cp.DstHost, cp.Dst, &dst}, {cp.SrcHost, cp.Src, &src}} {
 		if h.host != nil {
 			if uint64(len(h.host)) != cp.N {
-				return 0, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(h.host), cp.N)
+				return nil, device.Errorf(op, device.ErrInvalidValue, "host buffer of %d bytes for a copy of %d", len(h.host), cp.N)
 			}
 			pinned, err := c.hostRange(op, h.host)
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			if !pinned {
-				return 0, device.Errorf(op, device.ErrInvalidValue, "host memory of a graph memcpy node must be registered (cuMemHostRegister)")
+				return nil, device.Errorf(op, device.ErrInvalidValue, "host memory of a graph memcpy node must be registered (cuMemHostRegister)")
 			}
 			*h.out = h.host
 			continue
 		}
 		b, err := c.span(op, h.dev, cp.N)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		*h.out = b
 	}
-	return c.addGraphNode(op, g, deps, device.GraphNodeMemcpy, func() {
+	return func() {
 		if c.healthy() {
 			copy(dst, src)
 		}
-	})
+	}, nil
 }
 
 // GraphAddMemsetNode adds a memset.
 func (c *Context) GraphAddMemsetNode(g device.Graph, deps []device.GraphNode, dst device.Ptr, value uint32, elemSize int, width, height, pitch uint64) (device.GraphNode, error) {
 	const op = "cuGraphAddMemsetNode"
-	if width == 0 {
-		return 0, device.Errorf(op, device.ErrInvalidValue, "a memset of width 0")
-	}
-	work, err := c.memsetWork(dst, value, elemSize, width, height, pitch)
+	p := device.MemsetNode{Dst: dst, Value: value, ElemSize: elemSize, Width: width, Height: height, Pitch: pitch}
+	work, err := c.memsetNodeWork(op, p)
 	if err != nil {
 		return 0, err
 	}
-	return c.addGraphNode(op, g, deps, device.GraphNodeMemset, func() {
+	return c.addGraphNode(op, g, deps, &node{typ: device.GraphNodeMemset, run: work, memset: &p})
+}
+
+// memsetNodeWork checks a memset node's parameters and returns its work.
+func (c *Context) memsetNodeWork(op string, p device.MemsetNode) (func(), error) {
+	if p.Width == 0 {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "a memset of width 0")
+	}
+	work, err := c.memsetWork(p.Dst, p.Value, p.ElemSize, p.Width, p.Height, p.Pitch)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
 		if c.healthy() {
 			work()
 		}
-	})
+	}, nil
 }
 
 // GraphAddEmptyNode adds a node that does nothing (a join point).
 func (c *Context) GraphAddEmptyNode(g device.Graph, deps []device.GraphNode) (device.GraphNode, error) {
-	return c.addGraphNode("cuGraphAddEmptyNode", g, deps, device.GraphNodeEmpty, nil)
+	return c.addGraphNode("cuGraphAddEmptyNode", g, deps, &node{typ: device.GraphNodeEmpty})
 }
 
 // GraphClone copies g: new nodes of the same work, with the same edges.
@@ -406,7 +459,7 @@ func (c *Context) GraphClone(g device.Graph) (device.Graph, error) {
 	cl := &graph{}
 	copies := make(map[*node]*node, len(gr.nodes))
 	for _, n := range gr.nodes { // dependencies come first: they are copied by then
-		m := &node{typ: n.typ, run: n.run}
+		m := &node{typ: n.typ, run: n.run, kern: n.kern, memset: n.memset, cp: n.cp}
 		for _, d := range n.deps {
 			m.deps = append(m.deps, copies[d])
 		}
@@ -508,6 +561,159 @@ func (c *Context) GraphExecUpdate(e device.GraphExec, g device.Graph) (int, devi
 			}
 		}
 	}
-	ex.nodes = append([]*node(nil), gr.nodes...) // launches already queued keep the old list
+	// New copies of g's nodes, each the copy of the node of e's graph at
+	// its position (launches already queued keep what they took).
+	up := instance(gr)
+	from := make(map[*node]*node, len(ex.from))
+	for orig, old := range ex.from {
+		from[orig] = up.nodes[ep[old]]
+	}
+	ex.nodes, ex.from = up.nodes, from
+	for _, n := range ex.nodes {
+		n.g = ex
+	}
 	return device.GraphUpdateSuccess, 0, nil
+}
+
+// paramNode returns the node of type typ that a parameter call names: h
+// itself (e 0) or its copy in executable graph e (c.mu held).
+func (c *Context) paramNode(op string, e device.GraphExec, h device.GraphNode, typ int) (*node, error) {
+	n, ok := c.nodes[h]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidHandle, "graph node %#x", uintptr(h))
+	}
+	if n.typ != typ {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "graph node %#x is of type %d, not %d", uintptr(h), n.typ, typ)
+	}
+	if e == 0 {
+		return n, nil
+	}
+	ex, ok := c.execs[e]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidHandle, "graph exec %#x", uintptr(e))
+	}
+	m, ok := ex.from[n]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidValue, "graph node %#x is not a node of the graph exec %#x was instantiated from", uintptr(h), uintptr(e))
+	}
+	return m, nil
+}
+
+// errNoParams answers a parameter read of a captured node whose call the
+// simulation records as work only.
+func errNoParams(op string) error {
+	return device.Errorf(op, device.ErrNotSupported, "the simulated device keeps no parameters of this captured node (only of captured kernel launches and of nodes added by the program)")
+}
+
+// GraphKernelNodeParams reads a kernel node's launch.
+func (c *Context) GraphKernelNodeParams(h device.GraphNode) (device.KernelNode, error) {
+	const op = "cuGraphKernelNodeGetParams"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, 0, h, device.GraphNodeKernel)
+	if err != nil {
+		return device.KernelNode{}, err
+	}
+	if n.kern == nil {
+		return device.KernelNode{}, errNoParams(op)
+	}
+	k := *n.kern
+	k.Params = append([]byte(nil), k.Params...)
+	return k, nil
+}
+
+// setNode gives the node a parameter call names (checked against typ
+// first, then again once work is made outside c.mu) new work and
+// parameters.
+func (c *Context) setNode(op string, e device.GraphExec, h device.GraphNode, typ int, work func() (func(), error), set func(n *node)) error {
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	_, err := c.paramNode(op, e, h, typ)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	run, err := work()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, e, h, typ)
+	if err != nil {
+		return err
+	}
+	n.run = run
+	set(n)
+	return nil
+}
+
+// GraphKernelNodeSetParams gives a kernel node (or its copy in e) a new
+// launch.
+func (c *Context) GraphKernelNodeSetParams(e device.GraphExec, h device.GraphNode, p device.KernelNode) error {
+	op := "cuGraphKernelNodeSetParams"
+	if e != 0 {
+		op = "cuGraphExecKernelNodeSetParams"
+	}
+	p.Params = append([]byte(nil), p.Params...)
+	p.Config.Stream = 0
+	return c.setNode(op, e, h, device.GraphNodeKernel, func() (func(), error) {
+		return c.kernelWork(p.Func, p.Config, p.Params)
+	}, func(n *node) { n.kern = &p })
+}
+
+// GraphMemsetNodeParams reads a memset node's parameters.
+func (c *Context) GraphMemsetNodeParams(h device.GraphNode) (device.MemsetNode, error) {
+	const op = "cuGraphMemsetNodeGetParams"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, 0, h, device.GraphNodeMemset)
+	if err != nil {
+		return device.MemsetNode{}, err
+	}
+	if n.memset == nil {
+		return device.MemsetNode{}, errNoParams(op)
+	}
+	return *n.memset, nil
+}
+
+// GraphMemsetNodeSetParams gives a memset node (or its copy in e) new
+// parameters.
+func (c *Context) GraphMemsetNodeSetParams(e device.GraphExec, h device.GraphNode, p device.MemsetNode) error {
+	op := "cuGraphMemsetNodeSetParams"
+	if e != 0 {
+		op = "cuGraphExecMemsetNodeSetParams"
+	}
+	return c.setNode(op, e, h, device.GraphNodeMemset, func() (func(), error) {
+		return c.memsetNodeWork(op, p)
+	}, func(n *node) { n.memset = &p })
+}
+
+// GraphMemcpyNodeParams reads a memcpy node's copy.
+func (c *Context) GraphMemcpyNodeParams(h device.GraphNode) (device.GraphCopy, error) {
+	const op = "cuGraphMemcpyNodeGetParams"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, 0, h, device.GraphNodeMemcpy)
+	if err != nil {
+		return device.GraphCopy{}, err
+	}
+	if n.cp == nil {
+		return device.GraphCopy{}, errNoParams(op)
+	}
+	return *n.cp, nil
+}
+
+// GraphMemcpyNodeSetParams gives a memcpy node (or its copy in e) a new
+// copy.
+func (c *Context) GraphMemcpyNodeSetParams(e device.GraphExec, h device.GraphNode, cp device.GraphCopy) error {
+	op := "cuGraphMemcpyNodeSetParams"
+	if e != 0 {
+		op = "cuGraphExecMemcpyNodeSetParams"
+	}
+	return c.setNode(op, e, h, device.GraphNodeMemcpy, func() (func(), error) {
+		return c.copyWork(op, cp)
+	}, func(n *node) { n.cp = &cp })
 }

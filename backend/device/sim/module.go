@@ -254,7 +254,10 @@ func (c *Context) Launch(f device.Function, cfg device.LaunchConfig, params []by
 	if err != nil {
 		return err
 	}
-	_, _, err = c.submit("cuLaunchKernel", cfg.Stream, work)
+	// A capture's kernel node keeps its launch (its own copy of the block).
+	kn := &device.KernelNode{Func: f, Config: cfg, Params: append([]byte(nil), params...)}
+	kn.Config.Stream = 0
+	_, _, err = c.submitNode("cuLaunchKernel", cfg.Stream, work, &node{kern: kn})
 	return err
 }
 

@@ -128,13 +128,19 @@ func (c *Context) stream(op string, h device.Stream) (*stream, error) {
 // blocking stream, and work on a blocking stream waits for earlier NULL-stream
 // work. It returns the stream and fn's sequence number.
 func (c *Context) submit(op string, h device.Stream, fn func()) (*stream, uint64, error) {
+	return c.submitNode(op, h, fn, nil)
+}
+
+// submitNode is submit, with what a capture's node keeps of the work
+// (its parameters, which GraphKernelNodeParams reads): tmpl, or nothing.
+func (c *Context) submitNode(op string, h device.Stream, fn func(), tmpl *node) (*stream, uint64, error) {
 	s, err := c.stream(op, h)
 	if err != nil {
 		return nil, 0, err
 	}
 	s.mu.Lock()
 	if s.cap != nil { // recorded, not run (graph.go)
-		s.cap.record(op, fn)
+		s.cap.record(op, fn, tmpl)
 		s.mu.Unlock()
 		return s, 0, nil
 	}

@@ -204,6 +204,8 @@ VGPU_PRIVATE int vgpu_host_register(void *p, size_t size, unsigned flags);
 VGPU_PRIVATE int vgpu_host_unregister(void *p);
 /* Finds the pinned range holding [p, p+len); copies it to *out. */
 VGPU_PRIVATE int vgpu_hostmap_find(const void *p, uint64_t len, struct vgpu_hostrange *out);
+/* Finds the pinned range registered as host region id; copies it to *out. */
+VGPU_PRIVATE int vgpu_hostmap_region(uint64_t region, struct vgpu_hostrange *out);
 #define VGPU_HOSTALLOC_MAPPED 0x2u
 /* Host mode: shared memory of len bytes (a sealed memfd the backend maps),
  * registered as a region; fills r's addr, region, share. */
@@ -252,6 +254,7 @@ struct vgpu_func {
 	int attrs_valid;
 	int32_t attrs[VGPU_MAX_FUNC_ATTRS];
 	struct vgpu_func *next;
+	struct vgpu_func *hnext; /* vgpu_func_by_handle's chain */
 };
 /* A module global the backend named once (cuModuleGetGlobal): its address
  * and size stay fixed while the module is loaded. */
@@ -282,6 +285,9 @@ VGPU_PRIVATE int vgpu_module_get_global(struct vgpu_module *m, const char *name,
  * anything else is CUDA_ERROR_INVALID_HANDLE. The calls below taking a
  * function do this themselves. */
 VGPU_PRIVATE int vgpu_func_resolve(struct vgpu_func **f);
+/* The loaded function of host handle h (a graph node's, as the host names
+ * it), or NULL. */
+VGPU_PRIVATE struct vgpu_func *vgpu_func_by_handle(uint64_t h);
 /* A CUkernel's function on device dev (< 0: the current context's);
  * cuda/library.c. */
 VGPU_PRIVATE int vgpu_kernel_function(void *kernel, int dev, struct vgpu_func **out);

@@ -87,6 +87,47 @@ int vgpu_module_load(int dev, const void *image, uint64_t size, uint32_t kind, s
 	return 0;
 }
 
+/* Every loaded function by host handle (vgpu_func_by_handle): chains of
+ * hnext in buckets. */
+#define FUNC_BUCKETS 1024
+static struct vgpu_func *func_table[FUNC_BUCKETS];
+static pthread_mutex_t func_table_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned func_bucket(uint64_t h)
+{
+	return (unsigned)((h * 0x9e3779b97f4a7c15ull) >> 54) % FUNC_BUCKETS;
+}
+
+static void func_table_add(struct vgpu_func *f)
+{
+	pthread_mutex_lock(&func_table_mu);
+	unsigned b = func_bucket(f->handle);
+	f->hnext = func_table[b];
+	func_table[b] = f;
+	pthread_mutex_unlock(&func_table_mu);
+}
+
+static void func_table_remove(struct vgpu_func *f)
+{
+	pthread_mutex_lock(&func_table_mu);
+	for (struct vgpu_func **p = &func_table[func_bucket(f->handle)]; *p; p = &(*p)->hnext)
+		if (*p == f) {
+			*p = f->hnext;
+			break;
+		}
+	pthread_mutex_unlock(&func_table_mu);
+}
+
+struct vgpu_func *vgpu_func_by_handle(uint64_t h)
+{
+	struct vgpu_func *f;
+	pthread_mutex_lock(&func_table_mu);
+	for (f = func_table[func_bucket(h)]; f && f->handle != h; f = f->hnext)
+		;
+	pthread_mutex_unlock(&func_table_mu);
+	return f;
+}
+
 int vgpu_module_unload(struct vgpu_module *m)
 {
 	if (!m)
@@ -94,6 +135,7 @@ int vgpu_module_unload(struct vgpu_module *m)
 	int rc = vgpu_simple(VGPU_OP_MODULE_UNLOAD, m->handle);
 	for (struct vgpu_func *f = m->funcs, *n; f; f = n) {
 		n = f->next;
+		func_table_remove(f);
 		free(f->params);
 		free(f->name);
 		free(f);
@@ -180,6 +222,7 @@ int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgp
 	f->next = m->funcs;
 	m->funcs = f;
 	pthread_mutex_unlock(&m->mu);
+	func_table_add(f);
 	VDEBUG("function %s: %u params, %u bytes", name, np, r.param_bytes);
 	*out = f;
 	return 0;

@@ -209,6 +209,22 @@ struct hnode {
 static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hnode *hosts;
 
+int vgpu_hostmap_region(uint64_t region, struct vgpu_hostrange *out)
+{
+	int found = 0;
+	if (!region)
+		return 0;
+	pthread_mutex_lock(&host_mu);
+	for (struct hnode *n = hosts; n; n = n->next)
+		if (n->r.region == region) {
+			*out = n->r;
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&host_mu);
+	return found;
+}
+
 int vgpu_hostmap_find(const void *p, uint64_t len, struct vgpu_hostrange *out)
 {
 	uintptr_t a = (uintptr_t)p;

@@ -18,14 +18,6 @@ CU_API cuMemAddressFree(CUdeviceptr ptr, size_t size)
 	return vgpu_call(VGPU_OP_MEM_ADDRESS_FREE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
 }
 
-CU_API cuMemRelease(unsigned long long handle)
-{
-	VGPU_API();
-	struct vgpu_handle_req req = {0};
-	req.handle = handle;
-	return vgpu_call(VGPU_OP_MEM_RELEASE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
-}
-
 CU_API cuArrayDestroy(CUarray hArray)
 {
 	VGPU_API();

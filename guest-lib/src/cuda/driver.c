@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_types.h"
 #include "core.h"
@@ -325,27 +326,33 @@ CU_API cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 
 /*
  * The granularity of the virtual-memory API's allocations, asked of the
- * host's driver for device memory (NCCL sizes its buffers by it). Host
- * locations would be the guest's own memory, which vgpu does not allocate
- * through this API: CUDA_ERROR_NOT_SUPPORTED, logged once.
+ * host's driver for device memory (NCCL sizes its buffers by it).
+ *
+ * Host locations (HOST 2, HOST_NUMA 3, HOST_NUMA_CURRENT 4) would be the
+ * guest's own memory, whose unit is the guest's page: that is the answer.
+ * cuMemCreate then refuses host locations with CUDA_ERROR_NOT_SUPPORTED,
+ * which is the probe NCCL (2.23 and later) makes before it falls back to
+ * its /dev/shm host buffers; failing this query instead would make NCCL
+ * fail its initialisation.
  */
 CU_API cuMemGetAllocationGranularity(size_t *granularity, const struct mem_alloc_prop *p, int option)
 {
 	VGPU_API();
-	static int warned;
 	int n;
 	if (!granularity || !p)
 		return VGPU_E_INVALID_VALUE;
 	CUresult rc = need_init();
 	if (rc)
 		return rc;
-	if (p->loc_type != 1) {
-		if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-			VWARN("cuMemGetAllocationGranularity: location type %u (host memory) is not supported by vgpu; "
-			      "returning an error",
-			      p->loc_type);
-		return p->loc_type >= 2 && p->loc_type <= 4 ? VGPU_E_NOT_SUPPORTED : VGPU_E_INVALID_VALUE;
+	if (p->loc_type >= 2 && p->loc_type <= 4) {
+		if (option < 0 || option > 1 || p->type != 1)
+			return VGPU_E_INVALID_VALUE;
+		long page = sysconf(_SC_PAGESIZE);
+		*granularity = page > 0 ? (size_t)page : 4096;
+		return 0;
 	}
+	if (p->loc_type != 1)
+		return VGPU_E_INVALID_VALUE;
 	if ((rc = vgpu_device_count(&n)))
 		return rc;
 	if (p->loc_id < 0 || p->loc_id >= n)

@@ -8,6 +8,7 @@
  * lets cuStreamIsCapturing answer locally (no capture anywhere in the
  * process: no stream is capturing) and ask the host only while one is.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "cuda_types.h"
@@ -295,8 +296,10 @@ static CUresult add_node(uint16_t op, void **node, void *graph, void *const *dep
 	return rc;
 }
 
-static CUresult add_kernel_node(void **node, void *graph, void *const *deps, size_t ndeps,
-				const struct kernel_node_params *p, int v2)
+/* The launch of kernel node parameters p (_v2: a CUkernel may stand for
+ * func) as the host takes it: *l and the packed block in params
+ * (VGPU_MAX_PARAM_BYTES + 4 bytes). */
+static CUresult kernel_launch(const struct kernel_node_params *p, int v2, struct vgpu_launch_req *l, uint8_t *params)
 {
 	if (!p)
 		return VGPU_E_INVALID_VALUE;
@@ -308,20 +311,27 @@ static CUresult add_kernel_node(void **node, void *graph, void *const *deps, siz
 	CUresult rc = vgpu_func_resolve(&f);
 	if (rc)
 		return rc;
+	memset(l, 0, sizeof *l);
+	l->func = f->handle;
+	l->grid_x = p->grid[0];
+	l->grid_y = p->grid[1];
+	l->grid_z = p->grid[2];
+	l->block_x = p->block[0];
+	l->block_y = p->block[1];
+	l->block_z = p->block[2];
+	l->shared_mem = p->shared_mem;
+	return vgpu_pack_params(f, p->kernel_params, p->extra, params, &l->param_size);
+}
+
+static CUresult add_kernel_node(void **node, void *graph, void *const *deps, size_t ndeps,
+				const struct kernel_node_params *p, int v2)
+{
 	uint8_t *params = malloc(VGPU_MAX_PARAM_BYTES + 4);
 	if (!params)
 		return VGPU_E_OUT_OF_MEMORY;
 	struct vgpu_graph_add_kernel_node_req req;
 	memset(&req, 0, sizeof req);
-	req.launch.func = f->handle;
-	req.launch.grid_x = p->grid[0];
-	req.launch.grid_y = p->grid[1];
-	req.launch.grid_z = p->grid[2];
-	req.launch.block_x = p->block[0];
-	req.launch.block_y = p->block[1];
-	req.launch.block_z = p->block[2];
-	req.launch.shared_mem = p->shared_mem;
-	rc = vgpu_pack_params(f, p->kernel_params, p->extra, params, &req.launch.param_size);
+	CUresult rc = kernel_launch(p, v2, &req.launch, params);
 	if (!rc)
 		rc = add_node(VGPU_OP_GRAPH_ADD_KERNEL_NODE, node, graph, deps, ndeps, &req, sizeof req, params,
 			      req.launch.param_size);
@@ -377,10 +387,11 @@ static CUresult copy_side(const struct memcpy3d_side *s, size_t height, uint64_t
 	return VGPU_E_INVALID_VALUE;
 }
 
-CU_API cuGraphAddMemcpyNode(void **node, void *graph, void *const *deps, size_t ndeps, const struct memcpy3d *p,
-			    void *ctx)
+/* A CUDA_MEMCPY3D of a graph node as the host takes it: one contiguous
+ * range on each side, host memory only pinned (CUDA_ERROR_NOT_SUPPORTED
+ * otherwise, with a log line saying why). */
+static CUresult graph_copy(const char *fn, const struct memcpy3d *p, struct vgpu_graph_memcpy_params *out)
 {
-	VGPU_API();
 	if (!p)
 		return VGPU_E_INVALID_VALUE;
 	uint64_t h = p->height ? p->height : 1, dp = p->depth ? p->depth : 1;
@@ -390,8 +401,8 @@ CU_API cuGraphAddMemcpyNode(void **node, void *graph, void *const *deps, size_t 
 	if (!p->width)
 		return VGPU_E_INVALID_VALUE;
 	if (!flat) {
-		VWARN("cuGraphAddMemcpyNode: only copies of one contiguous range are supported (width %zu, height %zu, depth %zu, pitches %zu/%zu)",
-		      p->width, p->height, p->depth, p->src.pitch, p->dst.pitch);
+		VWARN("%s: only copies of one contiguous range are supported (width %zu, height %zu, depth %zu, pitches %zu/%zu)",
+		      fn, p->width, p->height, p->depth, p->src.pitch, p->dst.pitch);
 		return VGPU_E_NOT_SUPPORTED;
 	}
 	uint64_t n = p->width * h * dp;
@@ -402,33 +413,48 @@ CU_API cuGraphAddMemcpyNode(void **node, void *graph, void *const *deps, size_t 
 		rc = copy_side(&p->dst, h, &ddev, &dhost);
 	if (rc)
 		return rc;
-	struct vgpu_graph_add_memcpy_node_req req;
-	memset(&req, 0, sizeof req);
+	memset(out, 0, sizeof *out);
 	const uint8_t *host = shost ? shost : dhost;
 	if (shost && dhost) {
-		VWARN("cuGraphAddMemcpyNode: host-to-host copy nodes are not supported on vgpu");
+		VWARN("%s: host-to-host copy nodes are not supported on vgpu", fn);
 		return VGPU_E_NOT_SUPPORTED;
 	}
+	out->dst = ddev;
+	out->src = sdev;
 	if (host) {
 		struct vgpu_hostrange hr;
 		if (!vgpu_regions_usable() || !vgpu_hostmap_find(host, n, &hr) || !hr.region) {
-			VWARN("cuGraphAddMemcpyNode: host memory %p (+%llu) is not pinned: graph memcpy nodes need pinned host memory (cudaMallocHost/cudaHostRegister)",
-			      (const void *)host, (unsigned long long)n);
+			VWARN("%s: host memory %p (+%llu) is not pinned: graph memcpy nodes need pinned host memory (cudaMallocHost/cudaHostRegister)",
+			      fn, (const void *)host, (unsigned long long)n);
 			return VGPU_E_NOT_SUPPORTED;
 		}
-		req.host.kind = VGPU_BUF_REGION;
-		req.host.region = hr.region;
-		req.host.offset = (uint64_t)(host - (const uint8_t *)hr.addr);
-		req.host.len = n;
-		req.dir = shost ? VGPU_GRAPH_COPY_HTOD : VGPU_GRAPH_COPY_DTOH;
-		req.dst = ddev;
-		req.src = sdev;
+		out->host.kind = VGPU_BUF_REGION;
+		out->host.region = hr.region;
+		out->host.offset = (uint64_t)(host - (const uint8_t *)hr.addr);
+		out->host.len = n;
+		out->dir = shost ? VGPU_GRAPH_COPY_HTOD : VGPU_GRAPH_COPY_DTOH;
 	} else {
-		req.dir = VGPU_GRAPH_COPY_DTOD;
-		req.dst = ddev;
-		req.src = sdev;
-		req.size = n;
+		out->dir = VGPU_GRAPH_COPY_DTOD;
+		out->size = n;
 	}
+	return 0;
+}
+
+CU_API cuGraphAddMemcpyNode(void **node, void *graph, void *const *deps, size_t ndeps, const struct memcpy3d *p,
+			    void *ctx)
+{
+	VGPU_API();
+	struct vgpu_graph_memcpy_params c;
+	CUresult rc = graph_copy("cuGraphAddMemcpyNode", p, &c);
+	if (rc)
+		return rc;
+	struct vgpu_graph_add_memcpy_node_req req;
+	memset(&req, 0, sizeof req);
+	req.dir = c.dir;
+	req.dst = c.dst;
+	req.src = c.src;
+	req.size = c.size;
+	req.host = c.host;
 	(void)ctx;
 	return add_node(VGPU_OP_GRAPH_ADD_MEMCPY_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
 }
@@ -509,4 +535,290 @@ CU_API cuGraphExecUpdate(void *exec, void *graph, void **error_node, int *result
 	*result = r;
 	*error_node = node;
 	return rc;
+}
+
+/* ---- node parameters: read from a graph's node, set on it or on its
+ * copy in an executable graph instantiated from its graph. ---- */
+
+/*
+ * What cuGraphKernelNodeGetParams hands out: the parameter values and one
+ * pointer to each, kept per node until the next read of the node (the
+ * driver's are valid until the node changes).
+ */
+struct node_args {
+	uint64_t node;
+	void **ptrs;
+	uint8_t *block;
+	struct node_args *next;
+};
+static struct node_args *args_list;
+static pthread_mutex_t args_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep_args(uint64_t node, void **ptrs, uint8_t *block)
+{
+	struct node_args *a = NULL;
+	pthread_mutex_lock(&args_mu);
+	for (struct node_args *i = args_list; i; i = i->next)
+		if (i->node == node) {
+			a = i;
+			break;
+		}
+	if (a) {
+		free(a->ptrs);
+		free(a->block);
+	} else if ((a = calloc(1, sizeof *a))) {
+		a->node = node;
+		a->next = args_list;
+		args_list = a;
+	}
+	if (a) {
+		a->ptrs = ptrs;
+		a->block = block;
+	} else {
+		/* out of memory: the values leak rather than dangle */
+	}
+	pthread_mutex_unlock(&args_mu);
+}
+
+static CUresult kernel_get(void *node, struct kernel_node_params *p, int v2)
+{
+	if (!node || !p)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_handle_req req = {.handle = node_handle(node)};
+	struct vgpu_launch_req rep;
+	uint8_t *block = malloc(VGPU_MAX_PARAM_BYTES + 4);
+	if (!block)
+		return VGPU_E_OUT_OF_MEMORY;
+	uint32_t tl = 0;
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_GET_PARAMS, &req, sizeof req, NULL, 0, &rep, sizeof rep, block,
+				VGPU_MAX_PARAM_BYTES + 4, &tl);
+	if (rc) {
+		free(block);
+		return rc;
+	}
+	struct vgpu_func *f = vgpu_func_by_handle(rep.func);
+	if (!f || tl != rep.param_size || rep.param_size != f->param_bytes) {
+		VERR("cuGraphKernelNodeGetParams: host named function %#llx (%s) with a %u-byte block in %u bytes",
+		     (unsigned long long)rep.func, f ? "loaded" : "not loaded", rep.param_size, tl);
+		free(block);
+		return VGPU_E_UNKNOWN;
+	}
+	void **ptrs = calloc(f->nparams ? f->nparams : 1, sizeof *ptrs);
+	if (!ptrs) {
+		free(block);
+		return VGPU_E_OUT_OF_MEMORY;
+	}
+	for (uint32_t i = 0; i < f->nparams; i++)
+		ptrs[i] = block + f->params[i].offset;
+	keep_args(req.handle, ptrs, block);
+	if (v2)
+		memset(p, 0, sizeof *p);
+	else
+		memset(p, 0, offsetof(struct kernel_node_params, kern));
+	p->func = f;
+	p->grid[0] = rep.grid_x;
+	p->grid[1] = rep.grid_y;
+	p->grid[2] = rep.grid_z;
+	p->block[0] = rep.block_x;
+	p->block[1] = rep.block_y;
+	p->block[2] = rep.block_z;
+	p->shared_mem = rep.shared_mem;
+	p->kernel_params = ptrs;
+	return 0;
+}
+
+/* The CUDA 10-11 form (CUDA_KERNEL_NODE_PARAMS of 56 bytes). */
+CU_API cuGraphKernelNodeGetParams(void *node, struct kernel_node_params *p)
+{
+	VGPU_API();
+	return kernel_get(node, p, 0);
+}
+
+CU_API cuGraphKernelNodeGetParams_v2(void *node, struct kernel_node_params *p)
+{
+	VGPU_API();
+	return kernel_get(node, p, 1);
+}
+
+static CUresult kernel_set(void *exec, void *node, const struct kernel_node_params *p, int v2)
+{
+	if (!node || !p)
+		return VGPU_E_INVALID_VALUE;
+	struct kernel_node_params k;
+	memset(&k, 0, sizeof k);
+	memcpy(&k, p, v2 ? sizeof k : offsetof(struct kernel_node_params, kern));
+	/* the request: its fixed part, then the parameter block */
+	struct vgpu_graph_kernel_node_set_req req;
+	uint8_t *b = malloc(sizeof req + VGPU_MAX_PARAM_BYTES + 4);
+	if (!b)
+		return VGPU_E_OUT_OF_MEMORY;
+	memset(&req, 0, sizeof req);
+	req.node = node_handle(node);
+	req.exec = node_handle(exec);
+	CUresult rc = kernel_launch(&k, v2, &req.launch, b + sizeof req);
+	if (!rc) {
+		memcpy(b, &req, sizeof req);
+		rc = vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_SET_PARAMS, b, (uint32_t)(sizeof req + req.launch.param_size), NULL,
+			       0, NULL, 0, NULL, 0, NULL);
+	}
+	free(b);
+	return rc;
+}
+
+CU_API cuGraphKernelNodeSetParams(void *node, const struct kernel_node_params *p)
+{
+	VGPU_API();
+	return kernel_set(NULL, node, p, 0);
+}
+
+CU_API cuGraphKernelNodeSetParams_v2(void *node, const struct kernel_node_params *p)
+{
+	VGPU_API();
+	return kernel_set(NULL, node, p, 1);
+}
+
+CU_API cuGraphExecKernelNodeSetParams(void *exec, void *node, const struct kernel_node_params *p)
+{
+	VGPU_API();
+	if (!exec)
+		return VGPU_E_INVALID_VALUE;
+	return kernel_set(exec, node, p, 0);
+}
+
+CU_API cuGraphExecKernelNodeSetParams_v2(void *exec, void *node, const struct kernel_node_params *p)
+{
+	VGPU_API();
+	if (!exec)
+		return VGPU_E_INVALID_VALUE;
+	return kernel_set(exec, node, p, 1);
+}
+
+CU_API cuGraphMemsetNodeGetParams(void *node, struct memset_node_params *p)
+{
+	VGPU_API();
+	if (!node || !p)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_handle_req req = {.handle = node_handle(node)};
+	struct vgpu_graph_memset_params rep = {0};
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_MEMSET_NODE_GET_PARAMS, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	p->dst = rep.dst;
+	p->pitch = rep.pitch;
+	p->value = rep.value;
+	p->element_size = rep.elem_size;
+	p->width = rep.width;
+	p->height = rep.height;
+	return 0;
+}
+
+static CUresult memset_set(void *exec, void *node, const struct memset_node_params *p)
+{
+	if (!node || !p)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_memset_node_set_req req;
+	memset(&req, 0, sizeof req);
+	req.node = node_handle(node);
+	req.exec = node_handle(exec);
+	req.params.dst = p->dst;
+	req.params.value = p->value;
+	req.params.elem_size = p->element_size;
+	req.params.width = p->width;
+	req.params.height = p->height;
+	req.params.pitch = p->pitch;
+	return vgpu_call(VGPU_OP_GRAPH_MEMSET_NODE_SET_PARAMS, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuGraphMemsetNodeSetParams(void *node, const struct memset_node_params *p)
+{
+	VGPU_API();
+	return memset_set(NULL, node, p);
+}
+
+CU_API cuGraphExecMemsetNodeSetParams(void *exec, void *node, const struct memset_node_params *p, void *ctx)
+{
+	VGPU_API();
+	(void)ctx;
+	if (!exec)
+		return VGPU_E_INVALID_VALUE;
+	return memset_set(exec, node, p);
+}
+
+/* A node's copy as a CUDA_MEMCPY3D of one row: device pointers, or the
+ * program's pinned memory the host region is. */
+CU_API cuGraphMemcpyNodeGetParams(void *node, struct memcpy3d *p)
+{
+	VGPU_API();
+	if (!node || !p)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_handle_req req = {.handle = node_handle(node)};
+	struct vgpu_graph_memcpy_params rep;
+	memset(&rep, 0, sizeof rep);
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_MEMCPY_NODE_GET_PARAMS, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	const uint8_t *host = NULL;
+	uint64_t n = rep.size;
+	if (rep.dir == VGPU_GRAPH_COPY_HTOD || rep.dir == VGPU_GRAPH_COPY_DTOH) {
+		struct vgpu_hostrange hr;
+		if (!vgpu_hostmap_region(rep.host.region, &hr) || rep.host.offset > hr.len ||
+		    rep.host.len > hr.len - rep.host.offset) {
+			VERR("cuGraphMemcpyNodeGetParams: host region %#llx [%llu, +%llu) is not this process's pinned memory",
+			     (unsigned long long)rep.host.region, (unsigned long long)rep.host.offset,
+			     (unsigned long long)rep.host.len);
+			return VGPU_E_UNKNOWN;
+		}
+		host = (const uint8_t *)hr.addr + rep.host.offset;
+		n = rep.host.len;
+	} else if (rep.dir != VGPU_GRAPH_COPY_DTOD) {
+		return VGPU_E_UNKNOWN;
+	}
+	memset(p, 0, sizeof *p);
+	p->width = n;
+	p->height = 1;
+	p->depth = 1;
+	p->src.pitch = p->dst.pitch = n;
+	p->src.height = p->dst.height = 1;
+	p->src.type = p->dst.type = MEMTYPE_DEVICE;
+	p->src.device = rep.src;
+	p->dst.device = rep.dst;
+	if (rep.dir == VGPU_GRAPH_COPY_HTOD) {
+		p->src.type = MEMTYPE_HOST;
+		p->src.device = 0;
+		p->src.host = host;
+	} else if (rep.dir == VGPU_GRAPH_COPY_DTOH) {
+		p->dst.type = MEMTYPE_HOST;
+		p->dst.device = 0;
+		p->dst.host = host;
+	}
+	return 0;
+}
+
+static CUresult memcpy_set(const char *fn, void *exec, void *node, const struct memcpy3d *p)
+{
+	if (!node)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_memcpy_node_set_req req;
+	memset(&req, 0, sizeof req);
+	CUresult rc = graph_copy(fn, p, &req.params);
+	if (rc)
+		return rc;
+	req.node = node_handle(node);
+	req.exec = node_handle(exec);
+	return vgpu_call(VGPU_OP_GRAPH_MEMCPY_NODE_SET_PARAMS, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuGraphMemcpyNodeSetParams(void *node, const struct memcpy3d *p)
+{
+	VGPU_API();
+	return memcpy_set("cuGraphMemcpyNodeSetParams", NULL, node, p);
+}
+
+CU_API cuGraphExecMemcpyNodeSetParams(void *exec, void *node, const struct memcpy3d *p, void *ctx)
+{
+	VGPU_API();
+	(void)ctx;
+	if (!exec)
+		return VGPU_E_INVALID_VALUE;
+	return memcpy_set("cuGraphExecMemcpyNodeSetParams", exec, node, p);
 }
