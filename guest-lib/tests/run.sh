@@ -212,7 +212,8 @@ if start_server; then
 			fail "host mode, BATCH_SYNC: $(grep -E 'FAIL|BATCH' "$T/batchsync.out" | head -3 | tr '\n' ' ')"
 		fi
 		nbs=0
-		for t in batch_sync memory pinned_streams_events host_func driver_api threads; do
+		: >"$T/nobatchsync.out"
+		for t in batch_sync pinned_streams_events host_func driver_api threads graph staged_copy; do
 			VGPU_BATCH_SYNC=0 VGPU_STATS=1 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" $t >>"$T/nobatchsync.out" 2>&1 || nbs=1
 		done
 		if [ $nbs = 0 ] && ! grep -q "^BATCH_SYNC " "$T/nobatchsync.out"; then

@@ -112,6 +112,7 @@ struct waiter {
 	int err; /* transport error (CUresult) */
 	uint8_t *frame; /* malloc'd reply frame */
 	uint32_t frame_len;
+	uint64_t t_done; /* VGPU_STATS: when the reader handed the reply over */
 	struct waiter *next;
 };
 static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -388,6 +389,8 @@ static void dispatch_frame(uint8_t *f, uint64_t flen)
 	if (w) {
 		w->frame = f;
 		w->frame_len = (uint32_t)flen;
+		if (vgpu_stats_enabled())
+			w->t_done = vgpu_now_ns();
 		__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 		pthread_cond_broadcast(&pend_cv);
 	} else {
@@ -442,6 +445,7 @@ static void host_send(struct waiter *w, const void *a, size_t alen, const void *
  * thread runs (HELLO), the caller reads the socket itself. */
 static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 {
+	uint64_t t0 = 0; /* on rings: when the wait began (VGPU_STATS) */
 	if (!__atomic_load_n(&reader_running, __ATOMIC_ACQUIRE)) {
 		while (!w->done) {
 			uint8_t *f;
@@ -453,11 +457,12 @@ static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 			dispatch_frame(f, flen);
 		}
 	} else if (ring) {
-		uint64_t t0 = vgpu_now_ns();
+		t0 = vgpu_now_ns();
 		while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && vgpu_now_ns() - t0 < wait_spin_ns)
 			;
 	}
 	pthread_mutex_lock(&pend_mu);
+	int slept = !w->done;
 	while (!w->done)
 		pthread_cond_wait(&pend_cv, &pend_mu);
 	for (struct waiter **pp = &pending; *pp; pp = &(*pp)->next)
@@ -466,6 +471,12 @@ static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 			break;
 		}
 	pthread_mutex_unlock(&pend_mu);
+	if (t0 && w->t_done && vgpu_stats_enabled()) {
+		VGPU_WAITSTAT_ADD(waits, 1);
+		VGPU_WAITSTAT_ADD(slept, (uint64_t)slept);
+		VGPU_WAITSTAT_ADD(ns_reply, w->t_done > t0 ? w->t_done - t0 : 0);
+		VGPU_WAITSTAT_ADD(ns_handoff, vgpu_now_ns() - w->t_done);
+	}
 	if (w->err) {
 		free(w->frame);
 		return w->err;
