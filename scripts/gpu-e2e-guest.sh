@@ -6,7 +6,8 @@ ct=$1 carry=$2 res=$3 max=$4
 export LD_LIBRARY_PATH=$carry/lib
 echo "guest: $(uname -sr), $(nproc) CPUs, $(awk '/MemTotal/ {print $2/1048576 " GiB"}' /proc/meminfo)"
 # --timeout 180: pageable_copies fills and checks half the guest's RAM (1 GiB) under TCG.
-"$(dirname "$0")/cuda-tests/run.sh" "$ct/sm_90" --lib "$carry/lib" --xfail arrays_textures --out "$res/programs-guest.csv" --timeout 180
+# vgpu's driver libraries first, then NVIDIA's libcudart.so.13 of the host's toolkit
+"$(dirname "$0")/cuda-tests/run.sh" "$ct/sm_90" --lib "$carry/lib:/usr/local/cuda/lib64" --out "$res/programs-guest.csv" --timeout 180
 echo "---- vgpu bench calls (guest)"
 "$carry/vgpu" bench calls
 echo "---- vgpu bench calls (guest, VGPU_RING=0: the vsock stream instead of rings in guest RAM)"

@@ -56,16 +56,18 @@ if [[ -z $cc ]]; then
 	result SKIP "no C compiler on this machine: host-mode C tests not run"
 else
 	gl=guest-lib
-	if $cc -std=c11 -D_GNU_SOURCE -O1 -g -DVGPU_CUDART_ABI=13 -I$gl/src/common -I$gl/src/cuda -I$gl/src/cudart \
-		-Iprotocol -I$gl/generated -o "$out/hostmode_test" $gl/tests/hostmode_test.c \
-		-L"$carry/lib" -l:libcudart.so.13 -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread \
+	# NVIDIA's libcudart.so.13 (the toolkit's) on vgpu's libcuda.so.1
+	nvrt=/usr/local/cuda/lib64/libcudart.so.13
+	if $cc -std=c11 -D_GNU_SOURCE -O1 -g -I$gl/src/common -I$gl/src/cuda \
+		-Iprotocol -I$gl/generated -o "$out/hostmode_test" $gl/tests/hostmode_test.c "$nvrt" \
+		-L"$carry/lib" -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread \
 		-Wl,-rpath,"$carry/lib" 2>"$out/hostmode-build.log"; then
 		rm -f "$sock"
 		"$carry/vgpu" serve --device "$dev" --unix "$sock" --log-level info >"$out/serve.log" 2>&1 &
 		srv=$!
 		for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
 		for t in driver_capture driver_graph_nodes driver_graph_node_params driver_graph_edges driver_mempool driver_vmm driver_arrays driver_stream_attrs driver_ctx_params driver_pointer_attrs; do
-			if VGPU_TRANSPORT=unix:$sock LD_LIBRARY_PATH=$carry/lib timeout 120 "$out/hostmode_test" $t >"$out/hostmode-$t.log" 2>&1; then
+			if VGPU_TRANSPORT=unix:$sock LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64 timeout 120 "$out/hostmode_test" $t >"$out/hostmode-$t.log" 2>&1; then
 				result PASS "host mode ($dev): $t"
 			else
 				result FAIL "host mode ($dev): $t ($(tail -3 "$out/hostmode-$t.log" | tr '\n' ' '))"

@@ -1,6 +1,7 @@
 /*
  * failure_test.c - no backend: every call returns an error code, nothing
- * exits or crashes. Run with an unreachable VGPU_TRANSPORT (expect 46,
+ * exits or crashes; the runtime calls go through NVIDIA's libcudart on
+ * vgpu's libcuda.so.1. Run with an unreachable VGPU_TRANSPORT (expect 46,
  * cudaErrorDevicesUnavailable / CUDA_ERROR_DEVICE_UNAVAILABLE) or without a
  * device node (expect 100, cudaErrorNoDevice). Usage: failure_test EXPECTED
  */
@@ -18,7 +19,7 @@ int nvmlInit_v2(void);
 
 int main(int argc, char **argv)
 {
-	int want = argc > 1 ? atoi(argv[1]) : 46, bad = 0, n = -1, v = 0;
+	int want = argc > 1 ? atoi(argv[1]) : 46, bad = 0, n, v = 0;
 	void *p;
 #define EXPECT(call, val)                                                         \
 	do {                                                                      \
@@ -29,7 +30,6 @@ int main(int argc, char **argv)
 		}                                                                 \
 	} while (0)
 	EXPECT(cudaGetDeviceCount(&n), want);
-	EXPECT(n, 0);
 	EXPECT(cudaMalloc(&p, 16), want);
 	EXPECT(cudaGetLastError(), want);
 	EXPECT(cudaDeviceSynchronize(), want);

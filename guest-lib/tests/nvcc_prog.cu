@@ -1,5 +1,5 @@
-// nvcc_prog.cu - a real nvcc program (built with -cudart shared) run against
-// the guest library and the sim backend: it exercises what nvcc generates
+// nvcc_prog.cu - a real nvcc program (built -cudart shared and static) run on
+// NVIDIA's runtime over vgpu's libcuda.so.1 and the sim backend: it exercises what nvcc generates
 // (fatbin/function/variable registration, <<<>>> launch stubs) and checks
 // results the sim device can produce (it keeps memory but runs no kernels).
 // Compiled against the real CUDA headers, so cudaDeviceProp is read with
@@ -41,8 +41,9 @@ static int fails;
 static volatile int host_ran;
 static void CUDART_CB on_host(void *p) { host_ran = *(int *)p; }
 
-// --no-graphs skips the CUDA graph checks: NVIDIA's runtime builds graphs with the
-// driver-API graph calls, which vgpu's libcuda does not serve yet.
+// --no-graphs skips the CUDA graph checks: NVIDIA's runtime builds them with driver
+// calls vgpu's libcuda does not serve yet (cuGraphAddHostNode,
+// cuGraphKernelNodeGetParams, memcpy nodes to pageable memory).
 int main(int argc, char **argv)
 {
 	const bool graphs = !(argc > 1 && !strcmp(argv[1], "--no-graphs"));
