@@ -126,6 +126,11 @@ const (
 	OpGraphMemsetNodeSetParams Opcode = 0x0716
 	OpGraphMemcpyNodeGetParams Opcode = 0x0717
 	OpGraphMemcpyNodeSetParams Opcode = 0x0718
+	OpGraphAddDependencies     Opcode = 0x0719
+	OpGraphRemoveDependencies  Opcode = 0x071a
+	OpGraphGetEdges            Opcode = 0x071b
+	OpGraphNodeGetDependencies Opcode = 0x071c
+	OpGraphExecGetFlags        Opcode = 0x071d
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

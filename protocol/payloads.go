@@ -929,6 +929,46 @@ type GraphMemcpyNodeSetReq struct {
 	Params GraphMemcpyParams
 }
 
+// GraphEdgesReq adds (GRAPH_ADD_DEPENDENCIES: cuGraphAddDependencies) or
+// removes (GRAPH_REMOVE_DEPENDENCIES: cuGraphRemoveDependencies) Count
+// edges of Graph, at most MaxGraphEdges; the tail holds Count (from, to)
+// pairs of node handles (uint64 each): to depends on from.
+type GraphEdgesReq struct {
+	Graph uint64
+	Count uint32
+	Pad0  uint32
+}
+
+// MaxGraphEdges bounds the edges one GraphEdgesReq adds or removes.
+const MaxGraphEdges = 1024
+
+// GraphGetEdgesReq lists a graph's edges from edge First on
+// (GRAPH_GET_EDGES: cuGraphGetEdges). The reply is a GraphNodesReply
+// (Total edges, Count of them here) and Count (from, to) pairs of node
+// handles, at most MaxGraphNodeList/2 of them.
+type GraphGetEdgesReq struct {
+	Graph uint64
+	First uint32
+	Pad0  uint32
+}
+
+// GraphNodeDepsReq lists a node's dependencies (Dependents 0:
+// cuGraphNodeGetDependencies) or the nodes that depend on it
+// (Dependents 1: cuGraphNodeGetDependentNodes) from First on
+// (GRAPH_NODE_GET_DEPENDENCIES); the reply is a GraphNodesReply and its
+// node handles.
+type GraphNodeDepsReq struct {
+	Node       uint64
+	Dependents uint32
+	First      uint32
+}
+
+// GraphExecFlagsReply answers GRAPH_EXEC_GET_FLAGS: the
+// CUgraphInstantiate_flags the executable graph was instantiated with.
+type GraphExecFlagsReply struct {
+	Flags uint64
+}
+
 // GraphExecUpdateReq gives an executable graph the node parameters of a
 // graph of the same shape (GRAPH_EXEC_UPDATE: cuGraphExecUpdate).
 type GraphExecUpdateReq struct {

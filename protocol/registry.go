@@ -411,6 +411,25 @@ var Ops = []OpInfo{
 	{Op: 0x0718, Name: "GRAPH_MEMCPY_NODE_SET_PARAMS", Req: GraphMemcpyNodeSetReq{Node: 6, Params: GraphMemcpyParams{Dir: GraphCopyDtoH, Src: 0x7f0000000000, Host: BufRef{Kind: BufRegion, Region: 7, Len: 4096}}}, Reply: Empty{}, Shape: ShapeSync,
 		Symbols: []string{"cuGraphMemcpyNodeSetParams", "cuGraphExecMemcpyNodeSetParams"}, Device: "GraphMemcpyNodeSetParams",
 		Handler: "do(graphMemcpyNodeSetParams)", Check: "checkGraphMemcpyNodeSet"},
+	// Edges after the fact (issue 16): node handles of one graph.
+	{Op: 0x0719, Name: "GRAPH_ADD_DEPENDENCIES", Req: GraphEdgesReq{Graph: 3, Count: 1}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphAddDependencies", "cuGraphAddDependencies_v2"}, Device: "GraphAddDependencies",
+		Handler: "do(graphAddDependencies)", Check: "checkGraphEdges"},
+	{Op: 0x071a, Name: "GRAPH_REMOVE_DEPENDENCIES", Req: GraphEdgesReq{Graph: 3, Count: 1}, ReqTail: TailBytes, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphRemoveDependencies", "cuGraphRemoveDependencies_v2"}, Device: "GraphRemoveDependencies",
+		Handler: "do(graphRemoveDependencies)", Check: "checkGraphEdges"},
+	{Op: 0x071b, Name: "GRAPH_GET_EDGES", Req: GraphGetEdgesReq{Graph: 3}, Reply: GraphNodesReply{Total: 1, Count: 1}, ReplyTail: TailBytes, Shape: ShapeSync,
+		Symbols: []string{"cuGraphGetEdges", "cuGraphGetEdges_v2"}, Device: "GraphEdges",
+		Handler: "do(graphGetEdges)", Unchecked: "a graph handle and a position the handler bounds"},
+	{Op: 0x071c, Name: "GRAPH_NODE_GET_DEPENDENCIES", Req: GraphNodeDepsReq{Node: 6}, Reply: GraphNodesReply{Total: 1, Count: 1}, ReplyTail: TailBytes, Shape: ShapeSync,
+		Symbols: []string{"cuGraphNodeGetDependencies", "cuGraphNodeGetDependencies_v2", "cuGraphNodeGetDependentNodes", "cuGraphNodeGetDependentNodes_v2"}, Device: "GraphNodeDeps",
+		Handler: "do(graphNodeGetDependencies)", Check: "checkGraphNodeDeps"},
+	{Op: 0x071d, Name: "GRAPH_EXEC_GET_FLAGS", Req: HandleReq{Handle: 4}, Reply: GraphExecFlagsReply{Flags: 2}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphExecGetFlags"}, NoDevice: "the session keeps the flags it instantiated the executable graph with",
+		Handler: "reply(graphExecGetFlags)", Unchecked: "an executable graph handle",
+		Stubs: []CStub{{Symbol: "cuGraphExecGetFlags", Params: []CParam{
+			{C: "CUgraphExec hGraphExec", Field: "Handle", Kind: InHandle},
+			{C: "uint64_t *flags", Field: "Flags", Kind: OutValue}}}}},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

@@ -70,6 +70,7 @@ typedef float vgpu_f32;
 #define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
 #define VGPU_MAX_GRAPH_NODE_LIST 0x1000u
 #define VGPU_MAX_GRAPH_DEPS 0x400u
+#define VGPU_MAX_GRAPH_EDGES 0x400u
 #define VGPU_GRAPH_COPY_HTOD 0x1u
 #define VGPU_GRAPH_COPY_DTOH 0x2u
 #define VGPU_GRAPH_COPY_DTOD 0x3u
@@ -219,6 +220,11 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_MEMSET_NODE_SET_PARAMS 0x0716u
 #define VGPU_OP_GRAPH_MEMCPY_NODE_GET_PARAMS 0x0717u
 #define VGPU_OP_GRAPH_MEMCPY_NODE_SET_PARAMS 0x0718u
+#define VGPU_OP_GRAPH_ADD_DEPENDENCIES 0x0719u
+#define VGPU_OP_GRAPH_REMOVE_DEPENDENCIES 0x071au
+#define VGPU_OP_GRAPH_GET_EDGES 0x071bu
+#define VGPU_OP_GRAPH_NODE_GET_DEPENDENCIES 0x071cu
+#define VGPU_OP_GRAPH_EXEC_GET_FLAGS 0x071du
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -1578,6 +1584,42 @@ _Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, node) == 0, "vgpu
 _Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, exec) == 8, "vgpu_graph_memcpy_node_set_req.exec");
 _Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, params) == 16, "vgpu_graph_memcpy_node_set_req.params");
 
+struct vgpu_graph_edges_req {
+	uint64_t graph;
+	uint32_t count;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_edges_req) == 16, "vgpu_graph_edges_req size");
+_Static_assert(offsetof(struct vgpu_graph_edges_req, graph) == 0, "vgpu_graph_edges_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_edges_req, count) == 8, "vgpu_graph_edges_req.count");
+_Static_assert(offsetof(struct vgpu_graph_edges_req, pad0) == 12, "vgpu_graph_edges_req.pad0");
+
+struct vgpu_graph_get_edges_req {
+	uint64_t graph;
+	uint32_t first;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_get_edges_req) == 16, "vgpu_graph_get_edges_req size");
+_Static_assert(offsetof(struct vgpu_graph_get_edges_req, graph) == 0, "vgpu_graph_get_edges_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_get_edges_req, first) == 8, "vgpu_graph_get_edges_req.first");
+_Static_assert(offsetof(struct vgpu_graph_get_edges_req, pad0) == 12, "vgpu_graph_get_edges_req.pad0");
+
+struct vgpu_graph_node_deps_req {
+	uint64_t node;
+	uint32_t dependents;
+	uint32_t first;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_deps_req) == 16, "vgpu_graph_node_deps_req size");
+_Static_assert(offsetof(struct vgpu_graph_node_deps_req, node) == 0, "vgpu_graph_node_deps_req.node");
+_Static_assert(offsetof(struct vgpu_graph_node_deps_req, dependents) == 8, "vgpu_graph_node_deps_req.dependents");
+_Static_assert(offsetof(struct vgpu_graph_node_deps_req, first) == 12, "vgpu_graph_node_deps_req.first");
+
+struct vgpu_graph_exec_flags_reply {
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_graph_exec_flags_reply) == 8, "vgpu_graph_exec_flags_reply size");
+_Static_assert(offsetof(struct vgpu_graph_exec_flags_reply, flags) == 0, "vgpu_graph_exec_flags_reply.flags");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1754,6 +1796,11 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_MEMSET_NODE_SET_PARAMS: return "GRAPH_MEMSET_NODE_SET_PARAMS";
 	case VGPU_OP_GRAPH_MEMCPY_NODE_GET_PARAMS: return "GRAPH_MEMCPY_NODE_GET_PARAMS";
 	case VGPU_OP_GRAPH_MEMCPY_NODE_SET_PARAMS: return "GRAPH_MEMCPY_NODE_SET_PARAMS";
+	case VGPU_OP_GRAPH_ADD_DEPENDENCIES: return "GRAPH_ADD_DEPENDENCIES";
+	case VGPU_OP_GRAPH_REMOVE_DEPENDENCIES: return "GRAPH_REMOVE_DEPENDENCIES";
+	case VGPU_OP_GRAPH_GET_EDGES: return "GRAPH_GET_EDGES";
+	case VGPU_OP_GRAPH_NODE_GET_DEPENDENCIES: return "GRAPH_NODE_GET_DEPENDENCIES";
+	case VGPU_OP_GRAPH_EXEC_GET_FLAGS: return "GRAPH_EXEC_GET_FLAGS";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

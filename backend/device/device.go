@@ -448,6 +448,14 @@ type Context interface {
 	GraphMemsetNodeSetParams(e GraphExec, n GraphNode, p MemsetNode) error
 	GraphMemcpyNodeParams(n GraphNode) (GraphCopy, error)
 	GraphMemcpyNodeSetParams(e GraphExec, n GraphNode, cp GraphCopy) error
+	// Edges. GraphAddDependencies makes each to[i] depend on from[i];
+	// GraphRemoveDependencies removes those edges; GraphEdges lists g's
+	// edges (to[i] depends on from[i]); GraphNodeDeps lists the nodes n
+	// depends on (dependents: the nodes that depend on n).
+	GraphAddDependencies(g Graph, from, to []GraphNode) error
+	GraphRemoveDependencies(g Graph, from, to []GraphNode) error
+	GraphEdges(g Graph) (from, to []GraphNode, err error)
+	GraphNodeDeps(n GraphNode, dependents bool) ([]GraphNode, error)
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

@@ -453,6 +453,7 @@ func TestGPUArrays(t *testing.T)           { testArrays(t, opts{drv: gpuDriver(t
 func TestGPUTextureObjects(t *testing.T)   { testTextureObjects(t, opts{drv: gpuDriver(t)}) }
 func TestGPUGraphNodes(t *testing.T)       { testGraphNodes(t, opts{drv: gpuDriver(t)}) }
 func TestGPUGraphNodeParams(t *testing.T)  { testGraphNodeParams(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphEdges(t *testing.T)       { testGraphEdges(t, opts{drv: gpuDriver(t)}) }
 func TestGPUCaptureCopiesPinned(t *testing.T) {
 	testCaptureCopiesPinned(t, opts{drv: gpuDriver(t)})
 }

@@ -38,6 +38,7 @@ type execObj struct {
 	h       device.GraphExec
 	regions []*region // the pinned memory its copies use
 	graph   uint64    // the graph it was instantiated from: its nodes name the copies' (Exec*SetParams)
+	flags   uint64    // what it was instantiated with (GRAPH_EXEC_GET_FLAGS)
 }
 
 func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
@@ -147,7 +148,7 @@ func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (pro
 	id := s.st.handle()
 	rs := append([]*region(nil), g.regions...)
 	s.useRegions(rs)
-	s.st.execs[id] = &execObj{dev: g.dev, h: e, regions: rs, graph: r.Graph}
+	s.st.execs[id] = &execObj{dev: g.dev, h: e, regions: rs, graph: r.Graph, flags: r.Flags}
 	return protocol.HandleReply{Handle: id}, nil
 }
 

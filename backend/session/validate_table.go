@@ -966,6 +966,20 @@ func checkGraphCopy(s *Session, c *call, p *protocol.GraphMemcpyParams) error {
 	return invalid(c, "copy direction %d (1 host to device, 2 device to host, 3 device to device)", p.Dir)
 }
 
+func checkGraphEdges(s *Session, c *call, r *protocol.GraphEdgesReq) error {
+	if r.Count > protocol.MaxGraphEdges {
+		return invalid(c, "%d edges (at most %d)", r.Count, protocol.MaxGraphEdges)
+	}
+	return checkDepsTail[protocol.GraphEdgesReq](c, 0, 16*uint64(r.Count))
+}
+
+func checkGraphNodeDeps(s *Session, c *call, r *protocol.GraphNodeDepsReq) error {
+	if r.Dependents > 1 {
+		return invalid(c, "dependents %d (0 the node's dependencies, 1 the nodes that depend on it)", r.Dependents)
+	}
+	return nil
+}
+
 func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {
 	if err := checkDevice(s, c, r.Device); err != nil {
 		return err

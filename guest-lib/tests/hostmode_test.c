@@ -225,6 +225,14 @@ int cuGraphExecMemsetNodeSetParams(void *, void *, const void *, CUcontext);
 int cuGraphMemcpyNodeGetParams(void *, void *);
 int cuGraphMemcpyNodeSetParams(void *, const void *);
 int cuGraphExecMemcpyNodeSetParams(void *, void *, const void *, CUcontext);
+int cuGraphAddDependencies(void *, void *const *, void *const *, size_t);
+int cuGraphAddDependencies_v2(void *, void *const *, void *const *, const void *, size_t);
+int cuGraphRemoveDependencies(void *, void *const *, void *const *, size_t);
+int cuGraphGetEdges(void *, void **, void **, size_t *);
+int cuGraphGetEdges_v2(void *, void **, void **, void *, size_t *);
+int cuGraphNodeGetDependencies(void *, void **, size_t *);
+int cuGraphNodeGetDependentNodes_v2(void *, void **, void *, size_t *);
+int cuGraphExecGetFlags(void *, unsigned long long *);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -1527,6 +1535,85 @@ static void test_driver_graph_node_params(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* Edges added and removed after the nodes, listed, and obeyed at launch;
+ * an executable graph's flags. */
+static void test_driver_graph_edges(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream s;
+	unsigned long long p, flags = 0;
+	void *g, *x, *a, *b, *z, *from[4], *to[4], *list[4];
+	size_t n;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemAlloc_v2(&p, 256));
+	OK(cuGraphCreate(&g, 0));
+	struct t_memset_params m = {.dst = p, .value = 1, .elem = 1, .width = 64, .height = 1};
+	OK(cuGraphAddMemsetNode(&a, g, NULL, 0, &m, ctx));
+	m.value = 2;
+	OK(cuGraphAddMemsetNode(&b, g, NULL, 0, &m, ctx));
+	OK(cuGraphAddEmptyNode(&z, g, NULL, 0));
+	/* a after b, z after both */
+	void *f1[] = {b, a, b}, *t1[] = {a, z, z};
+	OK(cuGraphAddDependencies(g, f1, t1, 3));
+	OK(cuGraphGetEdges(g, NULL, NULL, &n));
+	CHECK(n == 3);
+	n = 4;
+	OK(cuGraphGetEdges(g, from, to, &n));
+	CHECK(n == 3 && from[3] == NULL && to[3] == NULL);
+	n = 4;
+	OK(cuGraphNodeGetDependencies(z, list, &n));
+	CHECK(n == 2 && ((list[0] == a && list[1] == b) || (list[0] == b && list[1] == a)));
+	unsigned char data[4 * 8];
+	memset(data, 0xff, sizeof data);
+	n = 4;
+	OK(cuGraphNodeGetDependentNodes_v2(b, list, data, &n));
+	CHECK(n == 2 && data[0] == 0 && data[15] == 0);
+	OK(cuGraphGetRootNodes(g, list, &(size_t){4}));
+	CHECK(list[0] == b);
+	uint8_t got[64];
+	OK(cuGraphInstantiateWithFlags(&x, g, 1));
+	OK(cuGraphExecGetFlags(x, &flags));
+	CHECK(flags == 1);
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuGraphExecDestroy(x));
+	OK(cuMemcpyDtoH_v2(got, p, 64));
+	CHECK(got[0] == 1 && got[63] == 1);
+	/* the other way round */
+	OK(cuGraphRemoveDependencies(g, &b, &a, 1));
+	unsigned char zero[8] = {0}, port[8] = {1};
+	OK(cuGraphAddDependencies_v2(g, &a, &b, zero, 1));
+	CHECK(cuGraphAddDependencies_v2(g, &z, &b, port, 1) == 801);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphExecGetFlags(x, &flags));
+	CHECK(flags == 0);
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuGraphExecDestroy(x));
+	OK(cuMemcpyDtoH_v2(got, p, 64));
+	CHECK(got[0] == 2 && got[63] == 2);
+	n = 4;
+	OK(cuGraphGetEdges_v2(g, from, to, data, &n));
+	CHECK(n == 3);
+	/* refused: an edge there already, one not there, a foreign node, NULL */
+	CHECK(cuGraphAddDependencies(g, &a, &b, 1) == 1);
+	CHECK(cuGraphRemoveDependencies(g, &b, &a, 1) == 1);
+	void *bad = (void *)(uintptr_t)0x9999;
+	CHECK(cuGraphAddDependencies(g, &bad, &a, 1) == 1);
+	CHECK(cuGraphAddDependencies(g, NULL, &a, 1) == 1);
+	CHECK(cuGraphGetEdges(g, from, NULL, &n) == 1);
+	CHECK(cuGraphNodeGetDependencies(bad, list, &n) == 400);
+	CHECK(cuGraphExecGetFlags(NULL, &flags) == 400);
+	OK(cuGraphDestroy(g));
+	OK(cuStreamDestroy_v2(s));
+	OK(cuMemFree_v2(p));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* Stream-ordered allocation from the default pool, on the host. */
 static void test_driver_mempool(void)
 {
@@ -2081,6 +2168,7 @@ static const struct {
 	{"driver_capture", test_driver_capture},
 	{"driver_graph_nodes", test_driver_graph_nodes},
 	{"driver_graph_node_params", test_driver_graph_node_params},
+	{"driver_graph_edges", test_driver_graph_edges},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
 	{"driver_stream_attrs", test_driver_stream_attrs},

@@ -159,6 +159,12 @@ type lib struct {
 	cuGraphMemcpyNodeGetParams     func(n uintptr, p unsafe.Pointer) int32
 	cuGraphMemcpyNodeSetParams     func(n uintptr, p unsafe.Pointer) int32
 	cuGraphExecMemcpyNodeSetParams func(e, n uintptr, p unsafe.Pointer, ctx uintptr) int32
+	// Edges (the first ABI: no edge data).
+	cuGraphAddDependencies       func(g uintptr, from, to *uintptr, n uintptr) int32
+	cuGraphRemoveDependencies    func(g uintptr, from, to *uintptr, n uintptr) int32
+	cuGraphGetEdges              func(g uintptr, from, to *uintptr, n *uintptr) int32
+	cuGraphNodeGetDependencies   func(n uintptr, deps *uintptr, num *uintptr) int32
+	cuGraphNodeGetDependentNodes func(n uintptr, deps *uintptr, num *uintptr) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -283,6 +289,9 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams"},
 		{&l.cuGraphMemcpyNodeGetParams, "cuGraphMemcpyNodeGetParams"}, {&l.cuGraphMemcpyNodeSetParams, "cuGraphMemcpyNodeSetParams"},
 		{&l.cuGraphExecMemcpyNodeSetParams, "cuGraphExecMemcpyNodeSetParams"},
+		{&l.cuGraphAddDependencies, "cuGraphAddDependencies"}, {&l.cuGraphRemoveDependencies, "cuGraphRemoveDependencies"},
+		{&l.cuGraphGetEdges, "cuGraphGetEdges"}, {&l.cuGraphNodeGetDependencies, "cuGraphNodeGetDependencies"},
+		{&l.cuGraphNodeGetDependentNodes, "cuGraphNodeGetDependentNodes"},
 	}
 }
 

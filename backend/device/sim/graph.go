@@ -717,3 +717,178 @@ func (c *Context) GraphMemcpyNodeSetParams(e device.GraphExec, h device.GraphNod
 		return c.copyWork(op, cp)
 	}, func(n *node) { n.cp = &cp })
 }
+
+// topo orders nodes so that each comes after its dependencies (Kahn's
+// order, starting from the nodes as they were); ok is false when the
+// edges make a cycle.
+func topo(nodes []*node) (out []*node, ok bool) {
+	indeg := make(map[*node]int, len(nodes))
+	after := make(map[*node][]*node, len(nodes))
+	for _, n := range nodes {
+		indeg[n] = len(n.deps)
+		for _, d := range n.deps {
+			after[d] = append(after[d], n)
+		}
+	}
+	out = make([]*node, 0, len(nodes))
+	for _, n := range nodes {
+		if indeg[n] == 0 {
+			out = append(out, n)
+		}
+	}
+	for i := 0; i < len(out); i++ {
+		for _, m := range after[out[i]] {
+			if indeg[m]--; indeg[m] == 0 {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, len(out) == len(nodes)
+}
+
+// edgeNodes resolves the nodes of edges (from[i], to[i]) of graph g
+// (c.mu held).
+func (c *Context) edgeNodes(op string, g device.Graph, from, to []device.GraphNode) (*graph, []*node, []*node, error) {
+	gr, ok := c.graphs[g]
+	if !ok {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(g))
+	}
+	if len(from) != len(to) {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "%d from nodes for %d to nodes", len(from), len(to))
+	}
+	fs, ts := make([]*node, len(from)), make([]*node, len(to))
+	of := func(i int, h device.GraphNode) (*node, error) {
+		n, ok := c.nodes[h]
+		if !ok || n.g != gr {
+			return nil, device.Errorf(op, device.ErrInvalidValue, "edge %d: node %#x is not of graph %#x", i, uintptr(h), uintptr(g))
+		}
+		return n, nil
+	}
+	for i := range from {
+		var err error
+		if fs[i], err = of(i, from[i]); err != nil {
+			return nil, nil, nil, err
+		}
+		if ts[i], err = of(i, to[i]); err != nil {
+			return nil, nil, nil, err
+		}
+		if fs[i] == ts[i] {
+			return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "edge %d: a node cannot depend on itself", i)
+		}
+	}
+	return gr, fs, ts, nil
+}
+
+// hasDep says whether n depends on d.
+func hasDep(n, d *node) bool {
+	for _, o := range n.deps {
+		if o == d {
+			return true
+		}
+	}
+	return false
+}
+
+// GraphAddDependencies makes to[i] depend on from[i]; an edge that is
+// there already, or edges that make a cycle, leave the graph unchanged.
+func (c *Context) GraphAddDependencies(g device.Graph, from, to []device.GraphNode) error {
+	const op = "cuGraphAddDependencies"
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gr, fs, ts, err := c.edgeNodes(op, g, from, to)
+	if err != nil {
+		return err
+	}
+	saved := make(map[*node][]*node, len(ts))
+	for i := range ts {
+		if hasDep(ts[i], fs[i]) {
+			for n, deps := range saved {
+				n.deps = deps
+			}
+			return device.Errorf(op, device.ErrInvalidValue, "edge %d: node %#x already depends on node %#x", i, uintptr(to[i]), uintptr(from[i]))
+		}
+		if _, ok := saved[ts[i]]; !ok {
+			saved[ts[i]] = ts[i].deps
+			ts[i].deps = append([]*node(nil), ts[i].deps...)
+		}
+		ts[i].deps = append(ts[i].deps, fs[i])
+	}
+	sorted, ok := topo(gr.nodes)
+	if !ok {
+		for n, deps := range saved {
+			n.deps = deps
+		}
+		return device.Errorf(op, device.ErrInvalidValue, "the edges would make a cycle")
+	}
+	gr.nodes = sorted
+	return nil
+}
+
+// GraphRemoveDependencies removes the edges from[i] -> to[i], each of
+// which must be there.
+func (c *Context) GraphRemoveDependencies(g device.Graph, from, to []device.GraphNode) error {
+	const op = "cuGraphRemoveDependencies"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, fs, ts, err := c.edgeNodes(op, g, from, to)
+	if err != nil {
+		return err
+	}
+	for i := range ts {
+		if !hasDep(ts[i], fs[i]) {
+			return device.Errorf(op, device.ErrInvalidValue, "edge %d: node %#x does not depend on node %#x", i, uintptr(to[i]), uintptr(from[i]))
+		}
+	}
+	for i := range ts {
+		deps := make([]*node, 0, len(ts[i].deps))
+		for _, d := range ts[i].deps {
+			if d != fs[i] {
+				deps = append(deps, d)
+			}
+		}
+		ts[i].deps = deps
+	}
+	return nil
+}
+
+// GraphEdges lists g's edges, node by node.
+func (c *Context) GraphEdges(g device.Graph) (from, to []device.GraphNode, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gr, ok := c.graphs[g]
+	if !ok {
+		return nil, nil, device.Errorf("cuGraphGetEdges", device.ErrInvalidHandle, "graph %#x", uintptr(g))
+	}
+	for _, n := range gr.nodes {
+		for _, d := range n.deps {
+			from, to = append(from, d.h), append(to, n.h)
+		}
+	}
+	return from, to, nil
+}
+
+// GraphNodeDeps lists what n depends on, or what depends on n.
+func (c *Context) GraphNodeDeps(h device.GraphNode, dependents bool) ([]device.GraphNode, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.nodes[h]
+	if !ok {
+		return nil, device.Errorf("cuGraphNodeGetDependencies", device.ErrInvalidHandle, "graph node %#x", uintptr(h))
+	}
+	var out []device.GraphNode
+	if !dependents {
+		for _, d := range n.deps {
+			out = append(out, d.h)
+		}
+		return out, nil
+	}
+	for _, m := range n.g.nodes {
+		if hasDep(m, n) {
+			out = append(out, m.h)
+		}
+	}
+	return out, nil
+}

@@ -118,3 +118,21 @@ CU_API cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 	return vgpu_queue(VGPU_OP_GRAPH_UPLOAD, &req, sizeof req);
 }
 VGPU_ALIAS(cuGraphUpload_ptsz, cuGraphUpload);
+
+CU_API cuGraphExecGetFlags(CUgraphExec hGraphExec, uint64_t *flags)
+{
+	VGPU_API();
+	struct vgpu_handle_req req = {0};
+	struct vgpu_graph_exec_flags_reply rep = {0};
+	CUresult rc;
+	if (!hGraphExec)
+		return VGPU_E_INVALID_HANDLE;
+	if (!flags)
+		return VGPU_E_INVALID_VALUE;
+	req.handle = (uint64_t)(uintptr_t)hGraphExec;
+	rc = vgpu_call(VGPU_OP_GRAPH_EXEC_GET_FLAGS, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	*flags = rep.flags;
+	return 0;
+}

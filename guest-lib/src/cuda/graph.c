@@ -822,3 +822,212 @@ CU_API cuGraphExecMemcpyNodeSetParams(void *exec, void *node, const struct memcp
 		return VGPU_E_INVALID_VALUE;
 	return memcpy_set("cuGraphExecMemcpyNodeSetParams", exec, node, p);
 }
+
+/* ---- edges after the fact ---- */
+
+/* CUgraphEdgeData (cuda.h, 12.3): vgpu serves the default edge only. */
+struct edge_data {
+	unsigned char from_port, to_port, type, reserved[5];
+};
+_Static_assert(sizeof(struct edge_data) == 8, "CUgraphEdgeData size");
+
+/* Whether edges' data (NULL: default) is the default edge's, which is
+ * all that is served. */
+static int default_edges(const char *fn, const struct edge_data *d, size_t n)
+{
+	static const struct edge_data zero;
+	for (size_t i = 0; d && i < n; i++)
+		if (memcmp(&d[i], &zero, sizeof zero)) {
+			VWARN("%s: edge %zu has port or type data (from port %u, to port %u, type %u): only default edges are supported on vgpu",
+			      fn, i, d[i].from_port, d[i].to_port, d[i].type);
+			return 0;
+		}
+	return 1;
+}
+
+static CUresult edges(uint16_t op, void *graph, void *const *from, void *const *to, size_t n)
+{
+	if (!graph || (n && (!from || !to)) || n > VGPU_MAX_GRAPH_EDGES)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_edges_req req = {.graph = node_handle(graph), .count = (uint32_t)n};
+	uint8_t *b = malloc(sizeof req + 16 * n);
+	if (!b)
+		return VGPU_E_OUT_OF_MEMORY;
+	memcpy(b, &req, sizeof req);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t pair[2] = {node_handle(from[i]), node_handle(to[i])};
+		if (!pair[0] || !pair[1]) {
+			free(b);
+			return VGPU_E_INVALID_VALUE;
+		}
+		memcpy(b + sizeof req + 16 * i, pair, 16);
+	}
+	CUresult rc = vgpu_call(op, b, (uint32_t)(sizeof req + 16 * n), NULL, 0, NULL, 0, NULL, 0, NULL);
+	free(b);
+	return rc;
+}
+
+CU_API cuGraphAddDependencies(void *graph, void *const *from, void *const *to, size_t n)
+{
+	VGPU_API();
+	return edges(VGPU_OP_GRAPH_ADD_DEPENDENCIES, graph, from, to, n);
+}
+
+CU_API cuGraphAddDependencies_v2(void *graph, void *const *from, void *const *to, const struct edge_data *data,
+				 size_t n)
+{
+	VGPU_API();
+	if (!default_edges("cuGraphAddDependencies_v2", data, n))
+		return VGPU_E_NOT_SUPPORTED;
+	return edges(VGPU_OP_GRAPH_ADD_DEPENDENCIES, graph, from, to, n);
+}
+
+CU_API cuGraphRemoveDependencies(void *graph, void *const *from, void *const *to, size_t n)
+{
+	VGPU_API();
+	return edges(VGPU_OP_GRAPH_REMOVE_DEPENDENCIES, graph, from, to, n);
+}
+
+CU_API cuGraphRemoveDependencies_v2(void *graph, void *const *from, void *const *to, const struct edge_data *data,
+				    size_t n)
+{
+	VGPU_API();
+	if (!default_edges("cuGraphRemoveDependencies_v2", data, n))
+		return VGPU_E_NOT_SUPPORTED;
+	return edges(VGPU_OP_GRAPH_REMOVE_DEPENDENCIES, graph, from, to, n);
+}
+
+/*
+ * A listing the host answers in pages (GRAPH_GET_EDGES: two handles an
+ * entry; GRAPH_NODE_GET_DEPENDENCIES: one): out[k] (k < width) of up to
+ * *num entries, the rest of the arrays NULL, *num the entries given; all
+ * of out NULL asks the count. ask sends the request for entries from
+ * `first` on.
+ */
+typedef CUresult (*list_ask)(const void *arg, uint32_t first, struct vgpu_graph_nodes_reply *rep, uint64_t *ids,
+			     uint32_t cap, uint32_t *tl);
+
+static CUresult list(list_ask ask, const void *arg, int width, void **out[2], size_t *num)
+{
+	if (!num)
+		return VGPU_E_INVALID_VALUE;
+	int counting = !out[0] && (width == 1 || !out[1]);
+	if (!counting && (!out[0] || (width == 2 && !out[1])))
+		return VGPU_E_INVALID_VALUE;
+	size_t want = counting ? 0 : *num, got = 0;
+	uint32_t cap = VGPU_MAX_GRAPH_NODE_LIST * sizeof(uint64_t);
+	uint64_t *ids = malloc(cap);
+	if (!ids)
+		return VGPU_E_OUT_OF_MEMORY;
+	struct vgpu_graph_nodes_reply rep = {0};
+	CUresult rc;
+	for (;;) {
+		uint32_t tl = 0;
+		rc = ask(arg, (uint32_t)got, &rep, ids, cap, &tl);
+		if (rc)
+			break;
+		uint32_t n = rep.count;
+		if (n > tl / (width * sizeof *ids))
+			n = tl / (width * sizeof *ids);
+		for (uint32_t i = 0; i < n && got < want; i++, got++)
+			for (int k = 0; k < width; k++)
+				out[k][got] = (void *)(uintptr_t)ids[width * i + k];
+		if (counting || got >= want || got >= rep.total || n == 0)
+			break;
+	}
+	free(ids);
+	if (rc)
+		return rc;
+	if (counting) {
+		*num = rep.total;
+		return 0;
+	}
+	for (size_t i = got; i < want; i++)
+		for (int k = 0; k < width; k++)
+			out[k][i] = NULL;
+	*num = got;
+	return 0;
+}
+
+static CUresult ask_edges(const void *arg, uint32_t first, struct vgpu_graph_nodes_reply *rep, uint64_t *ids,
+			  uint32_t cap, uint32_t *tl)
+{
+	struct vgpu_graph_get_edges_req req = {.graph = *(const uint64_t *)arg, .first = first};
+	return vgpu_call(VGPU_OP_GRAPH_GET_EDGES, &req, sizeof req, NULL, 0, rep, sizeof *rep, ids, cap, tl);
+}
+
+static CUresult get_edges(void *graph, void **from, void **to, size_t *num)
+{
+	if (!graph)
+		return VGPU_E_INVALID_VALUE;
+	uint64_t g = node_handle(graph);
+	void **out[2] = {from, to};
+	return list(ask_edges, &g, 2, out, num);
+}
+
+CU_API cuGraphGetEdges(void *graph, void **from, void **to, size_t *num)
+{
+	VGPU_API();
+	return get_edges(graph, from, to, num);
+}
+
+/* Every edge served is a default one: its data reads as zeros. */
+CU_API cuGraphGetEdges_v2(void *graph, void **from, void **to, struct edge_data *data, size_t *num)
+{
+	VGPU_API();
+	size_t want = num ? *num : 0;
+	CUresult rc = get_edges(graph, from, to, num);
+	if (!rc && data && from)
+		memset(data, 0, want * sizeof *data);
+	return rc;
+}
+
+struct deps_arg {
+	uint64_t node;
+	uint32_t dependents;
+};
+
+static CUresult ask_deps(const void *arg, uint32_t first, struct vgpu_graph_nodes_reply *rep, uint64_t *ids,
+			 uint32_t cap, uint32_t *tl)
+{
+	const struct deps_arg *a = arg;
+	struct vgpu_graph_node_deps_req req = {.node = a->node, .dependents = a->dependents, .first = first};
+	return vgpu_call(VGPU_OP_GRAPH_NODE_GET_DEPENDENCIES, &req, sizeof req, NULL, 0, rep, sizeof *rep, ids, cap, tl);
+}
+
+static CUresult node_deps(void *node, void **nodes, struct edge_data *data, size_t *num, uint32_t dependents)
+{
+	if (!node)
+		return VGPU_E_INVALID_VALUE;
+	size_t want = num ? *num : 0;
+	struct deps_arg a = {node_handle(node), dependents};
+	void **out[2] = {nodes, NULL};
+	CUresult rc = list(ask_deps, &a, 1, out, num);
+	if (!rc && data && nodes)
+		memset(data, 0, want * sizeof *data);
+	return rc;
+}
+
+CU_API cuGraphNodeGetDependencies(void *node, void **deps, size_t *num)
+{
+	VGPU_API();
+	return node_deps(node, deps, NULL, num, 0);
+}
+
+CU_API cuGraphNodeGetDependencies_v2(void *node, void **deps, struct edge_data *data, size_t *num)
+{
+	VGPU_API();
+	return node_deps(node, deps, data, num, 0);
+}
+
+CU_API cuGraphNodeGetDependentNodes(void *node, void **deps, size_t *num)
+{
+	VGPU_API();
+	return node_deps(node, deps, NULL, num, 1);
+}
+
+CU_API cuGraphNodeGetDependentNodes_v2(void *node, void **deps, struct edge_data *data, size_t *num)
+{
+	VGPU_API();
+	return node_deps(node, deps, data, num, 1);
+}
