@@ -149,6 +149,11 @@ if $CC $CFLAGS -I"$ROOT/protocol" -o "$T/ring_hostile_test" "$HERE/ring_hostile_
 	else
 		fail "corrupt completion ring: $(tail -2 "$T/ring-hostile.out" | tr '\n' ' ')"
 	fi
+	if VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" batchsync >"$T/ring-hostile-bs.out" 2>&1; then
+		pass "a backend whose BATCH_SYNC reply lies about its inner frame: calls fail with 46, no crash or hang"
+	else
+		fail "lying BATCH_SYNC reply: $(tail -2 "$T/ring-hostile-bs.out" | tr '\n' ' ')"
+	fi
 else
 	fail "building ring_hostile_test"
 fi
