@@ -38,6 +38,7 @@ var CConstants = []NamedConst{
 	{"FEATURE_HOST_SHARE", FeatureHostShare},
 	{"FEATURE_DEVICE_OUTPUT", FeatureDeviceOutput},
 	{"FEATURE_SHM_RING", FeatureShmRing},
+	{"FEATURE_BATCH_SYNC", FeatureBatchSync},
 
 	{"ROLE_LIBRARY", uint64(RoleLibrary)},
 	{"ROLE_DRIVER", uint64(RoleDriver)},

@@ -16,6 +16,7 @@ const (
 	OpRingSetupGuest Opcode = 0x0009
 	OpRingBell       Opcode = 0x000a
 	OpRingTeardown   Opcode = 0x000b
+	OpBatchSync      Opcode = 0x000c
 
 	OpDeviceGetCount     Opcode = 0x0101
 	OpDeviceGetInfo      Opcode = 0x0102

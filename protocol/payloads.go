@@ -46,6 +46,9 @@ const (
 	// FeatureShmRing: host mode's requests and replies on shared-memory
 	// rings (OpRingSetup; see ring.go).
 	FeatureShmRing uint64 = 1 << 7
+	// FeatureBatchSync: OpBatchSync, queued calls and the synchronous
+	// call after them in one frame and one reply.
+	FeatureBatchSync uint64 = 1 << 8
 )
 
 // Roles of a HELLO sender.
@@ -96,6 +99,21 @@ type BatchReply struct {
 	FailedIndex     uint32 // index of the first failed call (== Count if none)
 	FirstError      int32  // its CUresult (0 if none)
 	Pad0            uint32
+	FailedRequestID uint64
+}
+
+// BatchSyncReply answers OpBatchSync: how far its queued calls got, as
+// BatchReply says it, and whether its last call ran. When Ran is 1 the tail
+// is the last call's own reply frame (header, padded payload), as it would
+// have come had the call been sent alone; when Ran is 0 the last call did
+// not run (a host function of the session was outstanding once the queued
+// calls had run: its completion may be behind this frame) and the library
+// sends it again on its own.
+type BatchSyncReply struct {
+	Executed        uint32 // queued calls executed without error
+	FailedIndex     uint32 // index of the first failed queued call (== Count-1 if none)
+	FirstError      int32  // its CUresult (0 if none)
+	Ran             uint32 // 1: the last call ran and its reply is the tail; 0: it did not
 	FailedRequestID uint64
 }
 

@@ -55,6 +55,9 @@ var Ops = []OpInfo{
 	{Op: 0x000b, Name: "RING_TEARDOWN", Req: Empty{}, Reply: Empty{}, Shape: ShapeSync,
 		NoDevice: "ends a guest's rings before vgpu.ko frees their pages",
 		Handler:  "do(ringTeardown)", Unchecked: "empty"},
+	{Op: 0x000c, Name: "BATCH_SYNC", Req: BatchReq{Count: 1}, ReqTail: TailBytes, Reply: BatchSyncReply{Ran: 1}, ReplyTail: TailBytes, Shape: ShapeSync,
+		NoDevice: "carries queued asynchronous calls and, last, the synchronous call that follows them: one round trip (batch.go)",
+		Handler:  "batchSync", Check: "checkBatch"},
 
 	// Device (0x01): devices, the driver, limits, NVML's readings.
 	{Op: 0x0101, Name: "DEVICE_GET_COUNT", Req: Empty{}, Reply: DeviceCountReply{Count: 1}, Shape: ShapeSync,

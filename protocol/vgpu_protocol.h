@@ -39,6 +39,7 @@ typedef float vgpu_f32;
 #define VGPU_FEATURE_HOST_SHARE 0x20u
 #define VGPU_FEATURE_DEVICE_OUTPUT 0x40u
 #define VGPU_FEATURE_SHM_RING 0x80u
+#define VGPU_FEATURE_BATCH_SYNC 0x100u
 #define VGPU_ROLE_LIBRARY 0x1u
 #define VGPU_ROLE_DRIVER 0x2u
 #define VGPU_COPY_ASYNC 0x1u
@@ -116,6 +117,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_RING_SETUP_GUEST 0x0009u
 #define VGPU_OP_RING_BELL 0x000au
 #define VGPU_OP_RING_TEARDOWN 0x000bu
+#define VGPU_OP_BATCH_SYNC 0x000cu
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -409,6 +411,20 @@ struct vgpu_ring_bell_req {
 _Static_assert(sizeof(struct vgpu_ring_bell_req) == 8, "vgpu_ring_bell_req size");
 _Static_assert(offsetof(struct vgpu_ring_bell_req, bell) == 0, "vgpu_ring_bell_req.bell");
 _Static_assert(offsetof(struct vgpu_ring_bell_req, pad) == 4, "vgpu_ring_bell_req.pad");
+
+struct vgpu_batch_sync_reply {
+	uint32_t executed;
+	uint32_t failed_index;
+	int32_t first_error;
+	uint32_t ran;
+	uint64_t failed_request_id;
+};
+_Static_assert(sizeof(struct vgpu_batch_sync_reply) == 24, "vgpu_batch_sync_reply size");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, executed) == 0, "vgpu_batch_sync_reply.executed");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, failed_index) == 4, "vgpu_batch_sync_reply.failed_index");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, first_error) == 8, "vgpu_batch_sync_reply.first_error");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, ran) == 12, "vgpu_batch_sync_reply.ran");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, failed_request_id) == 16, "vgpu_batch_sync_reply.failed_request_id");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -1731,6 +1747,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_RING_SETUP_GUEST: return "RING_SETUP_GUEST";
 	case VGPU_OP_RING_BELL: return "RING_BELL";
 	case VGPU_OP_RING_TEARDOWN: return "RING_TEARDOWN";
+	case VGPU_OP_BATCH_SYNC: return "BATCH_SYNC";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";

@@ -8,7 +8,7 @@ import (
 
 // Features this backend offers (FeatureSegments only where segments are
 // accepted).
-const baseFeatures = protocol.FeatureBatch | protocol.FeatureHostFunc | protocol.FeatureInline | protocol.FeatureModuleHash
+const baseFeatures = protocol.FeatureBatch | protocol.FeatureBatchSync | protocol.FeatureHostFunc | protocol.FeatureInline | protocol.FeatureModuleHash
 
 func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, error) {
 	offer := baseFeatures

@@ -725,6 +725,55 @@ static void test_host_func(void)
 	OK(cudaStreamDestroy(s));
 }
 
+/* Queued calls travel with the synchronous call after them (BATCH_SYNC,
+ * when the backend offers it): each sync point below sees the queued work
+ * done, in order, and a queued call's error once. run.sh runs it with
+ * VGPU_STATS=1 (the frames were BATCH_SYNCs) and, with the tests that
+ * queue calls, with VGPU_BATCH_SYNC=0 (batch, then call: the old way). */
+static void test_batch_sync(void)
+{
+	unsigned char *d, back[64];
+	cudaStream_t s;
+	cudaEvent_t ev;
+	OK(cudaMalloc((void **)&d, 64));
+	OK(cudaStreamCreate(&s));
+	OK(cudaEventCreate(&ev));
+	for (int round = 0; round < 3; round++) {
+		/* a D2H copy carries the memsets before it */
+		OK(cudaMemsetAsync(d, 0x10 + round, 64, s));
+		OK(cudaMemsetAsync(d + 32, 0x20 + round, 32, s));
+		memset(back, 0, sizeof back);
+		OK(cudaMemcpy(back, d, 64, cudaMemcpyDeviceToHost));
+		CHECK(back[0] == 0x10 + round && back[31] == 0x10 + round && back[32] == 0x20 + round && back[63] == 0x20 + round);
+		/* stream, event and device synchronization each carry theirs */
+		OK(cudaMemsetAsync(d, 0x30 + round, 64, s));
+		OK(cudaStreamSynchronize(s));
+		OK(cudaMemsetAsync(d, 0x40 + round, 16, s));
+		OK(cudaEventRecord(ev, s));
+		OK(cudaEventSynchronize(ev));
+		OK(cudaMemsetAsync(d + 16, 0x50 + round, 16, s));
+		OK(cudaDeviceSynchronize());
+		OK(cudaMemcpy(back, d, 64, cudaMemcpyDeviceToHost));
+		CHECK(back[0] == 0x40 + round && back[16] == 0x50 + round && back[32] == 0x30 + round);
+	}
+	/* a queued call that fails: the sync point reports it, once */
+	unsigned long long dp = (unsigned long long)(uintptr_t)d;
+	OK(cuMemsetD8Async(dp + (1ull << 40), 1, 8, NULL));
+	CHECK(cuCtxSynchronize() == 1);
+	OK(cuCtxSynchronize());
+	/* a host function queued before the sync: the backend hands the
+	 * synchronize back, the library sends it alone */
+	host_ran = 0;
+	static int v = 7;
+	OK(cudaMemsetAsync(d, 0x66, 8, s));
+	OK(cudaLaunchHostFunc(s, host_fn, &v));
+	OK(cudaStreamSynchronize(s));
+	CHECK(host_ran == 7);
+	OK(cudaEventDestroy(ev));
+	OK(cudaStreamDestroy(s));
+	OK(cudaFree(d));
+}
+
 /* Stream capture through the runtime (NVIDIA's: the driver's capture in
  * vgpu's libcuda, replayed by the host): a memset and a device copy, and a
  * copy into pinned memory where the backend maps it (host mode's memfds);
@@ -2209,6 +2258,7 @@ static const struct {
 	{"pinned_streams_events", test_pinned_streams_events},
 	{"mapped_host_memory", test_mapped_host_memory},
 	{"host_func", test_host_func},
+	{"batch_sync", test_batch_sync},
 	{"graph", test_graph},
 	{"errors_and_stubs", test_errors_and_stubs},
 	{"proc_address", test_proc_address},

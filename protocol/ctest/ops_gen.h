@@ -18,6 +18,7 @@ static const struct op_golden {
 	{ "ring_setup_guest", VGPU_OP_RING_SETUP_GUEST, sizeof(struct vgpu_ring_setup_req), (long)0 },
 	{ "ring_bell", VGPU_OP_RING_BELL, sizeof(struct vgpu_ring_bell_req), (long)0 },
 	{ "ring_teardown", VGPU_OP_RING_TEARDOWN, 0, (long)0 },
+	{ "batch_sync", VGPU_OP_BATCH_SYNC, sizeof(struct vgpu_batch_req), (long)sizeof(struct vgpu_batch_sync_reply) },
 	{ "device_get_count", VGPU_OP_DEVICE_GET_COUNT, 0, (long)sizeof(struct vgpu_device_count_reply) },
 	{ "device_get_info", VGPU_OP_DEVICE_GET_INFO, sizeof(struct vgpu_device_req), (long)sizeof(struct vgpu_device_info) },
 	{ "driver_get_version", VGPU_OP_DRIVER_GET_VERSION, 0, (long)sizeof(struct vgpu_version_reply) },
