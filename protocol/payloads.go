@@ -969,6 +969,48 @@ type GraphExecFlagsReply struct {
 	Flags uint64
 }
 
+// GraphAddEventNodeReq adds an event record node (GRAPH_ADD_EVENT_NODE:
+// cuGraphAddEventRecordNode, Wait 0) or an event wait node
+// (cuGraphAddEventWaitNode, Wait 1) of Event. The tail holds NumDeps node
+// handles.
+type GraphAddEventNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Wait    uint32
+	Event   uint64
+}
+
+// GraphEventNodeReq reads (GRAPH_EVENT_NODE_GET_EVENT: Exec and Event 0;
+// the reply is a HandleReply) or sets (GRAPH_EVENT_NODE_SET_EVENT) the
+// event of an event record (Wait 0) or wait (Wait 1) node: on the graph's
+// node when Exec is 0, on its copy in executable graph Exec else.
+type GraphEventNodeReq struct {
+	Node  uint64
+	Exec  uint64
+	Event uint64
+	Wait  uint32
+	Pad0  uint32
+}
+
+// GraphAddChildNodeReq adds a child graph node holding a copy of graph
+// Child (GRAPH_ADD_CHILD_NODE: cuGraphAddChildGraphNode). The tail holds
+// NumDeps node handles.
+type GraphAddChildNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Pad0    uint32
+	Child   uint64
+}
+
+// GraphExecChildSetReq gives the copy of child graph node Node in
+// executable graph Exec the node parameters of graph Child, of the same
+// shape (GRAPH_EXEC_CHILD_NODE_SET_PARAMS: cuGraphExecChildGraphNodeSetParams).
+type GraphExecChildSetReq struct {
+	Exec  uint64
+	Node  uint64
+	Child uint64
+}
+
 // GraphExecUpdateReq gives an executable graph the node parameters of a
 // graph of the same shape (GRAPH_EXEC_UPDATE: cuGraphExecUpdate).
 type GraphExecUpdateReq struct {

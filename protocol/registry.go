@@ -430,6 +430,33 @@ var Ops = []OpInfo{
 		Stubs: []CStub{{Symbol: "cuGraphExecGetFlags", Params: []CParam{
 			{C: "CUgraphExec hGraphExec", Field: "Handle", Kind: InHandle},
 			{C: "uint64_t *flags", Field: "Flags", Kind: OutValue}}}}},
+	// Event and child graph nodes (issue 16): an event a graph uses, and a
+	// child graph's copy, are the session's handles.
+	{Op: 0x071e, Name: "GRAPH_ADD_EVENT_NODE", Req: GraphAddEventNodeReq{Graph: 3, Event: 2}, ReqTail: TailBytes, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphAddEventRecordNode", "cuGraphAddEventWaitNode"}, Device: "GraphAddEventNode",
+		Handler: "reply(graphAddEventNode)", Check: "checkGraphAddEventNode"},
+	{Op: 0x071f, Name: "GRAPH_EVENT_NODE_GET_EVENT", Req: GraphEventNodeReq{Node: 6}, Reply: HandleReply{Handle: 2}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphEventRecordNodeGetEvent", "cuGraphEventWaitNodeGetEvent"}, Device: "GraphEventNodeEvent",
+		Handler: "reply(graphEventNodeGetEvent)", Check: "checkGraphEventNodeGet"},
+	{Op: 0x0720, Name: "GRAPH_EVENT_NODE_SET_EVENT", Req: GraphEventNodeReq{Node: 6, Event: 2}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphEventRecordNodeSetEvent", "cuGraphEventWaitNodeSetEvent", "cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent"}, Device: "GraphEventNodeSetEvent",
+		Handler: "do(graphEventNodeSetEvent)", Check: "checkGraphEventNode"},
+	{Op: 0x0721, Name: "GRAPH_ADD_CHILD_NODE", Req: GraphAddChildNodeReq{Graph: 3, Child: 8}, ReqTail: TailBytes, Reply: HandleReply{Handle: 6}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphAddChildGraphNode"}, Device: "GraphAddChildGraphNode",
+		Handler: "reply(graphAddChildNode)", Check: "checkGraphAddChildNode"},
+	{Op: 0x0722, Name: "GRAPH_CHILD_NODE_GET_GRAPH", Req: HandleReq{Handle: 6}, Reply: HandleReply{Handle: 8}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphChildGraphNodeGetGraph"}, Device: "GraphChildGraph",
+		Handler: "reply(graphChildNodeGetGraph)", Unchecked: "a node handle",
+		Stubs: []CStub{{Symbol: "cuGraphChildGraphNodeGetGraph", Params: []CParam{
+			{C: "CUgraphNode hNode", Field: "Handle", Kind: InHandle},
+			{C: "CUgraph *phGraph", Field: "Handle", Kind: OutHandle}}}}},
+	{Op: 0x0723, Name: "GRAPH_EXEC_CHILD_NODE_SET_PARAMS", Req: GraphExecChildSetReq{Exec: 4, Node: 6, Child: 8}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphExecChildGraphNodeSetParams"}, Device: "GraphExecChildGraphSetParams",
+		Handler: "do(graphExecChildNodeSetParams)", Unchecked: "three handles",
+		Stubs: []CStub{{Symbol: "cuGraphExecChildGraphNodeSetParams", Params: []CParam{
+			{C: "CUgraphExec hGraphExec", Field: "Exec", Kind: InHandle},
+			{C: "CUgraphNode hNode", Field: "Node", Kind: InHandle},
+			{C: "CUgraph childGraph", Field: "Child", Kind: InHandle}}}}},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

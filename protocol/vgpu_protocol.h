@@ -225,6 +225,12 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_GET_EDGES 0x071bu
 #define VGPU_OP_GRAPH_NODE_GET_DEPENDENCIES 0x071cu
 #define VGPU_OP_GRAPH_EXEC_GET_FLAGS 0x071du
+#define VGPU_OP_GRAPH_ADD_EVENT_NODE 0x071eu
+#define VGPU_OP_GRAPH_EVENT_NODE_GET_EVENT 0x071fu
+#define VGPU_OP_GRAPH_EVENT_NODE_SET_EVENT 0x0720u
+#define VGPU_OP_GRAPH_ADD_CHILD_NODE 0x0721u
+#define VGPU_OP_GRAPH_CHILD_NODE_GET_GRAPH 0x0722u
+#define VGPU_OP_GRAPH_EXEC_CHILD_NODE_SET_PARAMS 0x0723u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -1620,6 +1626,54 @@ struct vgpu_graph_exec_flags_reply {
 _Static_assert(sizeof(struct vgpu_graph_exec_flags_reply) == 8, "vgpu_graph_exec_flags_reply size");
 _Static_assert(offsetof(struct vgpu_graph_exec_flags_reply, flags) == 0, "vgpu_graph_exec_flags_reply.flags");
 
+struct vgpu_graph_add_event_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t wait;
+	uint64_t event;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_event_node_req) == 24, "vgpu_graph_add_event_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_event_node_req, graph) == 0, "vgpu_graph_add_event_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_event_node_req, num_deps) == 8, "vgpu_graph_add_event_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_event_node_req, wait) == 12, "vgpu_graph_add_event_node_req.wait");
+_Static_assert(offsetof(struct vgpu_graph_add_event_node_req, event) == 16, "vgpu_graph_add_event_node_req.event");
+
+struct vgpu_graph_event_node_req {
+	uint64_t node;
+	uint64_t exec;
+	uint64_t event;
+	uint32_t wait;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_event_node_req) == 32, "vgpu_graph_event_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, node) == 0, "vgpu_graph_event_node_req.node");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, exec) == 8, "vgpu_graph_event_node_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, event) == 16, "vgpu_graph_event_node_req.event");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, wait) == 24, "vgpu_graph_event_node_req.wait");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, pad0) == 28, "vgpu_graph_event_node_req.pad0");
+
+struct vgpu_graph_add_child_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t pad0;
+	uint64_t child;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_child_node_req) == 24, "vgpu_graph_add_child_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_child_node_req, graph) == 0, "vgpu_graph_add_child_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_child_node_req, num_deps) == 8, "vgpu_graph_add_child_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_child_node_req, pad0) == 12, "vgpu_graph_add_child_node_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_add_child_node_req, child) == 16, "vgpu_graph_add_child_node_req.child");
+
+struct vgpu_graph_exec_child_set_req {
+	uint64_t exec;
+	uint64_t node;
+	uint64_t child;
+};
+_Static_assert(sizeof(struct vgpu_graph_exec_child_set_req) == 24, "vgpu_graph_exec_child_set_req size");
+_Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, exec) == 0, "vgpu_graph_exec_child_set_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, node) == 8, "vgpu_graph_exec_child_set_req.node");
+_Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, child) == 16, "vgpu_graph_exec_child_set_req.child");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1801,6 +1855,12 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_GET_EDGES: return "GRAPH_GET_EDGES";
 	case VGPU_OP_GRAPH_NODE_GET_DEPENDENCIES: return "GRAPH_NODE_GET_DEPENDENCIES";
 	case VGPU_OP_GRAPH_EXEC_GET_FLAGS: return "GRAPH_EXEC_GET_FLAGS";
+	case VGPU_OP_GRAPH_ADD_EVENT_NODE: return "GRAPH_ADD_EVENT_NODE";
+	case VGPU_OP_GRAPH_EVENT_NODE_GET_EVENT: return "GRAPH_EVENT_NODE_GET_EVENT";
+	case VGPU_OP_GRAPH_EVENT_NODE_SET_EVENT: return "GRAPH_EVENT_NODE_SET_EVENT";
+	case VGPU_OP_GRAPH_ADD_CHILD_NODE: return "GRAPH_ADD_CHILD_NODE";
+	case VGPU_OP_GRAPH_CHILD_NODE_GET_GRAPH: return "GRAPH_CHILD_NODE_GET_GRAPH";
+	case VGPU_OP_GRAPH_EXEC_CHILD_NODE_SET_PARAMS: return "GRAPH_EXEC_CHILD_NODE_SET_PARAMS";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

@@ -242,6 +242,7 @@ const (
 	GraphNodeMemcpy      = 1
 	GraphNodeMemset      = 2
 	GraphNodeHost        = 3
+	GraphNodeGraph       = 4
 	GraphNodeEmpty       = 5
 	GraphNodeWaitEvent   = 6
 	GraphNodeEventRecord = 7
@@ -456,6 +457,20 @@ type Context interface {
 	GraphRemoveDependencies(g Graph, from, to []GraphNode) error
 	GraphEdges(g Graph) (from, to []GraphNode, err error)
 	GraphNodeDeps(n GraphNode, dependents bool) ([]GraphNode, error)
+	// Event and child graph nodes. GraphAddEventNode adds a node that
+	// records ev (wait: that waits for it) at each launch;
+	// GraphEventNodeEvent reads the event of such a node (wait: a wait
+	// node's) and GraphEventNodeSetEvent sets it (e 0: the node itself,
+	// else its copy in e). GraphAddChildGraphNode adds a node running a
+	// copy of child; GraphChildGraph is that copy (the node's, never to be
+	// destroyed on its own); GraphExecChildGraphSetParams gives the node's
+	// copy in e the parameters of child, a graph of the copy's shape.
+	GraphAddEventNode(g Graph, deps []GraphNode, ev Event, wait bool) (GraphNode, error)
+	GraphEventNodeEvent(n GraphNode, wait bool) (Event, error)
+	GraphEventNodeSetEvent(e GraphExec, n GraphNode, wait bool, ev Event) error
+	GraphAddChildGraphNode(g Graph, deps []GraphNode, child Graph) (GraphNode, error)
+	GraphChildGraph(n GraphNode) (Graph, error)
+	GraphExecChildGraphSetParams(e GraphExec, n GraphNode, child Graph) error
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

@@ -277,6 +277,10 @@ func eventDestroy(s *Session, c *call, r *protocol.HandleReq) error {
 	}
 	delete(s.st.events, r.Handle)
 	s.dropObject()
+	if e.users > 0 { // a graph's node records or waits for it: kept for the graph
+		e.retired = true
+		return nil
+	}
 	return s.cfg.Devices[e.dev].EventDestroy(e.h)
 }
 

@@ -248,7 +248,7 @@ func graphMemcpyNodeSetParams(s *Session, c *call, r *protocol.GraphMemcpyNodeSe
 		if e != nil {
 			e.regions = s.hold(e.regions, rg)
 		} else {
-			g.regions = s.hold(g.regions, rg)
+			s.graphHold(g, rg, nil)
 		}
 	}
 	return nil

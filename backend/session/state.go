@@ -110,6 +110,11 @@ type streamObj struct {
 type eventObj struct {
 	dev int
 	h   device.Event
+	// users: the graphs and executable graphs whose event nodes use it;
+	// retired: the guest destroyed it while in use, and the device's
+	// event goes with its last user (handlers_graphevents.go).
+	users   int
+	retired bool
 }
 
 type moduleObj struct {

@@ -980,6 +980,31 @@ func checkGraphNodeDeps(s *Session, c *call, r *protocol.GraphNodeDepsReq) error
 	return nil
 }
 
+func checkGraphAddEventNode(s *Session, c *call, r *protocol.GraphAddEventNodeReq) error {
+	if r.Wait > 1 {
+		return invalid(c, "wait %d (0 an event record node, 1 an event wait node)", r.Wait)
+	}
+	return checkDepsTail[protocol.GraphAddEventNodeReq](c, r.NumDeps, 0)
+}
+
+func checkGraphEventNode(s *Session, c *call, r *protocol.GraphEventNodeReq) error {
+	if r.Wait > 1 {
+		return invalid(c, "wait %d (0 an event record node, 1 an event wait node)", r.Wait)
+	}
+	return nil
+}
+
+func checkGraphEventNodeGet(s *Session, c *call, r *protocol.GraphEventNodeReq) error {
+	if r.Exec != 0 || r.Event != 0 {
+		return invalid(c, "a read of a node's event names no executable graph (%#x) and no event (%#x)", r.Exec, r.Event)
+	}
+	return checkGraphEventNode(s, c, r)
+}
+
+func checkGraphAddChildNode(s *Session, c *call, r *protocol.GraphAddChildNodeReq) error {
+	return checkDepsTail[protocol.GraphAddChildNodeReq](c, r.NumDeps, 0)
+}
+
 func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {
 	if err := checkDevice(s, c, r.Device); err != nil {
 		return err

@@ -233,6 +233,18 @@ int cuGraphGetEdges_v2(void *, void **, void **, void *, size_t *);
 int cuGraphNodeGetDependencies(void *, void **, size_t *);
 int cuGraphNodeGetDependentNodes_v2(void *, void **, void *, size_t *);
 int cuGraphExecGetFlags(void *, unsigned long long *);
+int cuEventCreate(CUevent *, unsigned);
+int cuEventDestroy_v2(CUevent);
+int cuEventQuery(CUevent);
+int cuGraphAddEventRecordNode(void **, void *, void *const *, size_t, CUevent);
+int cuGraphAddEventWaitNode(void **, void *, void *const *, size_t, CUevent);
+int cuGraphEventRecordNodeGetEvent(void *, CUevent *);
+int cuGraphEventWaitNodeGetEvent(void *, CUevent *);
+int cuGraphEventRecordNodeSetEvent(void *, CUevent);
+int cuGraphExecEventWaitNodeSetEvent(void *, void *, CUevent);
+int cuGraphAddChildGraphNode(void **, void *, void *const *, size_t, void *);
+int cuGraphChildGraphNodeGetGraph(void *, void **);
+int cuGraphExecChildGraphNodeSetParams(void *, void *, void *);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -1614,6 +1626,93 @@ static void test_driver_graph_edges(void)
 	OK(cuCtxDestroy_v2(ctx));
 }
 
+/* Event record and wait nodes, and child graph nodes: events read back
+ * as the program's, recorded at each launch and kept for the graph when
+ * the program destroys them; a child graph node runs a copy of its graph,
+ * whose graph is the node's. */
+static void test_driver_graph_event_child(void)
+{
+	int dev, type = -1;
+	CUcontext ctx;
+	CUstream s;
+	CUevent e1, e2, got;
+	unsigned long long p;
+	void *g, *x, *m, *rec, *wait, *child, *cg, *cg2, *k, *nodes[2];
+	size_t n;
+	uint8_t buf[64];
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemAlloc_v2(&p, 256));
+	OK(cuEventCreate(&e1, 0));
+	OK(cuEventCreate(&e2, 0));
+	OK(cuGraphCreate(&g, 0));
+	struct t_memset_params ms = {.dst = p, .value = 7, .elem = 1, .width = 64, .height = 1};
+	OK(cuGraphAddMemsetNode(&m, g, NULL, 0, &ms, ctx));
+	OK(cuGraphAddEventRecordNode(&rec, g, &m, 1, e1));
+	OK(cuGraphAddEventWaitNode(&wait, g, NULL, 0, e2));
+	OK(cuGraphNodeGetType(rec, &type));
+	CHECK(type == 7);
+	OK(cuGraphNodeGetType(wait, &type));
+	CHECK(type == 6);
+	OK(cuGraphEventRecordNodeGetEvent(rec, &got));
+	CHECK(got == e1);
+	OK(cuGraphEventWaitNodeGetEvent(wait, &got));
+	CHECK(got == e2);
+	CHECK(cuGraphEventWaitNodeGetEvent(rec, &got) == 1);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuEventQuery(e1));
+	OK(cuGraphEventRecordNodeSetEvent(rec, e2));
+	OK(cuGraphEventRecordNodeGetEvent(rec, &got));
+	CHECK(got == e2);
+	OK(cuGraphExecEventWaitNodeSetEvent(x, wait, e1));
+	/* the executable graph keeps e1 after the program destroys it */
+	OK(cuEventDestroy_v2(e1));
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	CHECK(cuGraphAddEventRecordNode(&k, g, NULL, 0, NULL) == 400);
+	OK(cuGraphExecDestroy(x));
+
+	/* child graph nodes */
+	OK(cuGraphCreate(&child, 0));
+	ms.value = 9;
+	OK(cuGraphAddMemsetNode(&m, child, NULL, 0, &ms, ctx));
+	OK(cuGraphAddChildGraphNode(&k, g, &rec, 1, child));
+	OK(cuGraphNodeGetType(k, &type));
+	CHECK(type == 4);
+	OK(cuGraphChildGraphNodeGetGraph(k, &cg));
+	OK(cuGraphChildGraphNodeGetGraph(k, &cg2));
+	CHECK(cg == cg2 && cg != child);
+	n = 2;
+	OK(cuGraphGetNodes(cg, nodes, &n));
+	CHECK(n == 1 && nodes[0] != m);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuMemcpyDtoH_v2(buf, p, 64));
+	CHECK(buf[0] == 9 && buf[63] == 9);
+	ms.value = 10;
+	OK(cuGraphMemsetNodeSetParams(m, &ms));
+	OK(cuGraphExecChildGraphNodeSetParams(x, k, child));
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuMemcpyDtoH_v2(buf, p, 64));
+	CHECK(buf[0] == 10 && buf[63] == 10);
+	CHECK(cuGraphChildGraphNodeGetGraph(m, &cg2) == 1);
+	CHECK(cuGraphAddChildGraphNode(&k, g, NULL, 0, NULL) == 1);
+	OK(cuGraphExecDestroy(x));
+	OK(cuGraphDestroy(child));
+	OK(cuGraphDestroy(g));
+	CHECK(cuGraphGetNodes(cg, NULL, &n) == 400); /* went with its node's graph */
+	OK(cuEventDestroy_v2(e2));
+	OK(cuStreamDestroy_v2(s));
+	OK(cuMemFree_v2(p));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
 /* Stream-ordered allocation from the default pool, on the host. */
 static void test_driver_mempool(void)
 {
@@ -2169,6 +2268,7 @@ static const struct {
 	{"driver_graph_nodes", test_driver_graph_nodes},
 	{"driver_graph_node_params", test_driver_graph_node_params},
 	{"driver_graph_edges", test_driver_graph_edges},
+	{"driver_graph_event_child", test_driver_graph_event_child},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
 	{"driver_stream_attrs", test_driver_stream_attrs},

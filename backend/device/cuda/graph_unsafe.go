@@ -413,3 +413,63 @@ func (c *Context) GraphNodeDeps(h device.GraphNode, dependents bool) ([]device.G
 	}
 	return out[:min(n, uintptr(len(out)))], nil
 }
+
+func (c *Context) GraphAddEventNode(g device.Graph, deps []device.GraphNode, ev device.Event, wait bool) (device.GraphNode, error) {
+	op, fn := "cuGraphAddEventRecordNode", c.l.cuGraphAddEventRecordNode
+	if wait {
+		op, fn = "cuGraphAddEventWaitNode", c.l.cuGraphAddEventWaitNode
+	}
+	d, nd := depsArg(deps)
+	var n uintptr
+	err := c.call(op, func() int32 { return fn(&n, uintptr(g), d, nd, uintptr(ev)) })
+	runtime.KeepAlive(deps)
+	return device.GraphNode(n), err
+}
+
+func (c *Context) GraphEventNodeEvent(n device.GraphNode, wait bool) (device.Event, error) {
+	op, fn := "cuGraphEventRecordNodeGetEvent", c.l.cuGraphEventRecordNodeGetEvent
+	if wait {
+		op, fn = "cuGraphEventWaitNodeGetEvent", c.l.cuGraphEventWaitNodeGetEvent
+	}
+	var ev uintptr
+	err := c.call(op, func() int32 { return fn(uintptr(n), &ev) })
+	return device.Event(ev), err
+}
+
+func (c *Context) GraphEventNodeSetEvent(e device.GraphExec, n device.GraphNode, wait bool, ev device.Event) error {
+	switch {
+	case e == 0 && !wait:
+		return c.call("cuGraphEventRecordNodeSetEvent", func() int32 { return c.l.cuGraphEventRecordNodeSetEvent(uintptr(n), uintptr(ev)) })
+	case e == 0:
+		return c.call("cuGraphEventWaitNodeSetEvent", func() int32 { return c.l.cuGraphEventWaitNodeSetEvent(uintptr(n), uintptr(ev)) })
+	case !wait:
+		return c.call("cuGraphExecEventRecordNodeSetEvent", func() int32 {
+			return c.l.cuGraphExecEventRecordNodeSetEvent(uintptr(e), uintptr(n), uintptr(ev))
+		})
+	}
+	return c.call("cuGraphExecEventWaitNodeSetEvent", func() int32 {
+		return c.l.cuGraphExecEventWaitNodeSetEvent(uintptr(e), uintptr(n), uintptr(ev))
+	})
+}
+
+func (c *Context) GraphAddChildGraphNode(g device.Graph, deps []device.GraphNode, child device.Graph) (device.GraphNode, error) {
+	d, nd := depsArg(deps)
+	var n uintptr
+	err := c.call("cuGraphAddChildGraphNode", func() int32 {
+		return c.l.cuGraphAddChildGraphNode(&n, uintptr(g), d, nd, uintptr(child))
+	})
+	runtime.KeepAlive(deps)
+	return device.GraphNode(n), err
+}
+
+func (c *Context) GraphChildGraph(n device.GraphNode) (device.Graph, error) {
+	var g uintptr
+	err := c.call("cuGraphChildGraphNodeGetGraph", func() int32 { return c.l.cuGraphChildGraphNodeGetGraph(uintptr(n), &g) })
+	return device.Graph(g), err
+}
+
+func (c *Context) GraphExecChildGraphSetParams(e device.GraphExec, n device.GraphNode, child device.Graph) error {
+	return c.call("cuGraphExecChildGraphNodeSetParams", func() int32 {
+		return c.l.cuGraphExecChildGraphNodeSetParams(uintptr(e), uintptr(n), uintptr(child))
+	})
+}

@@ -62,7 +62,12 @@ struct vgpu_event {
 	int dev;
 	unsigned flags;
 	void *capture; /* runtime: recorded into this graph during capture */
+	struct vgpu_event *hnext; /* vgpu_event_by_handle's chain */
 };
+
+/* The live CUevent of host handle h (an event node's, as the host names
+ * it), or NULL. */
+VGPU_PRIVATE struct vgpu_event *vgpu_event_by_handle(uint64_t h);
 
 /* Special stream handles (cuda.h). */
 #define VGPU_STREAM_LEGACY ((struct vgpu_stream *)0x1)

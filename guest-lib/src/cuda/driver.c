@@ -936,6 +936,47 @@ VGPU_ALIAS(cuStreamAddCallback_ptsz, cuStreamAddCallback);
 
 /* ---------------- events ---------------- */
 
+/* Every live CUevent by host handle (vgpu_event_by_handle): chains of
+ * hnext in buckets. */
+#define EVENT_BUCKETS 256
+static struct vgpu_event *event_table[EVENT_BUCKETS];
+static pthread_mutex_t event_table_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned event_bucket(uint64_t h)
+{
+	return (unsigned)((h * 0x9e3779b97f4a7c15ull) >> 56) % EVENT_BUCKETS;
+}
+
+struct vgpu_event *vgpu_event_by_handle(uint64_t h)
+{
+	struct vgpu_event *e;
+	pthread_mutex_lock(&event_table_mu);
+	for (e = event_table[event_bucket(h)]; e && e->handle != h; e = e->hnext)
+		;
+	pthread_mutex_unlock(&event_table_mu);
+	return e;
+}
+
+static void event_table_add(struct vgpu_event *e)
+{
+	pthread_mutex_lock(&event_table_mu);
+	unsigned b = event_bucket(e->handle);
+	e->hnext = event_table[b];
+	event_table[b] = e;
+	pthread_mutex_unlock(&event_table_mu);
+}
+
+static void event_table_remove(struct vgpu_event *e)
+{
+	pthread_mutex_lock(&event_table_mu);
+	for (struct vgpu_event **p = &event_table[event_bucket(e->handle)]; *p; p = &(*p)->hnext)
+		if (*p == e) {
+			*p = e->hnext;
+			break;
+		}
+	pthread_mutex_unlock(&event_table_mu);
+}
+
 CU_API cuEventCreate(CUevent *pe, unsigned flags)
 {
 	VGPU_API();
@@ -955,6 +996,7 @@ CU_API cuEventCreate(CUevent *pe, unsigned flags)
 	}
 	e->dev = d;
 	e->flags = flags;
+	event_table_add(e);
 	*pe = e;
 	return 0;
 }
@@ -966,6 +1008,7 @@ CU_API cuEventDestroy_v2(CUevent e)
 		return VGPU_E_INVALID_HANDLE;
 	struct vgpu_handle_req req = {.handle = e->handle};
 	CUresult rc = vgpu_queue(VGPU_OP_EVENT_DESTROY, &req, sizeof req);
+	event_table_remove(e);
 	free(e);
 	return rc;
 }

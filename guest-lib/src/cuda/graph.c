@@ -1031,3 +1031,108 @@ CU_API cuGraphNodeGetDependentNodes_v2(void *node, void **deps, struct edge_data
 	VGPU_API();
 	return node_deps(node, deps, data, num, 1);
 }
+
+/* ---- event and child graph nodes ---- */
+
+static CUresult add_event_node(void **node, void *graph, void *const *deps, size_t ndeps, CUevent ev, uint32_t wait)
+{
+	if (!ev)
+		return VGPU_E_INVALID_HANDLE;
+	struct vgpu_graph_add_event_node_req req;
+	memset(&req, 0, sizeof req);
+	req.wait = wait;
+	req.event = ev->handle;
+	return add_node(VGPU_OP_GRAPH_ADD_EVENT_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
+}
+
+CU_API cuGraphAddEventRecordNode(void **node, void *graph, void *const *deps, size_t ndeps, CUevent ev)
+{
+	VGPU_API();
+	return add_event_node(node, graph, deps, ndeps, ev, 0);
+}
+
+CU_API cuGraphAddEventWaitNode(void **node, void *graph, void *const *deps, size_t ndeps, CUevent ev)
+{
+	VGPU_API();
+	return add_event_node(node, graph, deps, ndeps, ev, 1);
+}
+
+static CUresult event_get(void *node, CUevent *out, uint32_t wait)
+{
+	if (!node || !out)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_event_node_req req = {.node = node_handle(node), .wait = wait};
+	struct vgpu_handle_reply rep = {0};
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_EVENT_NODE_GET_EVENT, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	struct vgpu_event *e = vgpu_event_by_handle(rep.handle);
+	if (!e) {
+		VERR("cuGraphEvent*NodeGetEvent: host named event %#llx, which this process does not have",
+		     (unsigned long long)rep.handle);
+		return VGPU_E_INVALID_VALUE;
+	}
+	*out = e;
+	return 0;
+}
+
+CU_API cuGraphEventRecordNodeGetEvent(void *node, CUevent *out)
+{
+	VGPU_API();
+	return event_get(node, out, 0);
+}
+
+CU_API cuGraphEventWaitNodeGetEvent(void *node, CUevent *out)
+{
+	VGPU_API();
+	return event_get(node, out, 1);
+}
+
+static CUresult event_set(void *exec, void *node, CUevent ev, uint32_t wait)
+{
+	if (!node)
+		return VGPU_E_INVALID_VALUE;
+	if (!ev)
+		return VGPU_E_INVALID_HANDLE;
+	struct vgpu_graph_event_node_req req = {.node = node_handle(node), .exec = node_handle(exec), .event = ev->handle, .wait = wait};
+	return vgpu_call(VGPU_OP_GRAPH_EVENT_NODE_SET_EVENT, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuGraphEventRecordNodeSetEvent(void *node, CUevent ev)
+{
+	VGPU_API();
+	return event_set(NULL, node, ev, 0);
+}
+
+CU_API cuGraphEventWaitNodeSetEvent(void *node, CUevent ev)
+{
+	VGPU_API();
+	return event_set(NULL, node, ev, 1);
+}
+
+CU_API cuGraphExecEventRecordNodeSetEvent(void *exec, void *node, CUevent ev)
+{
+	VGPU_API();
+	if (!exec)
+		return VGPU_E_INVALID_VALUE;
+	return event_set(exec, node, ev, 0);
+}
+
+CU_API cuGraphExecEventWaitNodeSetEvent(void *exec, void *node, CUevent ev)
+{
+	VGPU_API();
+	if (!exec)
+		return VGPU_E_INVALID_VALUE;
+	return event_set(exec, node, ev, 1);
+}
+
+CU_API cuGraphAddChildGraphNode(void **node, void *graph, void *const *deps, size_t ndeps, void *child)
+{
+	VGPU_API();
+	if (!child)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_add_child_node_req req;
+	memset(&req, 0, sizeof req);
+	req.child = node_handle(child);
+	return add_node(VGPU_OP_GRAPH_ADD_CHILD_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
+}
