@@ -42,10 +42,10 @@ type graphObj struct {
 type execObj struct {
 	dev     int
 	h       device.GraphExec
-	regions []*region // the pinned memory its copies use
+	regions []*region   // the pinned memory its copies use
 	events  []*eventObj // the events its event nodes use
 	graph   uint64      // the graph it was instantiated from: its nodes name the copies' (Exec*SetParams)
-	flags   uint64    // what it was instantiated with (GRAPH_EXEC_GET_FLAGS)
+	flags   uint64      // what it was instantiated with (GRAPH_EXEC_GET_FLAGS)
 }
 
 func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
