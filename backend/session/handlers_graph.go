@@ -122,7 +122,14 @@ func streamEndCapture(s *Session, c *call, r *protocol.HandleReq) (protocol.Hand
 		return protocol.HandleReply{}, err
 	}
 	id := s.st.handle()
-	s.st.graphs[id] = &graphObj{dev: o.dev, h: g, regions: rs}
+	gr := &graphObj{dev: o.dev, h: g, regions: rs}
+	s.st.graphs[id] = gr
+	if s.st.externalWaits > 0 {
+		s.holdCapturedEvents(gr)
+		if s.st.captures == 0 {
+			s.st.externalWaits = 0
+		}
+	}
 	return protocol.HandleReply{Handle: id}, nil
 }
 

@@ -987,6 +987,10 @@ func sameShape(a, b []*node) (int, *node) {
 	return device.GraphUpdateSuccess, nil
 }
 
+// waitExternal is CU_EVENT_WAIT_EXTERNAL: a wait a capture holds as a
+// wait node.
+const waitExternal = 0x1
+
 // eventNodeType is the CUgraphNodeType of an event record or wait node.
 func eventNodeType(wait bool) int {
 	if wait {
