@@ -1011,6 +1011,26 @@ type GraphExecChildSetReq struct {
 	Child uint64
 }
 
+// GraphKernelNodeAttrReq sets (GRAPH_KERNEL_NODE_SET_ATTRIBUTE) or gets
+// (GRAPH_KERNEL_NODE_GET_ATTRIBUTE, a zero value; the reply is a
+// StreamAttrValue) attribute Attr of a kernel node (CUkernelNodeAttrID:
+// ACCESS_POLICY_WINDOW 1, COOPERATIVE 2, PRIORITY 8, MEM_SYNC_DOMAIN_MAP
+// 9, MEM_SYNC_DOMAIN 10), its value laid out as a stream attribute's
+// (COOPERATIVE: Value 0 or 1).
+type GraphKernelNodeAttrReq struct {
+	Node  uint64
+	Attr  uint32
+	Pad0  uint32
+	Value StreamAttrValue
+}
+
+// GraphNodePairReq names two nodes: GRAPH_KERNEL_NODE_COPY_ATTRIBUTES
+// gives kernel node Dst the attributes of kernel node Src.
+type GraphNodePairReq struct {
+	Dst uint64
+	Src uint64
+}
+
 // GraphExecUpdateReq gives an executable graph the node parameters of a
 // graph of the same shape (GRAPH_EXEC_UPDATE: cuGraphExecUpdate).
 type GraphExecUpdateReq struct {

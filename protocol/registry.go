@@ -457,6 +457,19 @@ var Ops = []OpInfo{
 			{C: "CUgraphExec hGraphExec", Field: "Exec", Kind: InHandle},
 			{C: "CUgraphNode hNode", Field: "Node", Kind: InHandle},
 			{C: "CUgraph childGraph", Field: "Child", Kind: InHandle}}}}},
+	// Kernel node attributes (issue 16): those a stream has, and COOPERATIVE.
+	{Op: 0x0724, Name: "GRAPH_KERNEL_NODE_GET_ATTRIBUTE", Req: GraphKernelNodeAttrReq{Node: 6, Attr: 8}, Reply: StreamAttrValue{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphKernelNodeGetAttribute"}, Device: "GraphKernelNodeGetAttribute",
+		Handler: "reply(graphKernelNodeGetAttribute)", Check: "checkKernelNodeGetAttr"},
+	{Op: 0x0725, Name: "GRAPH_KERNEL_NODE_SET_ATTRIBUTE", Req: GraphKernelNodeAttrReq{Node: 6, Attr: 8, Value: StreamAttrValue{Value: 0xfffffffe}}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphKernelNodeSetAttribute"}, Device: "GraphKernelNodeSetAttribute",
+		Handler: "do(graphKernelNodeSetAttribute)", Check: "checkKernelNodeSetAttr"},
+	{Op: 0x0726, Name: "GRAPH_KERNEL_NODE_COPY_ATTRIBUTES", Req: GraphNodePairReq{Dst: 6, Src: 9}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphKernelNodeCopyAttributes"}, Device: "GraphKernelNodeCopyAttributes",
+		Handler: "do(graphKernelNodeCopyAttributes)", Unchecked: "two node handles",
+		Stubs: []CStub{{Symbol: "cuGraphKernelNodeCopyAttributes", Params: []CParam{
+			{C: "CUgraphNode dst", Field: "Dst", Kind: InHandle},
+			{C: "CUgraphNode src", Field: "Src", Kind: InHandle}}}}},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

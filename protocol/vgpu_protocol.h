@@ -231,6 +231,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_ADD_CHILD_NODE 0x0721u
 #define VGPU_OP_GRAPH_CHILD_NODE_GET_GRAPH 0x0722u
 #define VGPU_OP_GRAPH_EXEC_CHILD_NODE_SET_PARAMS 0x0723u
+#define VGPU_OP_GRAPH_KERNEL_NODE_GET_ATTRIBUTE 0x0724u
+#define VGPU_OP_GRAPH_KERNEL_NODE_SET_ATTRIBUTE 0x0725u
+#define VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES 0x0726u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -1674,6 +1677,26 @@ _Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, exec) == 0, "vgpu_
 _Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, node) == 8, "vgpu_graph_exec_child_set_req.node");
 _Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, child) == 16, "vgpu_graph_exec_child_set_req.child");
 
+struct vgpu_graph_kernel_node_attr_req {
+	uint64_t node;
+	uint32_t attr;
+	uint32_t pad0;
+	struct vgpu_stream_attr_value value;
+};
+_Static_assert(sizeof(struct vgpu_graph_kernel_node_attr_req) == 56, "vgpu_graph_kernel_node_attr_req size");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_attr_req, node) == 0, "vgpu_graph_kernel_node_attr_req.node");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_attr_req, attr) == 8, "vgpu_graph_kernel_node_attr_req.attr");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_attr_req, pad0) == 12, "vgpu_graph_kernel_node_attr_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_attr_req, value) == 16, "vgpu_graph_kernel_node_attr_req.value");
+
+struct vgpu_graph_node_pair_req {
+	uint64_t dst;
+	uint64_t src;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_pair_req) == 16, "vgpu_graph_node_pair_req size");
+_Static_assert(offsetof(struct vgpu_graph_node_pair_req, dst) == 0, "vgpu_graph_node_pair_req.dst");
+_Static_assert(offsetof(struct vgpu_graph_node_pair_req, src) == 8, "vgpu_graph_node_pair_req.src");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1861,6 +1884,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_ADD_CHILD_NODE: return "GRAPH_ADD_CHILD_NODE";
 	case VGPU_OP_GRAPH_CHILD_NODE_GET_GRAPH: return "GRAPH_CHILD_NODE_GET_GRAPH";
 	case VGPU_OP_GRAPH_EXEC_CHILD_NODE_SET_PARAMS: return "GRAPH_EXEC_CHILD_NODE_SET_PARAMS";
+	case VGPU_OP_GRAPH_KERNEL_NODE_GET_ATTRIBUTE: return "GRAPH_KERNEL_NODE_GET_ATTRIBUTE";
+	case VGPU_OP_GRAPH_KERNEL_NODE_SET_ATTRIBUTE: return "GRAPH_KERNEL_NODE_SET_ATTRIBUTE";
+	case VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES: return "GRAPH_KERNEL_NODE_COPY_ATTRIBUTES";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

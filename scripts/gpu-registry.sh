@@ -5,7 +5,7 @@
 #   1. the backend's session tests against the real driver
 #      (session-gpu.test: TestGPUStreamCapture, TestGPUGraphsReleased,
 #      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects,
-#      TestGPUGraphNodes, TestGPUGraphNodeParams, TestGPUGraphEdges,
+#      TestGPUGraphNodes, TestGPUGraphNodeParams, TestGPUGraphKernelNodeAttributes, TestGPUGraphEdges,
 #      TestGPUGraphEventNodes, TestGPUGraphChildNodes, TestGPUCaptureCopiesPinned, TestGPUMemPools, TestGPUStreamAttributes,
 #      TestGPULaunchKernelAttrs): capture records and a graph replays per
 #      launch, guest memory and host functions refused in a capture,
@@ -15,7 +15,7 @@
 #      session's end); CUDA arrays and 3D copies (sub-boxes, 3D, refusals), texture and surface objects;
 #      graphs built node by node (memcpy nodes on pinned guest memory,
 #      memset, kernel, empty nodes; listing, types, refusals), node parameters
-#      read and set on a graph or its executable graph, edges added, removed
+#      read and set on a graph or its executable graph, kernel node attributes, edges added, removed
 #      and listed after the nodes, event record/wait and child graph nodes,
 #      and copies of
 #      pinned memory captured into a graph; memory pools (created pools
@@ -43,7 +43,7 @@ result() { status+=("$1 $2"); echo "$1 $2"; }
 step "backend: session tests on the GPU"
 if [[ -x $carry/session-gpu.test ]]; then
 	(cd backend/session && timeout 300 "$carry/session-gpu.test" -test.v -test.count=1 \
-		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUGraphNodeParams|TestGPUGraphEdges|TestGPUGraphEventNodes|TestGPUGraphChildNodes|TestGPUCaptureCopiesPinned|TestGPUMemPools|TestGPUStreamAttributes|TestGPULaunchKernelAttrs') >"$out/gotest-registry.log" 2>&1
+		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUGraphNodeParams|TestGPUGraphKernelNodeAttributes|TestGPUGraphEdges|TestGPUGraphEventNodes|TestGPUGraphChildNodes|TestGPUCaptureCopiesPinned|TestGPUMemPools|TestGPUStreamAttributes|TestGPULaunchKernelAttrs') >"$out/gotest-registry.log" 2>&1
 	rc=$?
 	grep -E '^(--- |ok|FAIL|PASS)|\.go:[0-9]+:' "$out/gotest-registry.log" | head -40
 	[[ $rc == 0 ]] && result PASS "session: capture, graphs (node by node too), stream-ordered allocation, pools, virtual memory, arrays, stream and launch attributes on the GPU" ||

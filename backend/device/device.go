@@ -177,6 +177,9 @@ const (
 	StreamAttrPriority           = 8
 	StreamAttrMemSyncDomainMap   = 9
 	StreamAttrMemSyncDomain      = 10
+	// KernelNodeAttrCooperative is a kernel node's (and a launch's)
+	// COOPERATIVE attribute, 0 or 1; not a stream's.
+	KernelNodeAttrCooperative = 2
 )
 
 // AccessPolicyWindow is a CUaccessPolicyWindow: an L2 persistence hint
@@ -471,6 +474,13 @@ type Context interface {
 	GraphAddChildGraphNode(g Graph, deps []GraphNode, child Graph) (GraphNode, error)
 	GraphChildGraph(n GraphNode) (Graph, error)
 	GraphExecChildGraphSetParams(e GraphExec, n GraphNode, child Graph) error
+	// Kernel node attributes (CUkernelNodeAttrID: the StreamAttr* ids but
+	// the synchronization policy, and KernelNodeAttrCooperative), their
+	// values as a stream attribute's; GraphKernelNodeCopyAttributes gives
+	// dst src's.
+	GraphKernelNodeSetAttribute(n GraphNode, attr int, v StreamAttr) error
+	GraphKernelNodeGetAttribute(n GraphNode, attr int) (StreamAttr, error)
+	GraphKernelNodeCopyAttributes(dst, src GraphNode) error
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

@@ -216,3 +216,58 @@ func testGraphChildNodes(t *testing.T, o opts) {
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphExecDestroy, protocol.HandleReq{Handle: x.Handle}, nil)
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroy, protocol.HandleReq{Handle: parent}, nil)
 }
+
+// An event a graph uses (an event node's, or a captured external wait's)
+// outlives the program's cuEventDestroy on the device until the last graph
+// using it goes; an event no graph uses goes at once.
+func TestGraphEventsHeld(t *testing.T) {
+	spy := newSpy(t)
+	e := start(t, opts{drv: spy})
+	strm, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{}, nil)
+	event := func() uint64 {
+		r, _ := must[protocol.EventCreateReq, protocol.HandleReply](e, protocol.OpEventCreate, protocol.EventCreateReq{}, nil)
+		return r.Handle
+	}
+	destroy := func(op protocol.Opcode, h uint64) {
+		t.Helper()
+		must[protocol.HandleReq, protocol.Empty](e, op, protocol.HandleReq{Handle: h}, nil)
+	}
+	gone := func(want int64) {
+		t.Helper()
+		e.ping()
+		if got := spy.eventsGone.Load(); got != want {
+			t.Fatalf("%d events destroyed on the device, want %d", got, want)
+		}
+	}
+	free, built, captured := event(), event(), event()
+	destroy(protocol.OpEventDestroy, free)
+	gone(1)
+
+	g, _ := must[protocol.GraphCreateReq, protocol.HandleReply](e, protocol.OpGraphCreate, protocol.GraphCreateReq{}, nil)
+	must[protocol.GraphAddEventNodeReq, protocol.HandleReply](e, protocol.OpGraphAddEventNode, protocol.GraphAddEventNodeReq{Graph: g.Handle, Event: built}, nil)
+	x, _ := must[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: g.Handle}, nil)
+	destroy(protocol.OpEventDestroy, built)
+	gone(1)
+	destroy(protocol.OpGraphDestroy, g.Handle)
+	gone(1) // the executable graph still records it
+	must[protocol.GraphLaunchReq, protocol.Empty](e, protocol.OpGraphLaunch, protocol.GraphLaunchReq{Exec: x.Handle, Stream: strm.Handle}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpStreamSynchronize, protocol.HandleReq{Handle: strm.Handle}, nil)
+	destroy(protocol.OpGraphExecDestroy, x.Handle)
+	gone(2)
+
+	// A wait captured with CU_EVENT_WAIT_EXTERNAL is a wait node.
+	must[protocol.BeginCaptureReq, protocol.Empty](e, protocol.OpStreamBeginCapture, protocol.BeginCaptureReq{Stream: strm.Handle}, nil)
+	must[protocol.StreamWaitEventReq, protocol.Empty](e, protocol.OpStreamWaitEvent, protocol.StreamWaitEventReq{Stream: strm.Handle, Event: captured, Flags: 1}, nil)
+	cg, _ := must[protocol.HandleReq, protocol.HandleReply](e, protocol.OpStreamEndCapture, protocol.HandleReq{Handle: strm.Handle}, nil)
+	ids := nodesOf(e, cg.Handle, 0)
+	if len(ids) != 1 {
+		t.Fatalf("captured %d nodes, want a wait node", len(ids))
+	}
+	if r, _ := must[protocol.GraphEventNodeReq, protocol.HandleReply](e, protocol.OpGraphEventNodeGetEvent, protocol.GraphEventNodeReq{Node: ids[0], Wait: 1}, nil); r.Handle != captured {
+		t.Fatalf("the captured wait node waits for %#x, want %#x", r.Handle, captured)
+	}
+	destroy(protocol.OpEventDestroy, captured)
+	gone(2)
+	destroy(protocol.OpGraphDestroy, cg.Handle)
+	gone(3)
+}

@@ -248,6 +248,9 @@ func streamWaitEvent(s *Session, c *call, r *protocol.StreamWaitEventReq) error 
 	if err != nil {
 		return err
 	}
+	if r.Flags&eventWaitExternal != 0 && s.st.captures > 0 {
+		s.st.externalWaits++ // captured as a wait node, maybe: held at the end of the capture
+	}
 	return ctx.StreamWaitEvent(st, e.h, r.Flags)
 }
 

@@ -42,10 +42,10 @@ type graphObj struct {
 type execObj struct {
 	dev     int
 	h       device.GraphExec
-	regions []*region // the pinned memory its copies use
+	regions []*region   // the pinned memory its copies use
 	events  []*eventObj // the events its event nodes use
 	graph   uint64      // the graph it was instantiated from: its nodes name the copies' (Exec*SetParams)
-	flags   uint64    // what it was instantiated with (GRAPH_EXEC_GET_FLAGS)
+	flags   uint64      // what it was instantiated with (GRAPH_EXEC_GET_FLAGS)
 }
 
 func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
@@ -122,7 +122,14 @@ func streamEndCapture(s *Session, c *call, r *protocol.HandleReq) (protocol.Hand
 		return protocol.HandleReply{}, err
 	}
 	id := s.st.handle()
-	s.st.graphs[id] = &graphObj{dev: o.dev, h: g, regions: rs}
+	gr := &graphObj{dev: o.dev, h: g, regions: rs}
+	s.st.graphs[id] = gr
+	if s.st.externalWaits > 0 {
+		s.holdCapturedEvents(gr)
+		if s.st.captures == 0 {
+			s.st.externalWaits = 0
+		}
+	}
 	return protocol.HandleReply{Handle: id}, nil
 }
 

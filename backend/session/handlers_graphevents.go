@@ -220,3 +220,30 @@ func graphExecChildNodeSetParams(s *Session, c *call, r *protocol.GraphExecChild
 	}
 	return nil
 }
+
+// holdCapturedEvents makes a captured graph hold the events its event
+// nodes name (a wait captured with CU_EVENT_WAIT_EXTERNAL is such a node).
+// Only looked for after such a wait: it costs a device call per node.
+func (s *Session) holdCapturedEvents(g *graphObj) {
+	ctx := s.cfg.Devices[g.dev]
+	nodes, err := ctx.GraphNodes(g.h, false)
+	if err != nil {
+		return
+	}
+	for _, n := range nodes {
+		t, err := ctx.GraphNodeType(n)
+		if err != nil || (t != device.GraphNodeWaitEvent && t != device.GraphNodeEventRecord) {
+			continue
+		}
+		h, err := ctx.GraphEventNodeEvent(n, t == device.GraphNodeWaitEvent)
+		if err != nil {
+			continue
+		}
+		for _, e := range s.st.events {
+			if e.dev == g.dev && e.h == h {
+				g.events = holdEvent(g.events, e)
+				break
+			}
+		}
+	}
+}

@@ -245,6 +245,11 @@ int cuGraphExecEventWaitNodeSetEvent(void *, void *, CUevent);
 int cuGraphAddChildGraphNode(void **, void *, void *const *, size_t, void *);
 int cuGraphChildGraphNodeGetGraph(void *, void **);
 int cuGraphExecChildGraphNodeSetParams(void *, void *, void *);
+int cuGraphAddHostNode(void **, void *, void *const *, size_t, const void *);
+int cuGraphKernelNodeSetAttribute(void *, int, const void *);
+int cuGraphKernelNodeGetAttribute(void *, int, void *);
+int cuGraphKernelNodeCopyAttributes(void *, void *);
+int cuGraphExecHostNodeSetParams(void *, void *, const void *);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -1486,6 +1491,29 @@ static void test_driver_graph_node_params(void)
 	memset(want, 0x33, 64);
 	CHECK(!memcmp(got, want, 64));
 
+	/* attributes: priority and cooperative set, read back, copied */
+	void *kn2;
+	union {
+		int i;
+		unsigned char b[64];
+	} av, ag;
+	OK(cuGraphAddKernelNode_v2(&kn2, g, NULL, 0, &k));
+	memset(&av, 0, sizeof av);
+	av.i = -1;
+	OK(cuGraphKernelNodeSetAttribute(kn, 8, &av));
+	av.i = 1;
+	OK(cuGraphKernelNodeSetAttribute(kn, 2, &av));
+	memset(&ag, 0x55, sizeof ag);
+	OK(cuGraphKernelNodeGetAttribute(kn, 8, &ag));
+	CHECK(ag.i == -1 && ag.b[4] == 0x55); /* only the attribute's own bytes */
+	OK(cuGraphKernelNodeCopyAttributes(kn2, kn));
+	OK(cuGraphKernelNodeGetAttribute(kn2, 2, &ag));
+	CHECK(ag.i == 1);
+	CHECK(cuGraphKernelNodeSetAttribute(kn, 3, &av) == 1); /* a stream's */
+	CHECK(cuGraphKernelNodeSetAttribute(kn, 4, &av) == 801); /* cluster dimension */
+	CHECK(cuGraphKernelNodeGetAttribute(mn, 8, &ag) == 1);
+	OK(cuGraphDestroyNode(kn2));
+
 	/* the wrong kind of node, a foreign node, NULL: refused */
 	CHECK(cuGraphKernelNodeGetParams(mn, &r) == 1);
 	CHECK(cuGraphMemsetNodeGetParams(kn, &mr) == 1);
@@ -1703,6 +1731,13 @@ static void test_driver_graph_event_child(void)
 	CHECK(buf[0] == 10 && buf[63] == 10);
 	CHECK(cuGraphChildGraphNodeGetGraph(m, &cg2) == 1);
 	CHECK(cuGraphAddChildGraphNode(&k, g, NULL, 0, NULL) == 1);
+	/* host nodes: not served */
+	struct {
+		void (*fn)(void *);
+		void *user;
+	} hp = {NULL, NULL};
+	CHECK(cuGraphAddHostNode(&k, g, NULL, 0, &hp) == 801);
+	CHECK(cuGraphExecHostNodeSetParams(x, k, &hp) == 801);
 	OK(cuGraphExecDestroy(x));
 	OK(cuGraphDestroy(child));
 	OK(cuGraphDestroy(g));

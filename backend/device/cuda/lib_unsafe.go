@@ -177,6 +177,10 @@ type lib struct {
 	cuGraphAddChildGraphNode           func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, child uintptr) int32
 	cuGraphChildGraphNodeGetGraph      func(n uintptr, g *uintptr) int32
 	cuGraphExecChildGraphNodeSetParams func(e, n, child uintptr) int32
+	// Kernel node attributes (CUkernelNodeAttrValue: 64 bytes).
+	cuGraphKernelNodeSetAttribute   func(n uintptr, attr int32, v unsafe.Pointer) int32
+	cuGraphKernelNodeGetAttribute   func(n uintptr, attr int32, v unsafe.Pointer) int32
+	cuGraphKernelNodeCopyAttributes func(dst, src uintptr) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -311,6 +315,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphExecEventWaitNodeSetEvent, "cuGraphExecEventWaitNodeSetEvent"},
 		{&l.cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode"}, {&l.cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph"},
 		{&l.cuGraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams"},
+		{&l.cuGraphKernelNodeSetAttribute, "cuGraphKernelNodeSetAttribute"}, {&l.cuGraphKernelNodeGetAttribute, "cuGraphKernelNodeGetAttribute"},
+		{&l.cuGraphKernelNodeCopyAttributes, "cuGraphKernelNodeCopyAttributes"},
 	}
 }
 

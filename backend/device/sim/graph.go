@@ -43,6 +43,16 @@ type node struct {
 	evH    device.Event
 	child  *graph
 	childH device.Graph
+	// A kernel node's attributes (nil: the defaults); replaced, never
+	// changed, as the node's copies share them.
+	attrs *kernelAttrs
+}
+
+// kernelAttrs are a kernel node's attributes: a stream's (but the
+// synchronization policy) and COOPERATIVE.
+type kernelAttrs struct {
+	streamAttrs
+	cooperative uint32
 }
 
 // graph is a graph's nodes, in a topological order. An executable graph
@@ -517,7 +527,7 @@ func (c *Context) cloneGraph(gr *graph) device.Graph {
 	cl := &graph{}
 	copies := make(map[*node]*node, len(gr.nodes))
 	for _, n := range gr.nodes { // dependencies come first: they are copied by then
-		m := &node{typ: n.typ, run: n.run, kern: n.kern, memset: n.memset, cp: n.cp, ev: n.ev, evH: n.evH}
+		m := &node{typ: n.typ, run: n.run, kern: n.kern, memset: n.memset, cp: n.cp, ev: n.ev, evH: n.evH, attrs: n.attrs}
 		if n.child != nil {
 			m.childH = c.cloneGraph(n.child)
 			m.child = c.graphs[m.childH]
@@ -977,6 +987,10 @@ func sameShape(a, b []*node) (int, *node) {
 	return device.GraphUpdateSuccess, nil
 }
 
+// waitExternal is CU_EVENT_WAIT_EXTERNAL: a wait a capture holds as a
+// wait node.
+const waitExternal = 0x1
+
 // eventNodeType is the CUgraphNodeType of an event record or wait node.
 func eventNodeType(wait bool) int {
 	if wait {
@@ -1090,5 +1104,79 @@ func (c *Context) GraphExecChildGraphSetParams(x device.GraphExec, h device.Grap
 		return device.Errorf(op, device.ErrInvalidValue, "graph %#x differs in shape from the node's (CUgraphExecUpdateResult %d)", uintptr(child), r)
 	}
 	n.child = instance(cg)
+	return nil
+}
+
+// nodeAttrs are kernel node n's attributes (c.mu held).
+func nodeAttrs(n *node) kernelAttrs {
+	if n.attrs == nil {
+		return kernelAttrs{streamAttrs: defaultStreamAttrs()}
+	}
+	return *n.attrs
+}
+
+// GraphKernelNodeSetAttribute sets a kernel node's attribute.
+func (c *Context) GraphKernelNodeSetAttribute(h device.GraphNode, attr int, v device.StreamAttr) error {
+	const op = "cuGraphKernelNodeSetAttribute"
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, 0, h, device.GraphNodeKernel)
+	if err != nil {
+		return err
+	}
+	a := nodeAttrs(n)
+	switch attr {
+	case device.StreamAttrSyncPolicy:
+		return device.Errorf(op, device.ErrInvalidValue, "the synchronization policy is a stream's attribute, not a kernel node's")
+	case device.KernelNodeAttrCooperative:
+		if v.Value > 1 {
+			return device.Errorf(op, device.ErrInvalidValue, "cooperative %d (0 or 1)", v.Value)
+		}
+		a.cooperative = v.Value
+	default:
+		if err := a.set(op, attr, v); err != nil {
+			return err
+		}
+	}
+	n.attrs = &a
+	return nil
+}
+
+// GraphKernelNodeGetAttribute reads a kernel node's attribute.
+func (c *Context) GraphKernelNodeGetAttribute(h device.GraphNode, attr int) (device.StreamAttr, error) {
+	const op = "cuGraphKernelNodeGetAttribute"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, 0, h, device.GraphNodeKernel)
+	if err != nil {
+		return device.StreamAttr{}, err
+	}
+	a := nodeAttrs(n)
+	switch attr {
+	case device.StreamAttrSyncPolicy:
+		return device.StreamAttr{}, device.Errorf(op, device.ErrInvalidValue, "the synchronization policy is a stream's attribute, not a kernel node's")
+	case device.KernelNodeAttrCooperative:
+		return device.StreamAttr{Value: a.cooperative}, nil
+	}
+	return a.get(op, attr)
+}
+
+// GraphKernelNodeCopyAttributes gives kernel node dst src's attributes.
+func (c *Context) GraphKernelNodeCopyAttributes(dst, src device.GraphNode) error {
+	const op = "cuGraphKernelNodeCopyAttributes"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, err := c.paramNode(op, 0, dst, device.GraphNodeKernel)
+	if err != nil {
+		return err
+	}
+	s, err := c.paramNode(op, 0, src, device.GraphNodeKernel)
+	if err != nil {
+		return err
+	}
+	d.attrs = s.attrs
 	return nil
 }

@@ -170,3 +170,16 @@ CU_API cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hN
 	req.child = (uint64_t)(uintptr_t)childGraph;
 	return vgpu_call(VGPU_OP_GRAPH_EXEC_CHILD_NODE_SET_PARAMS, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
 }
+
+CU_API cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+	VGPU_API();
+	struct vgpu_graph_node_pair_req req = {0};
+	if (!dst)
+		return VGPU_E_INVALID_HANDLE;
+	if (!src)
+		return VGPU_E_INVALID_HANDLE;
+	req.dst = (uint64_t)(uintptr_t)dst;
+	req.src = (uint64_t)(uintptr_t)src;
+	return vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}

@@ -69,6 +69,14 @@ struct vgpu_event {
  * it), or NULL. */
 VGPU_PRIVATE struct vgpu_event *vgpu_event_by_handle(uint64_t h);
 
+/* A CUlaunchAttributeValue of attribute attr (1 access policy window; 2,
+ * 3, 8, 10 an int; 9 a memory sync domain map) as the protocol carries a
+ * stream attribute's value (VGPU_E_INVALID_VALUE: not one of those), and
+ * back; only the attribute's own bytes are read or written. */
+struct vgpu_stream_attr_value;
+VGPU_PRIVATE int vgpu_attr_encode(int attr, const void *value, struct vgpu_stream_attr_value *out);
+VGPU_PRIVATE void vgpu_attr_decode(int attr, const struct vgpu_stream_attr_value *v, void *out);
+
 /* Special stream handles (cuda.h). */
 #define VGPU_STREAM_LEGACY ((struct vgpu_stream *)0x1)
 #define VGPU_STREAM_PER_THREAD ((struct vgpu_stream *)0x2)

@@ -666,40 +666,62 @@ static CUresult stream_attr_dev(CUstream s, uint32_t *dev)
 	return rc;
 }
 
-CU_API cuStreamSetAttribute(CUstream s, int attr, const void *value)
+int vgpu_attr_encode(int attr, const void *value, struct vgpu_stream_attr_value *out)
 {
-	VGPU_API();
-	struct vgpu_stream_attr_req req = {.stream = vgpu_stream_handle(s), .attr = (uint32_t)attr};
-	if (!value)
-		return VGPU_E_INVALID_VALUE;
-	CUresult rc = stream_attr_dev(s, &req.device);
-	if (rc)
-		return rc;
+	memset(out, 0, sizeof *out);
 	switch (attr) {
 	case 1: {
 		struct access_policy_window w;
 		memcpy(&w, value, sizeof w);
-		req.value.window.base = w.base;
-		req.value.window.bytes = w.bytes;
-		memcpy(&req.value.window.hit_ratio, &w.hit_ratio, 4);
-		req.value.window.hit_prop = w.hit_prop;
-		req.value.window.miss_prop = w.miss_prop;
-		break;
+		out->window.base = w.base;
+		out->window.bytes = w.bytes;
+		memcpy(&out->window.hit_ratio, &w.hit_ratio, 4);
+		out->window.hit_prop = w.hit_prop;
+		out->window.miss_prop = w.miss_prop;
+		return 0;
 	}
-	case 3: case 8: case 10: {
+	case 2: case 3: case 8: case 10: {
 		int32_t v;
 		memcpy(&v, value, sizeof v);
-		req.value.value = (uint32_t)v;
-		break;
+		out->value = (uint32_t)v;
+		return 0;
 	}
 	case 9: {
 		const uint8_t *m = value;
-		req.value.value = m[0] | (uint32_t)m[1] << 8;
-		break;
+		out->value = m[0] | (uint32_t)m[1] << 8;
+		return 0;
 	}
-	default:
-		return VGPU_E_INVALID_VALUE; /* not a stream attribute */
 	}
+	return VGPU_E_INVALID_VALUE;
+}
+
+void vgpu_attr_decode(int attr, const struct vgpu_stream_attr_value *v, void *out)
+{
+	if (attr == 1) {
+		struct access_policy_window w = {.base = v->window.base, .bytes = v->window.bytes,
+			.hit_prop = v->window.hit_prop, .miss_prop = v->window.miss_prop};
+		memcpy(&w.hit_ratio, &v->window.hit_ratio, 4);
+		memcpy(out, &w, sizeof w);
+	} else if (attr == 9) {
+		uint8_t m[2] = {(uint8_t)v->value, (uint8_t)(v->value >> 8)};
+		memcpy(out, m, sizeof m);
+	} else {
+		int32_t i = (int32_t)v->value;
+		memcpy(out, &i, sizeof i);
+	}
+}
+
+CU_API cuStreamSetAttribute(CUstream s, int attr, const void *value)
+{
+	VGPU_API();
+	struct vgpu_stream_attr_req req = {.stream = vgpu_stream_handle(s), .attr = (uint32_t)attr};
+	if (!value || attr == 2) /* COOPERATIVE: a launch's, not a stream's */
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = stream_attr_dev(s, &req.device);
+	if (rc)
+		return rc;
+	if ((rc = vgpu_attr_encode(attr, value, &req.value)))
+		return rc; /* not a stream attribute */
 	rc = vgpu_call(VGPU_OP_STREAM_SET_ATTRIBUTE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
 	if (!rc && attr == 8 && vgpu_stream_handle(s))
 		s->priority = (int)req.value.value;
@@ -719,18 +741,7 @@ CU_API cuStreamGetAttribute(CUstream s, int attr, void *out)
 		rc = vgpu_call(VGPU_OP_STREAM_GET_ATTRIBUTE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
 	if (rc)
 		return rc;
-	if (attr == 1) {
-		struct access_policy_window w = {.base = rep.window.base, .bytes = rep.window.bytes,
-			.hit_prop = rep.window.hit_prop, .miss_prop = rep.window.miss_prop};
-		memcpy(&w.hit_ratio, &rep.window.hit_ratio, 4);
-		memcpy(out, &w, sizeof w);
-	} else if (attr == 9) {
-		uint8_t m[2] = {(uint8_t)rep.value, (uint8_t)(rep.value >> 8)};
-		memcpy(out, m, sizeof m);
-	} else {
-		int32_t v = (int32_t)rep.value;
-		memcpy(out, &v, sizeof v);
-	}
+	vgpu_attr_decode(attr, &rep, out);
 	return 0;
 }
 VGPU_ALIAS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute);

@@ -1136,3 +1136,35 @@ CU_API cuGraphAddChildGraphNode(void **node, void *graph, void *const *deps, siz
 	req.child = node_handle(child);
 	return add_node(VGPU_OP_GRAPH_ADD_CHILD_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
 }
+
+/* ---- kernel node attributes: those of a stream but the synchronization
+ * policy, and COOPERATIVE (CUkernelNodeAttrValue is the launch attribute
+ * union; only the attribute's own bytes are read or written). ---- */
+
+CU_API cuGraphKernelNodeSetAttribute(void *node, int attr, const void *value)
+{
+	VGPU_API();
+	if (!node || !value)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_kernel_node_attr_req req = {.node = node_handle(node), .attr = (uint32_t)attr};
+	if (vgpu_attr_encode(attr, value, &req.value)) {
+		VWARN("cuGraphKernelNodeSetAttribute: attribute %d is not served on vgpu (1, 2, 8, 9, 10 are)", attr);
+		return VGPU_E_NOT_SUPPORTED;
+	}
+	return vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_SET_ATTRIBUTE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuGraphKernelNodeGetAttribute(void *node, int attr, void *value)
+{
+	VGPU_API();
+	if (!node || !value)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_kernel_node_attr_req req = {.node = node_handle(node), .attr = (uint32_t)attr};
+	struct vgpu_stream_attr_value rep;
+	memset(&rep, 0, sizeof rep);
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_GET_ATTRIBUTE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	vgpu_attr_decode(attr, &rep, value);
+	return 0;
+}
