@@ -6,8 +6,8 @@
  * asynchronous calls, the device-info cache, the maps of device allocations
  * and pinned host ranges, modules and functions, logging and statistics.
  * It exports the functions below as vgpu_* (unversioned, private);
- * libcudart.so.* and libnvidia-ml.so.1 link against it, so a process that
- * uses the runtime and the driver API has one session with the host.
+ * libnvidia-ml.so.1 links against it, so a process that uses CUDA and NVML
+ * has one session with the host.
  *
  * Every function returning int returns a CUresult (0 = success).
  */

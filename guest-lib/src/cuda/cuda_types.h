@@ -45,15 +45,13 @@ struct vgpu_ctx {
 	struct vgpu_ctx *next; /* created contexts: the live list */
 };
 
-/* A stream. cudaStream_t and CUstream are both pointers to it. */
+/* A stream: what a CUstream points to. */
 struct vgpu_stream {
 	uint64_t handle; /* host stream handle */
 	int dev;
 	unsigned flags;
 	int priority;
-	void *capture; /* runtime: the graph being captured, or NULL */
-	int capture_mode;
-	unsigned long long capture_id;
+	unsigned long long capture_id; /* the driver capture in progress (graph.c), or 0 */
 };
 
 /* An event. */
@@ -61,7 +59,6 @@ struct vgpu_event {
 	uint64_t handle;
 	int dev;
 	unsigned flags;
-	void *capture; /* runtime: recorded into this graph during capture */
 };
 
 /* Special stream handles (cuda.h). */
@@ -220,14 +217,8 @@ VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgra
 int vgpu_cu_captures_active(void);
 CUresult vgpu_cu_capture_status(CUstream s, int *status);
 
-/* Exported driver API calls the runtime uses. */
-VGPU_EXPORT CUresult cuDriverGetVersion(int *v);
-VGPU_EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice d);
-
-/* Inside libcuda.so.1 (driver.c): CUDA_ERROR_NOT_INITIALIZED until cuInit,
- * or until the runtime makes a primary context current. */
+/* Inside libcuda.so.1 (driver.c): CUDA_ERROR_NOT_INITIALIZED until cuInit. */
 CUresult vgpu_cu_need_init(void);
-void vgpu_cu_mark_init(void);
 
 /* Inside libcuda.so.1 (context.c): context-local storage, the CLS export
  * table's put/delete/get (EXPORT-TABLES.md §3); ctx NULL is the calling
@@ -256,12 +247,8 @@ VGPU_EXPORT CUresult cuModuleLoadData(CUmodule *pm, const void *img);
 VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d);
 VGPU_EXPORT CUresult cuCtxGetCurrent(CUcontext *pc);
 
-/* Private: the current context's device of the calling thread (driver API
- * state), used by the runtime to keep both APIs in step. */
-VGPU_PRIVATE int vgpu_ctx_device(int *dev);
-VGPU_PRIVATE void vgpu_ctx_use_primary(int dev);
-VGPU_PRIVATE const char *vgpu_cu_error_name(int e);
-VGPU_PRIVATE const char *vgpu_cu_error_string(int e);
+/* The current context's device of the calling thread (context.c). */
+int vgpu_ctx_device(int *dev);
 /* The CUDA version cuDriverGetVersion reports (driver.c). */
 VGPU_PRIVATE int vgpu_driver_version(void);
 VGPU_PRIVATE int vgpu_module_loading_mode(void);
