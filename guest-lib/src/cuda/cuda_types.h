@@ -182,9 +182,9 @@ enum { VGPU_MT_HOST = 1, VGPU_MT_DEVICE = 2, VGPU_MT_ARRAY = 3, VGPU_MT_UNIFIED 
 
 /* array.c: a 3D copy between any of host memory, device memory and CUDA
  * arrays (cuMemcpy3D); memory2d.c sends 2D copies with an array side here. */
-VGPU_PRIVATE CUresult vgpu_copy3d(const CUDA_MEMCPY3D *c, CUstream s, int async);
+CUresult vgpu_copy3d(const CUDA_MEMCPY3D *c, CUstream s, int async);
 /* memory2d.c: a 2D copy between host and device memory (no arrays). */
-VGPU_PRIVATE CUresult vgpu_copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async);
+CUresult vgpu_copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async);
 
 #define VGPU_ALIAS(name, target) \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
@@ -250,8 +250,8 @@ VGPU_EXPORT CUresult cuCtxGetCurrent(CUcontext *pc);
 /* The current context's device of the calling thread (context.c). */
 int vgpu_ctx_device(int *dev);
 /* The CUDA version cuDriverGetVersion reports (driver.c). */
-VGPU_PRIVATE int vgpu_driver_version(void);
-VGPU_PRIVATE int vgpu_module_loading_mode(void);
+int vgpu_driver_version(void);
+int vgpu_module_loading_mode(void);
 /* module.c: an image as cuModuleLoadData takes it (a fatbin wrapper, a
  * fatbin, a cubin or PTX): where its bytes start, their size and
  * VGPU_IMAGE_* kind; and a module file read whole into *image (malloc'd). */
@@ -260,6 +260,6 @@ CUresult vgpu_image_file(const char *path, void **image, uint64_t *size, int *ki
 /* Resolves a driver API symbol as cuGetProcAddress does: 0, or
  * VGPU_E_NOT_FOUND with *status (if non-NULL) saying why, or
  * VGPU_E_INVALID_VALUE (bad arguments, a version above ours). */
-VGPU_PRIVATE int vgpu_proc_address(const char *name, void **pfn, int version, unsigned long long flags, int *status);
+int vgpu_proc_address(const char *name, void **pfn, int version, unsigned long long flags, int *status);
 
 #endif
