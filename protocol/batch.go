@@ -4,13 +4,16 @@ import (
 	"fmt"
 )
 
-// BatchIter walks the sub-frames of an OpBatch payload.
+// BatchIter walks the sub-frames of an OpBatch or OpBatchSync payload.
 type BatchIter struct {
 	rest  []byte
 	left  uint32
 	lim   Limits
 	index uint32
 	err   error
+	// lastSync: the last sub-frame is OpBatchSync's synchronous call
+	// (RidesBatchSync), the others batchable.
+	lastSync bool
 }
 
 // NewBatchIter checks the batch's fixed part and returns an iterator over its
@@ -24,6 +27,28 @@ func NewBatchIter(payload []byte, lim Limits, maxCalls uint32) (*BatchIter, uint
 		return nil, 0, fmt.Errorf("%w: batch of %d calls > %d", ErrTooLarge, req.Count, maxCalls)
 	}
 	return &BatchIter{rest: tail, left: req.Count, lim: lim}, req.Count, nil
+}
+
+// NewBatchSyncIter is NewBatchIter for an OpBatchSync payload: Count
+// sub-frames (at least one), the last of them a call that RidesBatchSync.
+func NewBatchSyncIter(payload []byte, lim Limits, maxCalls uint32) (*BatchIter, uint32, error) {
+	it, n, err := NewBatchIter(payload, lim, maxCalls)
+	if err != nil {
+		return nil, 0, err
+	}
+	if n == 0 {
+		return nil, 0, fmt.Errorf("%w: a BATCH_SYNC of no calls (its last is the synchronous one)", ErrPayload)
+	}
+	it.lastSync = true
+	return it, n, nil
+}
+
+// RidesBatchSync says the call may be the last sub-frame of OpBatchSync:
+// any request a library sends alone and waits for, except the session's
+// own (HELLO, batches, rings, ...), calls that carry file descriptors, and
+// HOST_FUNC_DONE (answered by the reader at once, never behind a call).
+func (i *OpInfo) RidesBatchSync() bool {
+	return i.Shape != ShapeNotify && !i.FD && i.Op.Area() != AreaSession && i.Op != OpHostFuncDone
 }
 
 // Next returns the next sub-frame, or false at the end or on error (see Err).
@@ -45,7 +70,12 @@ func (it *BatchIter) Next() (Frame, bool) {
 		return Frame{}, false
 	}
 	info, ok := Lookup(f.Opcode)
-	if !ok || !info.Batchable() {
+	if it.lastSync && it.left == 1 {
+		if !ok || !info.RidesBatchSync() || f.Flags&FlagNoReply != 0 {
+			it.err = fmt.Errorf("batch call %d: %w: %v (flags %#x) cannot be a BATCH_SYNC's synchronous call", it.index, ErrPayload, f.Opcode, uint32(f.Flags))
+			return Frame{}, false
+		}
+	} else if !ok || !info.Batchable() {
 		it.err = fmt.Errorf("batch call %d: %w: %v is not batchable", it.index, ErrPayload, f.Opcode)
 		return Frame{}, false
 	}

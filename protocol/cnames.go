@@ -38,6 +38,7 @@ var CConstants = []NamedConst{
 	{"FEATURE_HOST_SHARE", FeatureHostShare},
 	{"FEATURE_DEVICE_OUTPUT", FeatureDeviceOutput},
 	{"FEATURE_SHM_RING", FeatureShmRing},
+	{"FEATURE_BATCH_SYNC", FeatureBatchSync},
 
 	{"ROLE_LIBRARY", uint64(RoleLibrary)},
 	{"ROLE_DRIVER", uint64(RoleDriver)},
@@ -73,6 +74,7 @@ var CConstants = []NamedConst{
 	{"MAX_FUNCTION_LIST_BYTES", MaxFunctionListBytes},
 	{"MAX_GRAPH_NODE_LIST", MaxGraphNodeList},
 	{"MAX_GRAPH_DEPS", MaxGraphDeps},
+	{"MAX_GRAPH_EDGES", MaxGraphEdges},
 	{"GRAPH_COPY_HTOD", uint64(GraphCopyHtoD)},
 	{"GRAPH_COPY_DTOH", uint64(GraphCopyDtoH)},
 	{"GRAPH_COPY_DTOD", uint64(GraphCopyDtoD)},

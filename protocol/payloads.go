@@ -46,6 +46,9 @@ const (
 	// FeatureShmRing: host mode's requests and replies on shared-memory
 	// rings (OpRingSetup; see ring.go).
 	FeatureShmRing uint64 = 1 << 7
+	// FeatureBatchSync: OpBatchSync, queued calls and the synchronous
+	// call after them in one frame and one reply.
+	FeatureBatchSync uint64 = 1 << 8
 )
 
 // Roles of a HELLO sender.
@@ -96,6 +99,21 @@ type BatchReply struct {
 	FailedIndex     uint32 // index of the first failed call (== Count if none)
 	FirstError      int32  // its CUresult (0 if none)
 	Pad0            uint32
+	FailedRequestID uint64
+}
+
+// BatchSyncReply answers OpBatchSync: how far its queued calls got, as
+// BatchReply says it, and whether its last call ran. When Ran is 1 the tail
+// is the last call's own reply frame (header, padded payload), as it would
+// have come had the call been sent alone; when Ran is 0 the last call did
+// not run (a host function of the session was outstanding once the queued
+// calls had run: its completion may be behind this frame) and the library
+// sends it again on its own.
+type BatchSyncReply struct {
+	Executed        uint32 // queued calls executed without error
+	FailedIndex     uint32 // index of the first failed queued call (== Count-1 if none)
+	FirstError      int32  // its CUresult (0 if none)
+	Ran             uint32 // 1: the last call ran and its reply is the tail; 0: it did not
 	FailedRequestID uint64
 }
 
@@ -909,6 +927,108 @@ type GraphMemcpyNodeSetReq struct {
 	Node   uint64
 	Exec   uint64
 	Params GraphMemcpyParams
+}
+
+// GraphEdgesReq adds (GRAPH_ADD_DEPENDENCIES: cuGraphAddDependencies) or
+// removes (GRAPH_REMOVE_DEPENDENCIES: cuGraphRemoveDependencies) Count
+// edges of Graph, at most MaxGraphEdges; the tail holds Count (from, to)
+// pairs of node handles (uint64 each): to depends on from.
+type GraphEdgesReq struct {
+	Graph uint64
+	Count uint32
+	Pad0  uint32
+}
+
+// MaxGraphEdges bounds the edges one GraphEdgesReq adds or removes.
+const MaxGraphEdges = 1024
+
+// GraphGetEdgesReq lists a graph's edges from edge First on
+// (GRAPH_GET_EDGES: cuGraphGetEdges). The reply is a GraphNodesReply
+// (Total edges, Count of them here) and Count (from, to) pairs of node
+// handles, at most MaxGraphNodeList/2 of them.
+type GraphGetEdgesReq struct {
+	Graph uint64
+	First uint32
+	Pad0  uint32
+}
+
+// GraphNodeDepsReq lists a node's dependencies (Dependents 0:
+// cuGraphNodeGetDependencies) or the nodes that depend on it
+// (Dependents 1: cuGraphNodeGetDependentNodes) from First on
+// (GRAPH_NODE_GET_DEPENDENCIES); the reply is a GraphNodesReply and its
+// node handles.
+type GraphNodeDepsReq struct {
+	Node       uint64
+	Dependents uint32
+	First      uint32
+}
+
+// GraphExecFlagsReply answers GRAPH_EXEC_GET_FLAGS: the
+// CUgraphInstantiate_flags the executable graph was instantiated with.
+type GraphExecFlagsReply struct {
+	Flags uint64
+}
+
+// GraphAddEventNodeReq adds an event record node (GRAPH_ADD_EVENT_NODE:
+// cuGraphAddEventRecordNode, Wait 0) or an event wait node
+// (cuGraphAddEventWaitNode, Wait 1) of Event. The tail holds NumDeps node
+// handles.
+type GraphAddEventNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Wait    uint32
+	Event   uint64
+}
+
+// GraphEventNodeReq reads (GRAPH_EVENT_NODE_GET_EVENT: Exec and Event 0;
+// the reply is a HandleReply) or sets (GRAPH_EVENT_NODE_SET_EVENT) the
+// event of an event record (Wait 0) or wait (Wait 1) node: on the graph's
+// node when Exec is 0, on its copy in executable graph Exec else.
+type GraphEventNodeReq struct {
+	Node  uint64
+	Exec  uint64
+	Event uint64
+	Wait  uint32
+	Pad0  uint32
+}
+
+// GraphAddChildNodeReq adds a child graph node holding a copy of graph
+// Child (GRAPH_ADD_CHILD_NODE: cuGraphAddChildGraphNode). The tail holds
+// NumDeps node handles.
+type GraphAddChildNodeReq struct {
+	Graph   uint64
+	NumDeps uint32
+	Pad0    uint32
+	Child   uint64
+}
+
+// GraphExecChildSetReq gives the copy of child graph node Node in
+// executable graph Exec the node parameters of graph Child, of the same
+// shape (GRAPH_EXEC_CHILD_NODE_SET_PARAMS: cuGraphExecChildGraphNodeSetParams).
+type GraphExecChildSetReq struct {
+	Exec  uint64
+	Node  uint64
+	Child uint64
+}
+
+// GraphKernelNodeAttrReq sets (GRAPH_KERNEL_NODE_SET_ATTRIBUTE) or gets
+// (GRAPH_KERNEL_NODE_GET_ATTRIBUTE, a zero value; the reply is a
+// StreamAttrValue) attribute Attr of a kernel node (CUkernelNodeAttrID:
+// ACCESS_POLICY_WINDOW 1, COOPERATIVE 2, PRIORITY 8, MEM_SYNC_DOMAIN_MAP
+// 9, MEM_SYNC_DOMAIN 10), its value laid out as a stream attribute's
+// (COOPERATIVE: Value 0 or 1).
+type GraphKernelNodeAttrReq struct {
+	Node  uint64
+	Attr  uint32
+	Pad0  uint32
+	Value StreamAttrValue
+}
+
+// GraphNodePairReq names two nodes: GRAPH_KERNEL_NODE_COPY_ATTRIBUTES
+// gives kernel node Dst the attributes of kernel node Src.
+type GraphNodePairReq struct {
+	Dst uint64
+	Src uint64
 }
 
 // GraphExecUpdateReq gives an executable graph the node parameters of a

@@ -39,6 +39,7 @@ typedef float vgpu_f32;
 #define VGPU_FEATURE_HOST_SHARE 0x20u
 #define VGPU_FEATURE_DEVICE_OUTPUT 0x40u
 #define VGPU_FEATURE_SHM_RING 0x80u
+#define VGPU_FEATURE_BATCH_SYNC 0x100u
 #define VGPU_ROLE_LIBRARY 0x1u
 #define VGPU_ROLE_DRIVER 0x2u
 #define VGPU_COPY_ASYNC 0x1u
@@ -69,6 +70,7 @@ typedef float vgpu_f32;
 #define VGPU_MAX_FUNCTION_LIST_BYTES 0x8000u
 #define VGPU_MAX_GRAPH_NODE_LIST 0x1000u
 #define VGPU_MAX_GRAPH_DEPS 0x400u
+#define VGPU_MAX_GRAPH_EDGES 0x400u
 #define VGPU_GRAPH_COPY_HTOD 0x1u
 #define VGPU_GRAPH_COPY_DTOH 0x2u
 #define VGPU_GRAPH_COPY_DTOD 0x3u
@@ -115,6 +117,7 @@ typedef float vgpu_f32;
 #define VGPU_OP_RING_SETUP_GUEST 0x0009u
 #define VGPU_OP_RING_BELL 0x000au
 #define VGPU_OP_RING_TEARDOWN 0x000bu
+#define VGPU_OP_BATCH_SYNC 0x000cu
 #define VGPU_OP_DEVICE_GET_COUNT 0x0101u
 #define VGPU_OP_DEVICE_GET_INFO 0x0102u
 #define VGPU_OP_DRIVER_GET_VERSION 0x0103u
@@ -217,6 +220,20 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_MEMSET_NODE_SET_PARAMS 0x0716u
 #define VGPU_OP_GRAPH_MEMCPY_NODE_GET_PARAMS 0x0717u
 #define VGPU_OP_GRAPH_MEMCPY_NODE_SET_PARAMS 0x0718u
+#define VGPU_OP_GRAPH_ADD_DEPENDENCIES 0x0719u
+#define VGPU_OP_GRAPH_REMOVE_DEPENDENCIES 0x071au
+#define VGPU_OP_GRAPH_GET_EDGES 0x071bu
+#define VGPU_OP_GRAPH_NODE_GET_DEPENDENCIES 0x071cu
+#define VGPU_OP_GRAPH_EXEC_GET_FLAGS 0x071du
+#define VGPU_OP_GRAPH_ADD_EVENT_NODE 0x071eu
+#define VGPU_OP_GRAPH_EVENT_NODE_GET_EVENT 0x071fu
+#define VGPU_OP_GRAPH_EVENT_NODE_SET_EVENT 0x0720u
+#define VGPU_OP_GRAPH_ADD_CHILD_NODE 0x0721u
+#define VGPU_OP_GRAPH_CHILD_NODE_GET_GRAPH 0x0722u
+#define VGPU_OP_GRAPH_EXEC_CHILD_NODE_SET_PARAMS 0x0723u
+#define VGPU_OP_GRAPH_KERNEL_NODE_GET_ATTRIBUTE 0x0724u
+#define VGPU_OP_GRAPH_KERNEL_NODE_SET_ATTRIBUTE 0x0725u
+#define VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES 0x0726u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -397,6 +414,20 @@ struct vgpu_ring_bell_req {
 _Static_assert(sizeof(struct vgpu_ring_bell_req) == 8, "vgpu_ring_bell_req size");
 _Static_assert(offsetof(struct vgpu_ring_bell_req, bell) == 0, "vgpu_ring_bell_req.bell");
 _Static_assert(offsetof(struct vgpu_ring_bell_req, pad) == 4, "vgpu_ring_bell_req.pad");
+
+struct vgpu_batch_sync_reply {
+	uint32_t executed;
+	uint32_t failed_index;
+	int32_t first_error;
+	uint32_t ran;
+	uint64_t failed_request_id;
+};
+_Static_assert(sizeof(struct vgpu_batch_sync_reply) == 24, "vgpu_batch_sync_reply size");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, executed) == 0, "vgpu_batch_sync_reply.executed");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, failed_index) == 4, "vgpu_batch_sync_reply.failed_index");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, first_error) == 8, "vgpu_batch_sync_reply.first_error");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, ran) == 12, "vgpu_batch_sync_reply.ran");
+_Static_assert(offsetof(struct vgpu_batch_sync_reply, failed_request_id) == 16, "vgpu_batch_sync_reply.failed_request_id");
 
 struct vgpu_device_count_reply {
 	uint32_t count;
@@ -1562,6 +1593,110 @@ _Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, node) == 0, "vgpu
 _Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, exec) == 8, "vgpu_graph_memcpy_node_set_req.exec");
 _Static_assert(offsetof(struct vgpu_graph_memcpy_node_set_req, params) == 16, "vgpu_graph_memcpy_node_set_req.params");
 
+struct vgpu_graph_edges_req {
+	uint64_t graph;
+	uint32_t count;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_edges_req) == 16, "vgpu_graph_edges_req size");
+_Static_assert(offsetof(struct vgpu_graph_edges_req, graph) == 0, "vgpu_graph_edges_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_edges_req, count) == 8, "vgpu_graph_edges_req.count");
+_Static_assert(offsetof(struct vgpu_graph_edges_req, pad0) == 12, "vgpu_graph_edges_req.pad0");
+
+struct vgpu_graph_get_edges_req {
+	uint64_t graph;
+	uint32_t first;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_get_edges_req) == 16, "vgpu_graph_get_edges_req size");
+_Static_assert(offsetof(struct vgpu_graph_get_edges_req, graph) == 0, "vgpu_graph_get_edges_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_get_edges_req, first) == 8, "vgpu_graph_get_edges_req.first");
+_Static_assert(offsetof(struct vgpu_graph_get_edges_req, pad0) == 12, "vgpu_graph_get_edges_req.pad0");
+
+struct vgpu_graph_node_deps_req {
+	uint64_t node;
+	uint32_t dependents;
+	uint32_t first;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_deps_req) == 16, "vgpu_graph_node_deps_req size");
+_Static_assert(offsetof(struct vgpu_graph_node_deps_req, node) == 0, "vgpu_graph_node_deps_req.node");
+_Static_assert(offsetof(struct vgpu_graph_node_deps_req, dependents) == 8, "vgpu_graph_node_deps_req.dependents");
+_Static_assert(offsetof(struct vgpu_graph_node_deps_req, first) == 12, "vgpu_graph_node_deps_req.first");
+
+struct vgpu_graph_exec_flags_reply {
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct vgpu_graph_exec_flags_reply) == 8, "vgpu_graph_exec_flags_reply size");
+_Static_assert(offsetof(struct vgpu_graph_exec_flags_reply, flags) == 0, "vgpu_graph_exec_flags_reply.flags");
+
+struct vgpu_graph_add_event_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t wait;
+	uint64_t event;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_event_node_req) == 24, "vgpu_graph_add_event_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_event_node_req, graph) == 0, "vgpu_graph_add_event_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_event_node_req, num_deps) == 8, "vgpu_graph_add_event_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_event_node_req, wait) == 12, "vgpu_graph_add_event_node_req.wait");
+_Static_assert(offsetof(struct vgpu_graph_add_event_node_req, event) == 16, "vgpu_graph_add_event_node_req.event");
+
+struct vgpu_graph_event_node_req {
+	uint64_t node;
+	uint64_t exec;
+	uint64_t event;
+	uint32_t wait;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_event_node_req) == 32, "vgpu_graph_event_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, node) == 0, "vgpu_graph_event_node_req.node");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, exec) == 8, "vgpu_graph_event_node_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, event) == 16, "vgpu_graph_event_node_req.event");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, wait) == 24, "vgpu_graph_event_node_req.wait");
+_Static_assert(offsetof(struct vgpu_graph_event_node_req, pad0) == 28, "vgpu_graph_event_node_req.pad0");
+
+struct vgpu_graph_add_child_node_req {
+	uint64_t graph;
+	uint32_t num_deps;
+	uint32_t pad0;
+	uint64_t child;
+};
+_Static_assert(sizeof(struct vgpu_graph_add_child_node_req) == 24, "vgpu_graph_add_child_node_req size");
+_Static_assert(offsetof(struct vgpu_graph_add_child_node_req, graph) == 0, "vgpu_graph_add_child_node_req.graph");
+_Static_assert(offsetof(struct vgpu_graph_add_child_node_req, num_deps) == 8, "vgpu_graph_add_child_node_req.num_deps");
+_Static_assert(offsetof(struct vgpu_graph_add_child_node_req, pad0) == 12, "vgpu_graph_add_child_node_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_add_child_node_req, child) == 16, "vgpu_graph_add_child_node_req.child");
+
+struct vgpu_graph_exec_child_set_req {
+	uint64_t exec;
+	uint64_t node;
+	uint64_t child;
+};
+_Static_assert(sizeof(struct vgpu_graph_exec_child_set_req) == 24, "vgpu_graph_exec_child_set_req size");
+_Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, exec) == 0, "vgpu_graph_exec_child_set_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, node) == 8, "vgpu_graph_exec_child_set_req.node");
+_Static_assert(offsetof(struct vgpu_graph_exec_child_set_req, child) == 16, "vgpu_graph_exec_child_set_req.child");
+
+struct vgpu_graph_kernel_node_attr_req {
+	uint64_t node;
+	uint32_t attr;
+	uint32_t pad0;
+	struct vgpu_stream_attr_value value;
+};
+_Static_assert(sizeof(struct vgpu_graph_kernel_node_attr_req) == 56, "vgpu_graph_kernel_node_attr_req size");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_attr_req, node) == 0, "vgpu_graph_kernel_node_attr_req.node");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_attr_req, attr) == 8, "vgpu_graph_kernel_node_attr_req.attr");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_attr_req, pad0) == 12, "vgpu_graph_kernel_node_attr_req.pad0");
+_Static_assert(offsetof(struct vgpu_graph_kernel_node_attr_req, value) == 16, "vgpu_graph_kernel_node_attr_req.value");
+
+struct vgpu_graph_node_pair_req {
+	uint64_t dst;
+	uint64_t src;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_pair_req) == 16, "vgpu_graph_node_pair_req size");
+_Static_assert(offsetof(struct vgpu_graph_node_pair_req, dst) == 0, "vgpu_graph_node_pair_req.dst");
+_Static_assert(offsetof(struct vgpu_graph_node_pair_req, src) == 8, "vgpu_graph_node_pair_req.src");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1635,6 +1770,7 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_RING_SETUP_GUEST: return "RING_SETUP_GUEST";
 	case VGPU_OP_RING_BELL: return "RING_BELL";
 	case VGPU_OP_RING_TEARDOWN: return "RING_TEARDOWN";
+	case VGPU_OP_BATCH_SYNC: return "BATCH_SYNC";
 	case VGPU_OP_DEVICE_GET_COUNT: return "DEVICE_GET_COUNT";
 	case VGPU_OP_DEVICE_GET_INFO: return "DEVICE_GET_INFO";
 	case VGPU_OP_DRIVER_GET_VERSION: return "DRIVER_GET_VERSION";
@@ -1737,6 +1873,20 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_MEMSET_NODE_SET_PARAMS: return "GRAPH_MEMSET_NODE_SET_PARAMS";
 	case VGPU_OP_GRAPH_MEMCPY_NODE_GET_PARAMS: return "GRAPH_MEMCPY_NODE_GET_PARAMS";
 	case VGPU_OP_GRAPH_MEMCPY_NODE_SET_PARAMS: return "GRAPH_MEMCPY_NODE_SET_PARAMS";
+	case VGPU_OP_GRAPH_ADD_DEPENDENCIES: return "GRAPH_ADD_DEPENDENCIES";
+	case VGPU_OP_GRAPH_REMOVE_DEPENDENCIES: return "GRAPH_REMOVE_DEPENDENCIES";
+	case VGPU_OP_GRAPH_GET_EDGES: return "GRAPH_GET_EDGES";
+	case VGPU_OP_GRAPH_NODE_GET_DEPENDENCIES: return "GRAPH_NODE_GET_DEPENDENCIES";
+	case VGPU_OP_GRAPH_EXEC_GET_FLAGS: return "GRAPH_EXEC_GET_FLAGS";
+	case VGPU_OP_GRAPH_ADD_EVENT_NODE: return "GRAPH_ADD_EVENT_NODE";
+	case VGPU_OP_GRAPH_EVENT_NODE_GET_EVENT: return "GRAPH_EVENT_NODE_GET_EVENT";
+	case VGPU_OP_GRAPH_EVENT_NODE_SET_EVENT: return "GRAPH_EVENT_NODE_SET_EVENT";
+	case VGPU_OP_GRAPH_ADD_CHILD_NODE: return "GRAPH_ADD_CHILD_NODE";
+	case VGPU_OP_GRAPH_CHILD_NODE_GET_GRAPH: return "GRAPH_CHILD_NODE_GET_GRAPH";
+	case VGPU_OP_GRAPH_EXEC_CHILD_NODE_SET_PARAMS: return "GRAPH_EXEC_CHILD_NODE_SET_PARAMS";
+	case VGPU_OP_GRAPH_KERNEL_NODE_GET_ATTRIBUTE: return "GRAPH_KERNEL_NODE_GET_ATTRIBUTE";
+	case VGPU_OP_GRAPH_KERNEL_NODE_SET_ATTRIBUTE: return "GRAPH_KERNEL_NODE_SET_ATTRIBUTE";
+	case VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES: return "GRAPH_KERNEL_NODE_COPY_ATTRIBUTES";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

@@ -3,7 +3,7 @@
 # gpu-guestring.sh. WHAT: calls (bench calls on rings and with VGPU_RING=0,
 # twice, in turns), calls-once (each once), longspin (on rings with
 # VGPU_RING_SPIN_US=2000), programs CT (a few CUDA programs on rings, each
-# checked to have used them).
+# checked to have used them), nccl PROG (the single-GPU NCCL program).
 set -uo pipefail
 carry=$1
 shift
@@ -41,6 +41,13 @@ while (($#)); do
 			echo "prog=$p rc=$rc rings=$(grep -c 'on rings in guest RAM' <<<"$o")"
 			((rc == 0)) || tail -5 <<<"$o"
 		done
+		;;
+	nccl)
+		# single-GPU NCCL (scripts/cuda-libs/nccl.cu) on NVIDIA's static runtime
+		o=$(NCCL_DEBUG=WARN timeout 120 "$2" 2>&1)
+		echo "prog=nccl rc=$?"
+		tail -5 <<<"$o"
+		shift
 		;;
 	esac
 	shift

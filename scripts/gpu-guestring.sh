@@ -11,19 +11,21 @@
 #   3. the same guest against the default --isolate (a worker per VM): bench
 #      calls on rings and off, and a handful of CUDA programs on rings
 #      (vector_add, host_callback, two_threads, streams_overlap,
-#      memcpy_to_symbol, sticky_error)
+#      memcpy_to_symbol, sticky_error) and single-GPU NCCL
 #   4. summary.txt: each `bench calls` table with its label, and the guest's
 #      count of sessions on rings
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu; it must be made
 # from a tree with the rings: vgpu, lib/, image/ with vgpu.ko,
-# qemu-bundle.tar.xz). Writes calls-*.txt, the serve logs and summary.txt
-# to $OUT. Environment: MIN_TIME per measurement (default 1s); DEVICE
+# qemu-bundle.tar.xz). Writes summary.txt and all.tgz (calls-*.txt, the serve
+# logs, summary.txt) to $OUT. Environment: MIN_TIME per measurement (default 1s); DEVICE
 # (default cuda; sim to try it without a GPU).
 set -uo pipefail
 carry=$(realpath "${1:-.gpu}")
-out=${OUT:-/tmp/vgpu-out}
-mkdir -p "$out"
+final=${OUT:-/tmp/vgpu-out} # gets summary.txt and all.tgz (the device tool returns 8 files)
+out=/tmp/vgpu-guestring
+rm -rf "$out"
+mkdir -p "$out" "$final"
 vgpu=$carry/vgpu
 mt=${MIN_TIME:-1s}
 dev=${DEVICE:-cuda}
@@ -77,7 +79,9 @@ ct=$repo/build/ct
 if [[ ! -x $ct/sm_90/vector_add ]]; then
 	scripts/cuda-tests/build.sh "$ct" --arch sm_90 >"$out/build.log" 2>&1 || tail -20 "$out/build.log"
 fi
-guest "$sock" calls-guest-vm -- "$repo/scripts/gpu-guestring-guest.sh" "$carry" calls-once programs "$ct/sm_90"
+nb=$repo/build/nccl
+[[ -x $nb/nccl ]] || CUDA_LIBS_ONLY=nccl scripts/cuda-libs/build.sh "$nb" --arch sm_90 >"$out/build-nccl.log" 2>&1
+guest "$sock" calls-guest-vm -- "$repo/scripts/gpu-guestring-guest.sh" "$carry" calls-once programs "$ct/sm_90" nccl "$nb/nccl"
 kill $srv
 wait $srv 2>/dev/null
 
@@ -90,4 +94,6 @@ wait $srv 2>/dev/null
 		grep -E '^(----|side|vgpu |prog=)' "$out/$f.txt"
 	done
 } >"$out/summary.txt"
+cp "$out/summary.txt" "$final/"
+tar czf "$final/all.tgz" -C "$out" .
 cat "$out/summary.txt"

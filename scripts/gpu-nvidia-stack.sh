@@ -12,6 +12,8 @@
 # "host": natively, then host mode (vgpu serve --device cuda --unix); "guest": the
 # same inside the TCG test guest (torch with --quick: fewer steps, no CuPy/Triton);
 # "all": both (over 10 minutes: run the two as separate commands on the device tool).
+# STACK_PARTS (default "libs ct torch") picks the suites: e.g. STACK_PARTS=torch
+# runs only PyTorch (no build), natively with "host", or in the guest with "guest".
 # Only libcuda.so.1 and libnvidia-ml.so.1 of vgpu are on the library path (no
 # LD_PRELOAD, no file of a program or wheel replaced). A table is printed last;
 # logs and JSON go under $OUT; on vgpu each program's VGPU_LOG=info log is kept and
@@ -33,6 +35,7 @@ rm -rf "$drv" && mkdir -p "$drv" && cp -a "$carry"/lib/libcuda.so* "$carry"/lib/
 py=/opt/torch/.venv/bin/python3
 [[ -x $py ]] || py=python3
 summary=$out/stack-summary.txt
+parts=" ${STACK_PARTS:-libs ct torch} "
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 wait_socket() { for _ in $(seq 100); do [[ -S $1 ]] && return 0; sleep 0.1; done; echo "no socket $1"; }
 line() { echo "$*" | tee -a "$summary"; }
@@ -57,17 +60,22 @@ run_set() {
 		tenv=(VGPU_LOG=info VGPU_LOG_FILE="$logs/$label-vgpu-log/torch.log")
 	fi
 	[[ -n $lib ]] && vl=(--vgpu-log "$logs/$label-vgpu-log/libs")
-	LD_LIBRARY_PATH=$ld scripts/cuda-tests/run.sh "$b/libs" --timeout 120 --logs "$logs/$label-libs" --out "$logs/$label-libs.csv" "${vl[@]}" >"$logs/$label-libs.txt" 2>&1
-	line "$label cuda-libs: $(tail -1 "$logs/$label-libs.txt")"
+	if [[ $parts == *" libs "* ]]; then
+		LD_LIBRARY_PATH=$ld scripts/cuda-tests/run.sh "$b/libs" --timeout 120 --logs "$logs/$label-libs" --out "$logs/$label-libs.csv" "${vl[@]}" >"$logs/$label-libs.txt" 2>&1
+		line "$label cuda-libs: $(tail -1 "$logs/$label-libs.txt")"
+	fi
 	for v in static shared; do
+		[[ $parts == *" ct "* ]] || continue
 		[[ -n $lib ]] && vl=(--vgpu-log "$logs/$label-vgpu-log/ct-$v")
 		LD_LIBRARY_PATH=$ld scripts/cuda-tests/run.sh "$b/ct-$v/sm_90" --logs "$logs/$label-ct-$v" "${vl[@]}" >"$logs/$label-ct-$v.txt" 2>&1
 		line "$label cuda-tests ($v NVIDIA runtime): $(tail -1 "$logs/$label-ct-$v.txt")"
 	done
 	local q=()
 	[[ $label == guest* ]] && q=(--quick)
-	env LD_LIBRARY_PATH="${lib:-}" VGPU_STATS=1 "${tenv[@]}" timeout 420 "$py" scripts/gpu-torch/torch_check.py --out "$out/torch-$label.json" "${q[@]}" >"$logs/torch-$label.log" 2>&1
-	line "$label torch: $(grep -E '^(PASS|FAIL) torch_check' "$logs/torch-$label.log" || tail -2 "$logs/torch-$label.log")"
+	if [[ $parts == *" torch "* ]]; then
+		env LD_LIBRARY_PATH="${lib:-}" VGPU_STATS=1 "${tenv[@]}" timeout 420 "$py" scripts/gpu-torch/torch_check.py --out "$out/torch-$label.json" "${q[@]}" >"$logs/torch-$label.log" 2>&1
+		line "$label torch: $(grep -E '^(PASS|FAIL) torch_check' "$logs/torch-$label.log" || tail -2 "$logs/torch-$label.log")"
+	fi
 	if [[ -n $lib ]]; then
 		python3 scripts/vgpu-gaps.py libs="$logs/$label-vgpu-log/libs" ct-static="$logs/$label-vgpu-log/ct-static" \
 			ct-shared="$logs/$label-vgpu-log/ct-shared" torch="$logs/$label-vgpu-log/torch.log" >"$out/stack-gaps-$label.txt" 2>&1
@@ -94,15 +102,15 @@ guest() {
 	wait_socket /tmp/vgpu-stack-vu.sock
 	"$carry/vgpu" vm run --image "$carry/image" --bundle "$carry/qemu-bundle.tar.xz" --vgpu /tmp/vgpu-stack-vu.sock \
 		--share "$out" --share "$b" --mem 8G --cpus 4 --timeout 560s \
-		-- /bin/bash -c "cd $repo && OUT=$out bash scripts/gpu-nvidia-stack.sh $carry in-guest" >"$logs/guest.txt" 2>&1
+		-- /bin/bash -c "cd $repo && STACK_PARTS='${STACK_PARTS:-libs ct torch}' OUT=$out bash scripts/gpu-nvidia-stack.sh $carry in-guest" >"$logs/guest.txt" 2>&1
 	line "guest exit status: $?"
 	kill $srv; wait $srv 2>/dev/null
 	[[ -f $out/torch-native.json ]] && "$py" scripts/gpu-torch/compare.py "$out/torch-native.json" "$out/torch-guest.json" guest 2>&1 | tee -a "$summary"
 }
 
 case $what in
-host) build; host ;;
-guest) [[ -d $b/libs ]] || build; guest ;;
+host) [[ $parts == *" libs "* || $parts == *" ct "* ]] && build; host ;;
+guest) [[ -d $b/libs || ($parts != *" libs "* && $parts != *" ct "*) ]] || build; guest ;;
 all) build; host; guest ;;
 in-guest) run_set guest "$drv" ;; # inside the guest: /dev/vgpu is the transport
 *) echo "usage: $0 CARRY [host|guest|all]" >&2; exit 2 ;;

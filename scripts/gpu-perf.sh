@@ -22,6 +22,14 @@
 #      the default is 4 on 8 or more CPUs), and `bench calls` with
 #      VGPU_BATCH_FIRST=4096 (a burst in one batch, as before the batches
 #      grew from 32 calls); summary-ring.txt
+#   5. launch+sync in one round trip (BATCH_SYNC, the default) against the
+#      batch and then the call (VGPU_BATCH_SYNC=0): traced in step 2
+#      (--isolate none, "none-bsoff") and untraced on rings (ring-bsoff);
+#      and longer spins on both sides of the rings (ring-spin100:
+#      VGPU_RING_SPIN_US=100 and --ring-spin 100us, against the default
+#      20). The library runs with VGPU_STATS=1 on rings: the "rings:" lines
+#      of summary-ring.txt say how many replies were waited for asleep and
+#      where a round trip's wait went.
 # Writes summary.txt, summary-ring.txt and all.tgz (calls-*.txt, memcpy-*.txt, the serve logs) to $OUT.
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
@@ -55,7 +63,7 @@ host() {
 	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$sock" --isolate "$iso" $trace ${SERVE_ARGS:-} --log-level warn >"$out/serve-$name.log" 2>&1 &
 	local srv=$!
 	wait_socket "$sock"
-	LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-$name.txt" 2>&1 ||
+	env ${LIBENV:-} LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-$name.txt" 2>&1 ||
 		tail -5 "$out/calls-$name.txt"
 	kill $srv
 	wait $srv 2>/dev/null
@@ -71,6 +79,9 @@ for run in 1 2; do
 	# the small inline D2H the other way (default: bounce)
 	step "run $run: host mode --isolate none --trace --d2h-small sync"
 	SERVE_ARGS="--d2h-small sync" host none --trace "host-none-sync-trace-$run"
+	# queued calls in a BATCH before the synchronous call (two frames), as before BATCH_SYNC
+	step "run $run: host mode --isolate none --trace, VGPU_BATCH_SYNC=0"
+	LIBENV=VGPU_BATCH_SYNC=0 host none --trace "host-none-bsoff-trace-$run"
 done
 for iso in none vm; do
 	step "host mode --isolate $iso, no trace"
@@ -82,12 +93,12 @@ step "summary"
 	for run in 1 2; do
 		echo "### run $run"
 		grep -E '^native ' "$out/calls-native-$run.txt"
-		for v in none vm none-sync; do
+		for v in none vm none-sync none-bsoff; do
 			echo "--isolate $v:"
 			grep -E '^vgpu ' "$out/calls-host-$v-trace-$run.txt"
 		done
 		# host/native per call, same run
-		for v in none vm none-sync; do
+		for v in none vm none-sync none-bsoff; do
 			awk -v v="$v" 'FNR==NR && $1=="native" {n[$2]=$4; next}
 				$1=="vgpu" && NF==5 && ($2 in n) {printf "ratio --isolate %-12s %-14s %6.2fx native\n", v, $2, $4/n[$2]}' \
 				"$out/calls-native-$run.txt" "$out/calls-host-$v-trace-$run.txt"
@@ -106,10 +117,10 @@ ringhost() {
 	local name=$1 sock=/tmp/vgpu-ring.sock
 	shift
 	rm -f "$sock"
-	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$sock" --isolate none --log-level warn >"$out/serve-ring-$name.log" 2>&1 &
+	"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$sock" --isolate none ${SERVE_ARGS:-} --log-level warn >"$out/serve-ring-$name.log" 2>&1 &
 	local srv=$!
 	wait_socket "$sock"
-	env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" VGPU_LOG=info timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-ring-$name.txt" 2>&1 ||
+	env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" VGPU_LOG=info VGPU_STATS=1 timeout 120 "$vgpu" bench calls --min-time "$mt" >"$out/calls-ring-$name.txt" 2>&1 ||
 		tail -5 "$out/calls-ring-$name.txt"
 	[[ ${PATHS:-} == none ]] ||
 		env "$@" LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$sock" timeout 300 "$vgpu" bench memcpy --max-size 256M --paths "${PATHS:-pinned,pageable-auto}" >"$out/memcpy-ring-$name.txt" 2>&1 ||
@@ -136,15 +147,23 @@ for run in 1 2; do
 	# a burst of launches in one batch (before the batches grew from 32)
 	step "run $run: host mode on rings, VGPU_BATCH_FIRST=4096"
 	PATHS=none ringhost "batch4096-$run" VGPU_BATCH_FIRST=4096
+	# the batch before the synchronous call (two frames), and longer spins
+	step "run $run: host mode on rings, VGPU_BATCH_SYNC=0"
+	PATHS=none ringhost "bsoff-$run" VGPU_BATCH_SYNC=0
+	step "run $run: host mode on rings, spins of 100 us on both sides"
+	PATHS=none SERVE_ARGS="--ring-spin 100us" ringhost "spin100-$run" VGPU_RING_SPIN_US=100
 done
 step "summary: rings and staging"
 {
 	for run in 1 2; do
 		echo "### run $run (ring on: $(grep -c 'on shared-memory rings' "$out/calls-ring-on-$run.txt") connection(s) on rings)"
-		for f in ring-on ring-off ring-batch4096; do
+		for f in ring-on ring-off ring-batch4096 ring-bsoff ring-spin100; do
 			awk -v f="$f" 'FNR==NR && $1=="native" {n[$2]=$4; next}
 				$1=="vgpu" && NF==5 && ($2 in n) {printf "calls %-9s %-14s %8.2f us %6.2fx native\n", f, $2, $4, $4/n[$2]}' \
 				"$out/calls-native-ring-$run.txt" "$out/calls-$f-$run.txt" 2>/dev/null
+		done
+		for f in ring-on ring-bsoff ring-spin100; do
+			echo "$f: $(grep -h '^rings:' "$out/calls-$f-$run.txt")"
 		done
 		# memcpy at 64 and 256 MiB against native pageable and pinned, same run
 		for f in ring-on-$run ring-off-$run ring-nostage-$run ring-thr1-$run ring-thr2-$run ring-thr8-$run; do

@@ -5,7 +5,8 @@
 #   1. the backend's session tests against the real driver
 #      (session-gpu.test: TestGPUStreamCapture, TestGPUGraphsReleased,
 #      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects,
-#      TestGPUGraphNodes, TestGPUGraphNodeParams, TestGPUCaptureCopiesPinned, TestGPUMemPools, TestGPUStreamAttributes,
+#      TestGPUGraphNodes, TestGPUGraphNodeParams, TestGPUGraphKernelNodeAttributes, TestGPUGraphEdges,
+#      TestGPUGraphEventNodes, TestGPUGraphChildNodes, TestGPUCaptureCopiesPinned, TestGPUMemPools, TestGPUStreamAttributes,
 #      TestGPULaunchKernelAttrs): capture records and a graph replays per
 #      launch, guest memory and host functions refused in a capture,
 #      capture/graphs released with the session, stream-ordered
@@ -14,13 +15,15 @@
 #      session's end); CUDA arrays and 3D copies (sub-boxes, 3D, refusals), texture and surface objects;
 #      graphs built node by node (memcpy nodes on pinned guest memory,
 #      memset, kernel, empty nodes; listing, types, refusals), node parameters
-#      read and set on a graph or its executable graph, and copies of
+#      read and set on a graph or its executable graph, kernel node attributes, edges added, removed
+#      and listed after the nodes, event record/wait and child graph nodes,
+#      and copies of
 #      pinned memory captured into a graph; memory pools (created pools
 #      capped with the VM, attributes, the release threshold kept by the
 #      session, refusals); stream attributes; launch attributes and
 #      cooperative launches (one block more than resident: 720);
 #   2. if a C compiler is there: guest-lib/tests/hostmode_test.c's
-#      driver_capture, driver_graph_nodes, driver_graph_node_params, driver_mempool, driver_vmm, driver_arrays, driver_stream_attrs,
+#      driver_capture, driver_graph_nodes, driver_graph_node_params, driver_graph_edges, driver_graph_event_child, driver_mempool, driver_vmm, driver_arrays, driver_stream_attrs,
 #      driver_ctx_params and driver_pointer_attrs through our libcuda.so.1 against
 #      `vgpu serve --device cuda` in host mode.
 #
@@ -40,7 +43,7 @@ result() { status+=("$1 $2"); echo "$1 $2"; }
 step "backend: session tests on the GPU"
 if [[ -x $carry/session-gpu.test ]]; then
 	(cd backend/session && timeout 300 "$carry/session-gpu.test" -test.v -test.count=1 \
-		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUGraphNodeParams|TestGPUCaptureCopiesPinned|TestGPUMemPools|TestGPUStreamAttributes|TestGPULaunchKernelAttrs') >"$out/gotest-registry.log" 2>&1
+		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUGraphNodeParams|TestGPUGraphKernelNodeAttributes|TestGPUGraphEdges|TestGPUGraphEventNodes|TestGPUGraphChildNodes|TestGPUCaptureCopiesPinned|TestGPUMemPools|TestGPUStreamAttributes|TestGPULaunchKernelAttrs') >"$out/gotest-registry.log" 2>&1
 	rc=$?
 	grep -E '^(--- |ok|FAIL|PASS)|\.go:[0-9]+:' "$out/gotest-registry.log" | head -40
 	[[ $rc == 0 ]] && result PASS "session: capture, graphs (node by node too), stream-ordered allocation, pools, virtual memory, arrays, stream and launch attributes on the GPU" ||
@@ -65,7 +68,7 @@ else
 		"$carry/vgpu" serve --device "$dev" --unix "$sock" --log-level info >"$out/serve.log" 2>&1 &
 		srv=$!
 		for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
-		for t in driver_capture driver_graph_nodes driver_graph_node_params driver_mempool driver_vmm driver_arrays driver_stream_attrs driver_ctx_params driver_pointer_attrs; do
+		for t in driver_capture driver_graph_nodes driver_graph_node_params driver_graph_edges driver_graph_event_child driver_mempool driver_vmm driver_arrays driver_stream_attrs driver_ctx_params driver_pointer_attrs; do
 			if VGPU_TRANSPORT=unix:$sock LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64 timeout 120 "$out/hostmode_test" $t >"$out/hostmode-$t.log" 2>&1; then
 				result PASS "host mode ($dev): $t"
 			else

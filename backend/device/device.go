@@ -177,6 +177,9 @@ const (
 	StreamAttrPriority           = 8
 	StreamAttrMemSyncDomainMap   = 9
 	StreamAttrMemSyncDomain      = 10
+	// KernelNodeAttrCooperative is a kernel node's (and a launch's)
+	// COOPERATIVE attribute, 0 or 1; not a stream's.
+	KernelNodeAttrCooperative = 2
 )
 
 // AccessPolicyWindow is a CUaccessPolicyWindow: an L2 persistence hint
@@ -242,6 +245,7 @@ const (
 	GraphNodeMemcpy      = 1
 	GraphNodeMemset      = 2
 	GraphNodeHost        = 3
+	GraphNodeGraph       = 4
 	GraphNodeEmpty       = 5
 	GraphNodeWaitEvent   = 6
 	GraphNodeEventRecord = 7
@@ -448,6 +452,35 @@ type Context interface {
 	GraphMemsetNodeSetParams(e GraphExec, n GraphNode, p MemsetNode) error
 	GraphMemcpyNodeParams(n GraphNode) (GraphCopy, error)
 	GraphMemcpyNodeSetParams(e GraphExec, n GraphNode, cp GraphCopy) error
+	// Edges. GraphAddDependencies makes each to[i] depend on from[i];
+	// GraphRemoveDependencies removes those edges; GraphEdges lists g's
+	// edges (to[i] depends on from[i]); GraphNodeDeps lists the nodes n
+	// depends on (dependents: the nodes that depend on n).
+	GraphAddDependencies(g Graph, from, to []GraphNode) error
+	GraphRemoveDependencies(g Graph, from, to []GraphNode) error
+	GraphEdges(g Graph) (from, to []GraphNode, err error)
+	GraphNodeDeps(n GraphNode, dependents bool) ([]GraphNode, error)
+	// Event and child graph nodes. GraphAddEventNode adds a node that
+	// records ev (wait: that waits for it) at each launch;
+	// GraphEventNodeEvent reads the event of such a node (wait: a wait
+	// node's) and GraphEventNodeSetEvent sets it (e 0: the node itself,
+	// else its copy in e). GraphAddChildGraphNode adds a node running a
+	// copy of child; GraphChildGraph is that copy (the node's, never to be
+	// destroyed on its own); GraphExecChildGraphSetParams gives the node's
+	// copy in e the parameters of child, a graph of the copy's shape.
+	GraphAddEventNode(g Graph, deps []GraphNode, ev Event, wait bool) (GraphNode, error)
+	GraphEventNodeEvent(n GraphNode, wait bool) (Event, error)
+	GraphEventNodeSetEvent(e GraphExec, n GraphNode, wait bool, ev Event) error
+	GraphAddChildGraphNode(g Graph, deps []GraphNode, child Graph) (GraphNode, error)
+	GraphChildGraph(n GraphNode) (Graph, error)
+	GraphExecChildGraphSetParams(e GraphExec, n GraphNode, child Graph) error
+	// Kernel node attributes (CUkernelNodeAttrID: the StreamAttr* ids but
+	// the synchronization policy, and KernelNodeAttrCooperative), their
+	// values as a stream attribute's; GraphKernelNodeCopyAttributes gives
+	// dst src's.
+	GraphKernelNodeSetAttribute(n GraphNode, attr int, v StreamAttr) error
+	GraphKernelNodeGetAttribute(n GraphNode, attr int) (StreamAttr, error)
+	GraphKernelNodeCopyAttributes(dst, src GraphNode) error
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

@@ -133,6 +133,32 @@ var badCases = []badCase{
 		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(protocol.OpMemAlloc, id+1), protocol.Bytes(&protocol.MemAllocReq{Size: 1}))
 		return req(protocol.OpBatch, id, protocol.BatchReq{Count: 1}, sub, nil)
 	}, want: device.ErrInvalidValue},
+	{name: "malformed batch-sync", frame: func(id, _, _, _ uint64) []byte {
+		return req(protocol.OpBatchSync, id, protocol.BatchReq{Count: 3}, make([]byte, 40), nil)
+	}, want: device.ErrInvalidValue},
+	{name: "batch-sync of no calls", frame: func(id, _, _, _ uint64) []byte {
+		return req(protocol.OpBatchSync, id, protocol.BatchReq{}, nil, nil)
+	}, want: device.ErrInvalidValue},
+	{name: "batch-sync whose count hides its last call", frame: func(id, p, _, _ uint64) []byte {
+		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(protocol.OpMemset, id+1), protocol.Bytes(&protocol.MemsetReq{Dst: p, Count: 1, ElemSize: 1}))
+		sub = protocol.AppendBatchCall(sub, protocol.NewHeader(protocol.OpMemGetInfo, id+2), protocol.Bytes(&protocol.DeviceReq{}))
+		return req(protocol.OpBatchSync, id, protocol.BatchReq{Count: 1}, sub, nil)
+	}, want: device.ErrInvalidValue},
+	{name: "unbatchable call queued in a batch-sync", frame: func(id, _, _, _ uint64) []byte {
+		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(protocol.OpMemAlloc, id+1), protocol.Bytes(&protocol.MemAllocReq{Size: 1}))
+		sub = protocol.AppendBatchCall(sub, protocol.NewHeader(protocol.OpMemGetInfo, id+2), protocol.Bytes(&protocol.DeviceReq{}))
+		return req(protocol.OpBatchSync, id, protocol.BatchReq{Count: 2}, sub, nil)
+	}, want: device.ErrInvalidValue},
+	{name: "session call last in a batch-sync", frame: func(id, _, _, _ uint64) []byte {
+		sub := protocol.AppendBatchCall(nil, protocol.NewHeader(protocol.OpBatchSync, id+1), protocol.Bytes(&protocol.BatchReq{}))
+		return req(protocol.OpBatchSync, id, protocol.BatchReq{Count: 1}, sub, nil)
+	}, want: device.ErrInvalidValue},
+	{name: "no-reply call last in a batch-sync", frame: func(id, _, _, _ uint64) []byte {
+		h := protocol.NewHeader(protocol.OpMemGetInfo, id+1)
+		h.Flags = protocol.FlagNoReply
+		sub := protocol.AppendBatchCall(nil, h, protocol.Bytes(&protocol.DeviceReq{}))
+		return req(protocol.OpBatchSync, id, protocol.BatchReq{Count: 1}, sub, nil)
+	}, want: device.ErrInvalidValue},
 }
 
 func TestBadInput(t *testing.T) {

@@ -41,6 +41,8 @@ func fuzzSeeds() [][]byte {
 	add(req(protocol.OpEventCreate, 12, protocol.EventCreateReq{}, nil, nil))
 	sub := protocol.AppendBatchCall(nil, protocol.NewHeader(protocol.OpMemset, 14), protocol.Bytes(&protocol.MemsetReq{Dst: p, Count: 8, ElemSize: 1}))
 	add(req(protocol.OpBatch, 13, protocol.BatchReq{Count: 1}, sub, nil))
+	sync := protocol.AppendBatchCall(sub, protocol.NewHeader(protocol.OpMemcpyDtoH, 19), protocol.Bytes(&protocol.MemcpyDtoHReq{Src: p, Dst: protocol.BufRef{Kind: protocol.BufInline, Len: 8}}))
+	add(req(protocol.OpBatchSync, 18, protocol.BatchReq{Count: 2}, sync, nil))
 	add(req(protocol.OpHostFuncDone, 15, protocol.HostFuncDoneReq{CallbackID: 1}, nil, nil))
 	// Host mode's shares (no fd can come over this pipe: refused; the
 	// hostmode package's FuzzHostShare sends real memfds).

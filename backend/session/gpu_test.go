@@ -453,6 +453,12 @@ func TestGPUArrays(t *testing.T)           { testArrays(t, opts{drv: gpuDriver(t
 func TestGPUTextureObjects(t *testing.T)   { testTextureObjects(t, opts{drv: gpuDriver(t)}) }
 func TestGPUGraphNodes(t *testing.T)       { testGraphNodes(t, opts{drv: gpuDriver(t)}) }
 func TestGPUGraphNodeParams(t *testing.T)  { testGraphNodeParams(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphKernelNodeAttributes(t *testing.T) {
+	testGraphKernelNodeAttributes(t, opts{drv: gpuDriver(t)})
+}
+func TestGPUGraphEdges(t *testing.T)      { testGraphEdges(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphEventNodes(t *testing.T) { testGraphEventNodes(t, opts{drv: gpuDriver(t)}) }
+func TestGPUGraphChildNodes(t *testing.T) { testGraphChildNodes(t, opts{drv: gpuDriver(t)}) }
 func TestGPUCaptureCopiesPinned(t *testing.T) {
 	testCaptureCopiesPinned(t, opts{drv: gpuDriver(t)})
 }

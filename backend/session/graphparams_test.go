@@ -212,3 +212,83 @@ func testGraphNodeParams(t *testing.T, o opts) {
 		t.Fatalf("the executable graph after its graph went: % x", got[:8])
 	}
 }
+
+// Kernel node attributes: set, read back, copied to another kernel node;
+// a stream-only attribute, one not served and a bad value are refused.
+func TestGraphKernelNodeAttributes(t *testing.T) { testGraphKernelNodeAttributes(t, opts{}) }
+
+func testGraphKernelNodeAttributes(t *testing.T, o opts) {
+	o.mem, o.allowAll = true, true
+	e := start(t, o)
+	p := e.alloc(4096)
+	fn := e.saxpy()
+	params := make([]byte, 24)
+	binary.LittleEndian.PutUint64(params[8:], p)
+	binary.LittleEndian.PutUint64(params[16:], p)
+	g, _ := must[protocol.GraphCreateReq, protocol.HandleReply](e, protocol.OpGraphCreate, protocol.GraphCreateReq{}, nil)
+	launch := protocol.LaunchReq{Func: fn, GridX: 1, GridY: 1, GridZ: 1, BlockX: 32, BlockY: 1, BlockZ: 1, ParamSize: 24}
+	kernel := func() uint64 {
+		r, _ := must[protocol.GraphAddKernelNodeReq, protocol.HandleReply](e, protocol.OpGraphAddKernelNode, protocol.GraphAddKernelNodeReq{Graph: g.Handle, Launch: launch}, params)
+		return r.Handle
+	}
+	a, b := kernel(), kernel()
+	get := func(n uint64, attr uint32) protocol.StreamAttrValue {
+		t.Helper()
+		r, _ := must[protocol.GraphKernelNodeAttrReq, protocol.StreamAttrValue](e, protocol.OpGraphKernelNodeGetAttribute, protocol.GraphKernelNodeAttrReq{Node: n, Attr: attr}, nil)
+		return r
+	}
+	set := func(n uint64, attr uint32, v protocol.StreamAttrValue) int32 {
+		st, _, _ := do[protocol.GraphKernelNodeAttrReq, protocol.Empty](e, protocol.OpGraphKernelNodeSetAttribute, protocol.GraphKernelNodeAttrReq{Node: n, Attr: attr, Value: v}, nil)
+		return st
+	}
+	wantStatus(t, "set priority", set(a, device.StreamAttrPriority, protocol.StreamAttrValue{Value: uint32(0xffffffff)}), 0) // -1
+	wantStatus(t, "set cooperative", set(a, device.KernelNodeAttrCooperative, protocol.StreamAttrValue{Value: 1}), 0)
+	win := protocol.AccessPolicyWindow{Base: p, Bytes: 4096, HitRatio: 0x3f000000, HitProp: 2, MissProp: 1} // hit ratio 0.5
+	wantStatus(t, "set an access policy window", set(a, device.StreamAttrAccessPolicyWindow, protocol.StreamAttrValue{Window: win}), 0)
+	if v := get(a, device.StreamAttrPriority); int32(v.Value) != -1 {
+		t.Fatalf("priority %d, want -1", int32(v.Value))
+	}
+	if v := get(a, device.KernelNodeAttrCooperative); v.Value != 1 {
+		t.Fatalf("cooperative %d, want 1", v.Value)
+	}
+	if v := get(a, device.StreamAttrAccessPolicyWindow); v.Window != win {
+		t.Fatalf("window %+v, want %+v", v.Window, win)
+	}
+	if v := get(b, device.KernelNodeAttrCooperative); v.Value != 0 {
+		t.Fatalf("another node's cooperative %d, want 0", v.Value)
+	}
+	must[protocol.GraphNodePairReq, protocol.Empty](e, protocol.OpGraphKernelNodeCopyAttributes, protocol.GraphNodePairReq{Dst: b, Src: a}, nil)
+	if v := get(b, device.KernelNodeAttrCooperative); v.Value != 1 {
+		t.Fatalf("copied cooperative %d, want 1", v.Value)
+	}
+	if v := get(b, device.StreamAttrPriority); int32(v.Value) != -1 {
+		t.Fatalf("copied priority %d, want -1", int32(v.Value))
+	}
+	m, _ := must[protocol.GraphAddMemsetNodeReq, protocol.HandleReply](e, protocol.OpGraphAddMemsetNode,
+		protocol.GraphAddMemsetNodeReq{Graph: g.Handle, Dst: p, ElemSize: 1, Value: 1, Width: 64, Height: 1}, nil)
+	for _, tc := range []struct {
+		name string
+		st   int32
+		want device.Result
+	}{
+		{"the synchronization policy (a stream's)", set(a, device.StreamAttrSyncPolicy, protocol.StreamAttrValue{Value: 1}), device.ErrInvalidValue},
+		{"cluster dimension (not served)", set(a, 4, protocol.StreamAttrValue{Value: 2}), device.ErrNotSupported},
+		{"an attribute cuda.h has not", set(a, 0x7fffffff, protocol.StreamAttrValue{}), device.ErrInvalidValue},
+		{"cooperative 2", set(a, device.KernelNodeAttrCooperative, protocol.StreamAttrValue{Value: 2}), device.ErrInvalidValue},
+		{"a window of foreign memory", set(a, device.StreamAttrAccessPolicyWindow, protocol.StreamAttrValue{Window: protocol.AccessPolicyWindow{Base: 0x1000, Bytes: 4096}}), device.ErrInvalidValue},
+		{"a window with bytes beside it", set(a, device.StreamAttrAccessPolicyWindow, protocol.StreamAttrValue{Value: 1, Window: win}), device.ErrInvalidValue},
+		{"a priority with a window", set(a, device.StreamAttrPriority, protocol.StreamAttrValue{Window: win}), device.ErrInvalidValue},
+		{"a memset node", set(m.Handle, device.StreamAttrPriority, protocol.StreamAttrValue{}), device.ErrInvalidValue},
+		{"a foreign node", set(0x9999, device.StreamAttrPriority, protocol.StreamAttrValue{}), device.ErrInvalidHandle},
+	} {
+		wantStatus(t, tc.name, tc.st, tc.want)
+	}
+	st, _, _ := do[protocol.GraphKernelNodeAttrReq, protocol.StreamAttrValue](e, protocol.OpGraphKernelNodeGetAttribute, protocol.GraphKernelNodeAttrReq{Node: a, Attr: 3}, nil)
+	wantStatus(t, "get the synchronization policy", st, device.ErrInvalidValue)
+	st, _, _ = do[protocol.GraphKernelNodeAttrReq, protocol.StreamAttrValue](e, protocol.OpGraphKernelNodeGetAttribute, protocol.GraphKernelNodeAttrReq{Node: a, Attr: 8, Value: protocol.StreamAttrValue{Value: 1}}, nil)
+	wantStatus(t, "a get with a value", st, device.ErrInvalidValue)
+	st, _, _ = do[protocol.GraphNodePairReq, protocol.Empty](e, protocol.OpGraphKernelNodeCopyAttributes, protocol.GraphNodePairReq{Dst: m.Handle, Src: a}, nil)
+	wantStatus(t, "copy to a memset node", st, device.ErrInvalidValue)
+	st, _, _ = do[protocol.GraphNodePairReq, protocol.Empty](e, protocol.OpGraphKernelNodeCopyAttributes, protocol.GraphNodePairReq{Dst: a, Src: 0x9999}, nil)
+	wantStatus(t, "copy from a foreign node", st, device.ErrInvalidHandle)
+}

@@ -8,7 +8,7 @@ import (
 
 // Features this backend offers (FeatureSegments only where segments are
 // accepted).
-const baseFeatures = protocol.FeatureBatch | protocol.FeatureHostFunc | protocol.FeatureInline | protocol.FeatureModuleHash
+const baseFeatures = protocol.FeatureBatch | protocol.FeatureBatchSync | protocol.FeatureHostFunc | protocol.FeatureInline | protocol.FeatureModuleHash
 
 func hello(s *Session, c *call, r *protocol.HelloReq) (protocol.HelloReply, error) {
 	offer := baseFeatures
@@ -248,6 +248,9 @@ func streamWaitEvent(s *Session, c *call, r *protocol.StreamWaitEventReq) error 
 	if err != nil {
 		return err
 	}
+	if r.Flags&eventWaitExternal != 0 && s.st.captures > 0 {
+		s.st.externalWaits++ // captured as a wait node, maybe: held at the end of the capture
+	}
 	return ctx.StreamWaitEvent(st, e.h, r.Flags)
 }
 
@@ -277,6 +280,10 @@ func eventDestroy(s *Session, c *call, r *protocol.HandleReq) error {
 	}
 	delete(s.st.events, r.Handle)
 	s.dropObject()
+	if e.users > 0 { // a graph's node records or waits for it: kept for the graph
+		e.retired = true
+		return nil
+	}
 	return s.cfg.Devices[e.dev].EventDestroy(e.h)
 }
 

@@ -31,13 +31,21 @@ type graphObj struct {
 	// regions, the pinned memory its copies use (each once).
 	ids     map[device.GraphNode]uint64
 	regions []*region
+	// events, those its event nodes use (each once); owner, the child
+	// graph node whose graph it is (0: the guest's own graph), of graph
+	// parent (handlers_graphevents.go).
+	events []*eventObj
+	owner  uint64
+	parent uint64
 }
 
 type execObj struct {
 	dev     int
 	h       device.GraphExec
-	regions []*region // the pinned memory its copies use
-	graph   uint64    // the graph it was instantiated from: its nodes name the copies' (Exec*SetParams)
+	regions []*region   // the pinned memory its copies use
+	events  []*eventObj // the events its event nodes use
+	graph   uint64      // the graph it was instantiated from: its nodes name the copies' (Exec*SetParams)
+	flags   uint64      // what it was instantiated with (GRAPH_EXEC_GET_FLAGS)
 }
 
 func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error {
@@ -114,7 +122,14 @@ func streamEndCapture(s *Session, c *call, r *protocol.HandleReq) (protocol.Hand
 		return protocol.HandleReply{}, err
 	}
 	id := s.st.handle()
-	s.st.graphs[id] = &graphObj{dev: o.dev, h: g, regions: rs}
+	gr := &graphObj{dev: o.dev, h: g, regions: rs}
+	s.st.graphs[id] = gr
+	if s.st.externalWaits > 0 {
+		s.holdCapturedEvents(gr)
+		if s.st.captures == 0 {
+			s.st.externalWaits = 0
+		}
+	}
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -147,7 +162,9 @@ func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (pro
 	id := s.st.handle()
 	rs := append([]*region(nil), g.regions...)
 	s.useRegions(rs)
-	s.st.execs[id] = &execObj{dev: g.dev, h: e, regions: rs, graph: r.Graph}
+	es := append([]*eventObj(nil), g.events...)
+	s.useEvents(es)
+	s.st.execs[id] = &execObj{dev: g.dev, h: e, regions: rs, events: es, graph: r.Graph, flags: r.Flags}
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -175,6 +192,8 @@ func graphExecDestroy(s *Session, c *call, r *protocol.HandleReq) error {
 	s.dropObject()
 	err := s.cfg.Devices[e.dev].GraphExecDestroy(e.h)
 	s.releaseExecRegions(e)
+	s.unuseEvents(e.events)
+	e.events = nil
 	return err
 }
 
@@ -204,6 +223,9 @@ func graphDestroy(s *Session, c *call, r *protocol.HandleReq) error {
 	g, ok := s.st.graphs[r.Handle]
 	if !ok {
 		return device.Errorf("OpGraphDestroy", device.ErrInvalidHandle, "graph %#x is not this session's", r.Handle)
+	}
+	if g.owner != 0 {
+		return device.Errorf("OpGraphDestroy", device.ErrInvalidValue, "graph %#x is child graph node %#x's: it goes with the node (cuGraphDestroyNode) or the node's graph", r.Handle, g.owner)
 	}
 	delete(s.st.graphs, r.Handle)
 	s.dropObject()
@@ -245,10 +267,12 @@ func (s *Session) releaseGraphs(match func(int) bool) {
 			delete(st.execs, id)
 			s.dropObject()
 			s.releaseExecRegions(e)
+			s.unuseEvents(e.events)
+			e.events = nil
 		}
 	}
 	for id, g := range st.graphs {
-		if match(g.dev) {
+		if match(g.dev) && g.owner == 0 { // a child graph node's goes with its graph's
 			_ = s.cfg.Devices[g.dev].GraphDestroy(g.h)
 			delete(st.graphs, id)
 			s.dropObject()

@@ -36,6 +36,7 @@ func errPageable(op string) error {
 type nodeObj struct {
 	graph uint64
 	h     device.GraphNode
+	child uint64 // a child graph node: the handle of its graph, once the guest asked for it
 }
 
 // graphView returns [off, off+n) of region ref.Region as one slice of the
@@ -239,7 +240,7 @@ func (s *Session) added(op string, graph uint64, g *graphObj, h device.GraphNode
 		return protocol.HandleReply{}, err // the node stays in the device's graph, without a handle
 	}
 	for _, rg := range rs {
-		g.regions = s.hold(g.regions, rg)
+		s.graphHold(g, rg, nil)
 	}
 	return protocol.HandleReply{Handle: id}, nil
 }
@@ -318,14 +319,33 @@ func graphAddEmptyNode(s *Session, c *call, r *protocol.GraphAddEmptyNodeReq) (p
 	return s.added(op, r.Graph, g, h, err)
 }
 
-// forgetGraph drops graph id's node handles and its hold on regions.
+// forgetGraph drops graph id's node handles, the graphs of its child
+// graph nodes (the device's go with the graph) and its hold on regions
+// and events.
 func (s *Session) forgetGraph(g *graphObj) {
 	for _, n := range g.ids {
-		delete(s.st.nodes, n)
+		s.forgetNode(n)
 	}
 	g.ids = nil
 	s.unuseRegions(g.regions)
 	g.regions = nil
+	s.unuseEvents(g.events)
+	g.events = nil
+}
+
+// forgetNode drops node handle id and, for a child graph node, its
+// graph's handle (whose device graph goes with the node).
+func (s *Session) forgetNode(id uint64) {
+	n, ok := s.st.nodes[id]
+	if !ok {
+		return
+	}
+	delete(s.st.nodes, id)
+	if cg, ok := s.st.graphs[n.child]; ok && n.child != 0 {
+		delete(s.st.graphs, n.child)
+		s.dropObject()
+		s.forgetGraph(cg)
+	}
 }
 
 // captureOf returns stream h if the guest began a capture on it.
@@ -381,7 +401,9 @@ func graphClone(s *Session, c *call, r *protocol.HandleReq) (protocol.HandleRepl
 	id := s.st.handle()
 	rs := append([]*region(nil), g.regions...) // the clone's copies use them too
 	s.useRegions(rs)
-	s.st.graphs[id] = &graphObj{dev: g.dev, h: h, regions: rs}
+	es := append([]*eventObj(nil), g.events...)
+	s.useEvents(es)
+	s.st.graphs[id] = &graphObj{dev: g.dev, h: h, regions: rs, events: es}
 	return protocol.HandleReply{Handle: id}, nil
 }
 
@@ -395,10 +417,10 @@ func graphDestroyNode(s *Session, c *call, r *protocol.HandleReq) error {
 	if err := s.cfg.Devices[g.dev].GraphDestroyNode(n.h); err != nil {
 		return err
 	}
-	// The graph keeps its hold on regions until it goes (a hold per copy
-	// node is not tracked).
+	// The graph keeps its hold on regions and events until it goes (a
+	// hold per node is not tracked).
 	delete(g.ids, n.h)
-	delete(s.st.nodes, r.Handle)
+	s.forgetNode(r.Handle)
 	return nil
 }
 
@@ -447,6 +469,10 @@ func graphExecUpdate(s *Session, c *call, r *protocol.GraphExecUpdateReq) (proto
 		old := e.regions
 		e.regions = rs
 		s.releaseExecRegions(&execObj{dev: e.dev, regions: old})
+		es := append([]*eventObj(nil), g.events...)
+		s.useEvents(es)
+		s.unuseEvents(e.events)
+		e.events = es
 	}
 	return rep, nil
 }

@@ -248,8 +248,58 @@ func graphMemcpyNodeSetParams(s *Session, c *call, r *protocol.GraphMemcpyNodeSe
 		if e != nil {
 			e.regions = s.hold(e.regions, rg)
 		} else {
-			g.regions = s.hold(g.regions, rg)
+			s.graphHold(g, rg, nil)
 		}
 	}
 	return nil
+}
+
+// Kernel node attributes (GRAPH_KERNEL_NODE_{GET,SET}_ATTRIBUTE,
+// GRAPH_KERNEL_NODE_COPY_ATTRIBUTES): values as a stream attribute's,
+// checked by the validator but for the window's size, which depends on
+// the node's device.
+
+func graphKernelNodeGetAttribute(s *Session, c *call, r *protocol.GraphKernelNodeAttrReq) (protocol.StreamAttrValue, error) {
+	g, n, _, err := s.paramNode("OpGraphKernelNodeGetAttribute", r.Node, 0)
+	if err != nil {
+		return protocol.StreamAttrValue{}, err
+	}
+	v, err := s.cfg.Devices[g.dev].GraphKernelNodeGetAttribute(n.h, int(r.Attr))
+	if err != nil {
+		return protocol.StreamAttrValue{}, err
+	}
+	return fromStreamAttr(v), nil
+}
+
+func graphKernelNodeSetAttribute(s *Session, c *call, r *protocol.GraphKernelNodeAttrReq) error {
+	const op = "OpGraphKernelNodeSetAttribute"
+	g, n, _, err := s.paramNode(op, r.Node, 0)
+	if err != nil {
+		return err
+	}
+	if r.Attr == device.StreamAttrAccessPolicyWindow {
+		if limit := windowLimit(s, g.dev); limit != 0 && r.Value.Window.Bytes > limit {
+			return device.Errorf(op, device.ErrInvalidValue, "an access policy window of %d bytes (at most %d on this device)", r.Value.Window.Bytes, limit)
+		}
+		if err := s.windowMemory(op, r.Value.Window, g.dev); err != nil {
+			return err
+		}
+	}
+	return s.cfg.Devices[g.dev].GraphKernelNodeSetAttribute(n.h, int(r.Attr), toStreamAttr(r.Value))
+}
+
+func graphKernelNodeCopyAttributes(s *Session, c *call, r *protocol.GraphNodePairReq) error {
+	const op = "OpGraphKernelNodeCopyAttributes"
+	g, dst, _, err := s.paramNode(op, r.Dst, 0)
+	if err != nil {
+		return err
+	}
+	sg, src, _, err := s.paramNode(op, r.Src, 0)
+	if err != nil {
+		return err
+	}
+	if sg.dev != g.dev {
+		return device.Errorf(op, device.ErrInvalidValue, "a node of device %d to a node of device %d", sg.dev, g.dev)
+	}
+	return s.cfg.Devices[g.dev].GraphKernelNodeCopyAttributes(dst.h, src.h)
 }

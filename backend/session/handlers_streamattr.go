@@ -36,16 +36,35 @@ func streamSetAttribute(s *Session, c *call, r *protocol.StreamAttrReq) error {
 	if err != nil {
 		return err
 	}
-	if w := r.Value.Window; r.Attr == device.StreamAttrAccessPolicyWindow && w.Bytes != 0 {
-		m, err := s.st.find(op, w.Base, w.Bytes)
-		if err != nil {
+	if r.Attr == device.StreamAttrAccessPolicyWindow {
+		if err := s.windowMemory(op, r.Value.Window, dev); err != nil {
 			return err
-		}
-		if m.dev != dev {
-			return device.Errorf(op, device.ErrInvalidValue, "an access policy window over memory of device %d on a stream of device %d", m.dev, dev)
 		}
 	}
 	return ctx.StreamSetAttribute(st, int(r.Attr), toStreamAttr(r.Value))
+}
+
+// windowMemory checks that an access policy window (of a stream or a
+// kernel node of device dev) lies in the session's memory of dev.
+func (s *Session) windowMemory(op string, w protocol.AccessPolicyWindow, dev int) error {
+	if w.Bytes == 0 {
+		return nil
+	}
+	m, err := s.st.find(op, w.Base, w.Bytes)
+	if err != nil {
+		return err
+	}
+	if m.dev != dev {
+		return device.Errorf(op, device.ErrInvalidValue, "an access policy window over memory of device %d for device %d", m.dev, dev)
+	}
+	return nil
+}
+
+// fromStreamAttr is an attribute's value as the protocol carries it.
+func fromStreamAttr(v device.StreamAttr) protocol.StreamAttrValue {
+	w := v.Window
+	return protocol.StreamAttrValue{Value: v.Value, Window: protocol.AccessPolicyWindow{
+		Base: uint64(w.Base), Bytes: w.Bytes, HitRatio: math.Float32bits(w.HitRatio), HitProp: w.HitProp, MissProp: w.MissProp}}
 }
 
 func streamGetAttribute(s *Session, c *call, r *protocol.StreamAttrReq) (protocol.StreamAttrValue, error) {
@@ -57,9 +76,7 @@ func streamGetAttribute(s *Session, c *call, r *protocol.StreamAttrReq) (protoco
 	if err != nil {
 		return protocol.StreamAttrValue{}, err
 	}
-	w := v.Window
-	return protocol.StreamAttrValue{Value: v.Value, Window: protocol.AccessPolicyWindow{
-		Base: uint64(w.Base), Bytes: w.Bytes, HitRatio: math.Float32bits(w.HitRatio), HitProp: w.HitProp, MissProp: w.MissProp}}, nil
+	return fromStreamAttr(v), nil
 }
 
 func streamCopyAttributes(s *Session, c *call, r *protocol.StreamCopyAttrReq) error {

@@ -13,9 +13,10 @@ import (
 // session makes, and make one of them panic.
 type spyDriver struct {
 	device.Driver
-	setAttr   atomic.Int64 // FuncSetAttribute calls that reached the device
-	occupancy atomic.Int64 // OccupancyMaxBlocks calls that reached the device
-	panicMem  atomic.Bool  // MemGetInfo panics
+	setAttr    atomic.Int64 // FuncSetAttribute calls that reached the device
+	occupancy  atomic.Int64 // OccupancyMaxBlocks calls that reached the device
+	panicMem   atomic.Bool  // MemGetInfo panics
+	eventsGone atomic.Int64 // EventDestroy calls that reached the device
 }
 
 type spyContext struct {
@@ -46,6 +47,11 @@ func (c spyContext) MemGetInfo() (uint64, uint64, error) {
 		panic("spyContext: injected panic")
 	}
 	return c.Context.MemGetInfo()
+}
+
+func (c spyContext) EventDestroy(e device.Event) error {
+	c.d.eventsGone.Add(1)
+	return c.Context.EventDestroy(e)
 }
 
 func newSpy(t *testing.T) *spyDriver {

@@ -110,6 +110,11 @@ type streamObj struct {
 type eventObj struct {
 	dev int
 	h   device.Event
+	// users: the graphs and executable graphs whose event nodes use it;
+	// retired: the guest destroyed it while in use, and the device's
+	// event goes with its last user (handlers_graphevents.go).
+	users   int
+	retired bool
 }
 
 type moduleObj struct {
@@ -149,6 +154,10 @@ type state struct {
 	execs    map[uint64]*execObj
 	nodes    map[uint64]*nodeObj
 	captures int
+	// externalWaits counts CU_EVENT_WAIT_EXTERNAL waits made while a
+	// capture was in progress: each may be a wait node of a captured graph,
+	// whose event the graph must hold (handlers_graphevents.go).
+	externalWaits int
 	// The virtual-memory API (handlers_vmm.go): reservations by base,
 	// physical memory by handle, mappings by base.
 	reserves      map[uint64]*reserveObj

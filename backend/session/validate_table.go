@@ -766,18 +766,32 @@ func checkStreamSetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
 	if err := checkDevice(s, c, r.Device); err != nil {
 		return err
 	}
-	v := r.Value
-	if v.Pad0 != 0 || (r.Attr != device.StreamAttrAccessPolicyWindow && v.Window != (protocol.AccessPolicyWindow{})) {
-		return invalid(c, "stream attribute %d with bytes set outside its value", r.Attr)
+	return checkAttrValue(c, false, r.Attr, r.Value, windowLimit(s, int(r.Device)))
+}
+
+// windowLimit is device dev's largest access policy window (0: unknown).
+func windowLimit(s *Session, dev int) uint64 {
+	if p := s.props(dev); p != nil {
+		return uint64(p.Attrs[maxAccessPolicyWindowAttr])
 	}
-	switch r.Attr {
+	return 0
+}
+
+// checkAttrValue checks the value of a stream attribute, or of a kernel
+// node's (node: COOPERATIVE is one, the synchronization policy is not);
+// limit is the device's largest access policy window (0: not checked).
+func checkAttrValue(c *call, node bool, attr uint32, v protocol.StreamAttrValue, limit uint64) error {
+	what := "stream"
+	if node {
+		what = "kernel node"
+	}
+	if v.Pad0 != 0 || (attr != device.StreamAttrAccessPolicyWindow && v.Window != (protocol.AccessPolicyWindow{})) {
+		return invalid(c, "%s attribute %d with bytes set outside its value", what, attr)
+	}
+	switch attr {
 	case device.StreamAttrAccessPolicyWindow:
 		w := v.Window
 		ratio := math.Float32frombits(w.HitRatio)
-		var limit uint64
-		if p := s.props(int(r.Device)); p != nil {
-			limit = uint64(p.Attrs[maxAccessPolicyWindowAttr])
-		}
 		switch {
 		case v.Value != 0 || w.Pad0 != 0:
 			return invalid(c, "an access policy window with bytes set outside it")
@@ -791,8 +805,18 @@ func checkStreamSetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
 			return invalid(c, "an access policy window [%#x, +%#x) past the end of the address space", w.Base, w.Bytes)
 		}
 	case device.StreamAttrSyncPolicy:
+		if node {
+			return invalid(c, "the synchronization policy (3) is a stream's attribute, not a kernel node's")
+		}
 		if v.Value < 1 || v.Value > 4 {
 			return invalid(c, "synchronization policy %d (1 auto, 2 spin, 3 yield, 4 blocking sync)", v.Value)
+		}
+	case device.KernelNodeAttrCooperative:
+		if !node {
+			return invalid(c, "stream attribute %d (1, 3, 8, 9, 10)", attr)
+		}
+		if v.Value > 1 {
+			return invalid(c, "cooperative %d (0 or 1)", v.Value)
 		}
 	case device.StreamAttrPriority:
 	case device.StreamAttrMemSyncDomainMap:
@@ -804,7 +828,46 @@ func checkStreamSetAttr(s *Session, c *call, r *protocol.StreamAttrReq) error {
 			return invalid(c, "memory sync domain %d (0 default, 1 remote)", v.Value)
 		}
 	default:
-		return invalid(c, "stream attribute %d (1, 3, 8, 9, 10)", r.Attr)
+		return unservedAttr(c, node, attr)
+	}
+	return nil
+}
+
+// maxLaunchAttr bounds the CUlaunchAttributeID values cuda.h defines (13.0:
+// up to 20; room for a few more).
+const maxLaunchAttr = 31
+
+// unservedAttr answers an attribute outside those served: a kernel node's
+// that cuda.h may define is CUDA_ERROR_NOT_SUPPORTED (cluster shapes,
+// programmatic launches, ...), anything else CUDA_ERROR_INVALID_VALUE.
+func unservedAttr(c *call, node bool, attr uint32) error {
+	if node && attr > 0 && attr <= maxLaunchAttr {
+		return device.Errorf(c.f.Opcode.String(), device.ErrNotSupported, "kernel node attribute %d is not served on vgpu (1 access policy window, 2 cooperative, 8 priority, 9 and 10 memory sync domains are)", attr)
+	}
+	if node {
+		return invalid(c, "kernel node attribute %d (1, 2, 8, 9, 10)", attr)
+	}
+	return invalid(c, "stream attribute %d (1, 3, 8, 9, 10)", attr)
+}
+
+func checkKernelNodeSetAttr(s *Session, c *call, r *protocol.GraphKernelNodeAttrReq) error {
+	if r.Pad0 != 0 {
+		return invalid(c, "padding %#x", r.Pad0)
+	}
+	return checkAttrValue(c, true, r.Attr, r.Value, 0) // the window's limit: the handler's, who knows the device
+}
+
+func checkKernelNodeGetAttr(s *Session, c *call, r *protocol.GraphKernelNodeAttrReq) error {
+	switch r.Attr {
+	case device.StreamAttrAccessPolicyWindow, device.KernelNodeAttrCooperative, device.StreamAttrPriority,
+		device.StreamAttrMemSyncDomainMap, device.StreamAttrMemSyncDomain:
+	case device.StreamAttrSyncPolicy:
+		return invalid(c, "the synchronization policy (3) is a stream's attribute, not a kernel node's")
+	default:
+		return unservedAttr(c, true, r.Attr)
+	}
+	if r.Value != (protocol.StreamAttrValue{}) || r.Pad0 != 0 {
+		return invalid(c, "a get with a value")
 	}
 	return nil
 }
@@ -964,6 +1027,45 @@ func checkGraphCopy(s *Session, c *call, p *protocol.GraphMemcpyParams) error {
 		return nil
 	}
 	return invalid(c, "copy direction %d (1 host to device, 2 device to host, 3 device to device)", p.Dir)
+}
+
+func checkGraphEdges(s *Session, c *call, r *protocol.GraphEdgesReq) error {
+	if r.Count > protocol.MaxGraphEdges {
+		return invalid(c, "%d edges (at most %d)", r.Count, protocol.MaxGraphEdges)
+	}
+	return checkDepsTail[protocol.GraphEdgesReq](c, 0, 16*uint64(r.Count))
+}
+
+func checkGraphNodeDeps(s *Session, c *call, r *protocol.GraphNodeDepsReq) error {
+	if r.Dependents > 1 {
+		return invalid(c, "dependents %d (0 the node's dependencies, 1 the nodes that depend on it)", r.Dependents)
+	}
+	return nil
+}
+
+func checkGraphAddEventNode(s *Session, c *call, r *protocol.GraphAddEventNodeReq) error {
+	if r.Wait > 1 {
+		return invalid(c, "wait %d (0 an event record node, 1 an event wait node)", r.Wait)
+	}
+	return checkDepsTail[protocol.GraphAddEventNodeReq](c, r.NumDeps, 0)
+}
+
+func checkGraphEventNode(s *Session, c *call, r *protocol.GraphEventNodeReq) error {
+	if r.Wait > 1 {
+		return invalid(c, "wait %d (0 an event record node, 1 an event wait node)", r.Wait)
+	}
+	return nil
+}
+
+func checkGraphEventNodeGet(s *Session, c *call, r *protocol.GraphEventNodeReq) error {
+	if r.Exec != 0 || r.Event != 0 {
+		return invalid(c, "a read of a node's event names no executable graph (%#x) and no event (%#x)", r.Exec, r.Event)
+	}
+	return checkGraphEventNode(s, c, r)
+}
+
+func checkGraphAddChildNode(s *Session, c *call, r *protocol.GraphAddChildNodeReq) error {
+	return checkDepsTail[protocol.GraphAddChildNodeReq](c, r.NumDeps, 0)
 }
 
 func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {

@@ -10,7 +10,9 @@
  * BufRefs of the three calls that carry them (MEMCPY_HTOD, MEMCPY_DTOH,
  * MODULE_LOAD) to inline data. Registered regions are remembered, and
  * REGION refs are rewritten the same way. A BATCH is replayed call by call
- * (a failure becomes a NOTIFY_ERROR on the RECV queue, as the host sends).
+ * (a failure becomes a NOTIFY_ERROR on the RECV queue, as the host sends);
+ * a BATCH_SYNC's queued calls the same way, then its last call, answered
+ * as the backend answers it.
  * It checks what the driver would refuse: segments, driver request ids,
  * NO_REPLY on CALL, buffer indexes and lengths that do not match the bufs.
  *
@@ -329,6 +331,67 @@ static int do_batch(const uint8_t *frame, int notify, struct vgpu_batch_reply *r
 	return 0;
 }
 
+/* A BATCH_SYNC: the queued calls replayed as a batch sent as a call,
+ * then the last call; the reply (malloc'd, the caller sets its header's
+ * opcode and id) is a BatchSyncReply and the last call's own reply frame,
+ * as the backend's. */
+static int do_batch_sync(const uint8_t *frame, uint8_t **reply, uint32_t *rlen, int *bad)
+{
+	const struct vgpu_header *h = (const void *)frame;
+	const uint8_t *p = frame + VGPU_HEADER_SIZE;
+	struct vgpu_batch_req br;
+	memcpy(&br, p, sizeof br);
+	uint64_t off = sizeof br;
+	for (uint32_t i = 0; br.count && i + 1 < br.count; i++) {
+		const struct vgpu_header *sh = (const void *)(p + off);
+		if (off + VGPU_HEADER_SIZE > h->payload_len || sh->magic != VGPU_MAGIC)
+			break;
+		off += vgpu_frame_len(sh->payload_len, 0);
+	}
+	const struct vgpu_header *last = (const void *)(p + off);
+	if (!br.count || off + VGPU_HEADER_SIZE > h->payload_len || last->magic != VGPU_MAGIC || last->num_segs ||
+	    off + vgpu_frame_len(last->payload_len, 0) != h->payload_len) {
+		fprintf(stderr, "fakedev: malformed BATCH_SYNC\n");
+		*bad = 1;
+		return -1;
+	}
+	/* the queued calls: a BATCH of count-1 (none: nothing to replay) */
+	struct vgpu_batch_reply brep = {.failed_index = 0};
+	if (br.count > 1) {
+		uint8_t *b = malloc(VGPU_HEADER_SIZE + off);
+		memcpy(b, h, VGPU_HEADER_SIZE);
+		((struct vgpu_header *)b)->payload_len = (uint32_t)off;
+		struct vgpu_batch_req qr = {.count = br.count - 1};
+		memcpy(b + VGPU_HEADER_SIZE, &qr, sizeof qr);
+		memcpy(b + VGPU_HEADER_SIZE + sizeof qr, p + sizeof br, off - sizeof br);
+		int rc = do_batch(b, 0, &brep, bad);
+		free(b);
+		if (rc)
+			return rc;
+	}
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	if (do_request((const uint8_t *)last, NULL, 0, 0, &r, &rl, bad))
+		return -1;
+	struct vgpu_header *ih = (void *)r;
+	ih->request_id = last->request_id;
+	ih->opcode = last->opcode;
+	struct vgpu_batch_sync_reply rep = {.executed = brep.executed, .failed_index = brep.failed_index,
+					    .first_error = brep.first_error, .ran = 1,
+					    .failed_request_id = brep.failed_request_id};
+	uint32_t inner = (uint32_t)vgpu_frame_len(ih->payload_len, 0);
+	*rlen = VGPU_HEADER_SIZE + sizeof rep + inner;
+	*reply = calloc(1, *rlen);
+	struct vgpu_header *oh = (void *)*reply;
+	*oh = *h;
+	oh->flags = VGPU_FLAG_REPLY;
+	oh->payload_len = sizeof rep + inner;
+	memcpy(*reply + VGPU_HEADER_SIZE, &rep, sizeof rep);
+	memcpy(*reply + VGPU_HEADER_SIZE + sizeof rep, r, rl < inner ? rl : inner);
+	free(r);
+	return 0;
+}
+
 static int fake_call(struct vgpu_call *c, int submit)
 {
 	const uint8_t *frame = (const void *)(uintptr_t)c->frame;
@@ -368,7 +431,9 @@ static int fake_call(struct vgpu_call *c, int submit)
 			rh->payload_len = sizeof brep;
 			memcpy(r + VGPU_HEADER_SIZE, &brep, sizeof brep);
 		}
-	} else
+	} else if (h->opcode == VGPU_OP_BATCH_SYNC && !submit && !c->nbufs)
+		rc = do_batch_sync(frame, &r, &rl, &bad);
+	else
 		rc = do_request(frame, bufs, c->nbufs, submit && (h->flags & VGPU_FLAG_NO_REPLY), &r, &rl, &bad);
 	if (!fire_and_forget)
 		pthread_mutex_unlock(&mu);
@@ -544,6 +609,8 @@ static void *ring_server(void *arg)
 				((struct vgpu_header *)r)->payload_len = sizeof brep;
 				memcpy(r + VGPU_HEADER_SIZE, &brep, sizeof brep);
 			}
+		} else if (h.opcode == VGPU_OP_BATCH_SYNC && !no_reply) {
+			rc = do_batch_sync(f, &r, &rl, &bad);
 		} else {
 			rc = do_request(f, NULL, 0, no_reply, &r, &rl, &bad);
 		}

@@ -172,6 +172,31 @@ int cuGraphExecMemsetNodeSetParams(void *, void *, const void *, CUcontext);
 int cuGraphMemcpyNodeGetParams(void *, void *);
 int cuGraphMemcpyNodeSetParams(void *, const void *);
 int cuGraphExecMemcpyNodeSetParams(void *, void *, const void *, CUcontext);
+int cuGraphAddDependencies(void *, void *const *, void *const *, size_t);
+int cuGraphAddDependencies_v2(void *, void *const *, void *const *, const void *, size_t);
+int cuGraphRemoveDependencies(void *, void *const *, void *const *, size_t);
+int cuGraphGetEdges(void *, void **, void **, size_t *);
+int cuGraphGetEdges_v2(void *, void **, void **, void *, size_t *);
+int cuGraphNodeGetDependencies(void *, void **, size_t *);
+int cuGraphNodeGetDependentNodes_v2(void *, void **, void *, size_t *);
+int cuGraphExecGetFlags(void *, unsigned long long *);
+int cuEventCreate(CUevent *, unsigned);
+int cuEventDestroy_v2(CUevent);
+int cuEventQuery(CUevent);
+int cuGraphAddEventRecordNode(void **, void *, void *const *, size_t, CUevent);
+int cuGraphAddEventWaitNode(void **, void *, void *const *, size_t, CUevent);
+int cuGraphEventRecordNodeGetEvent(void *, CUevent *);
+int cuGraphEventWaitNodeGetEvent(void *, CUevent *);
+int cuGraphEventRecordNodeSetEvent(void *, CUevent);
+int cuGraphExecEventWaitNodeSetEvent(void *, void *, CUevent);
+int cuGraphAddChildGraphNode(void **, void *, void *const *, size_t, void *);
+int cuGraphChildGraphNodeGetGraph(void *, void **);
+int cuGraphExecChildGraphNodeSetParams(void *, void *, void *);
+int cuGraphAddHostNode(void **, void *, void *const *, size_t, const void *);
+int cuGraphKernelNodeSetAttribute(void *, int, const void *);
+int cuGraphKernelNodeGetAttribute(void *, int, void *);
+int cuGraphKernelNodeCopyAttributes(void *, void *);
+int cuGraphExecHostNodeSetParams(void *, void *, const void *);
 int cuMemcpyDtoHAsync_v2(void *, unsigned long long, size_t, CUstream);
 int cuMemsetD8Async(unsigned long long, unsigned char, size_t, CUstream);
 int cuMemsetD8_v2(unsigned long long, unsigned char, size_t);
@@ -647,6 +672,55 @@ static void test_host_func(void)
 	OK(cudaStreamSynchronize(s));
 	CHECK(host_ran == 42);
 	OK(cudaStreamDestroy(s));
+}
+
+/* Queued calls travel with the synchronous call after them (BATCH_SYNC,
+ * when the backend offers it): each sync point below sees the queued work
+ * done, in order, and a queued call's error once. run.sh runs it with
+ * VGPU_STATS=1 (the frames were BATCH_SYNCs) and, with the tests that
+ * queue calls, with VGPU_BATCH_SYNC=0 (batch, then call: the old way). */
+static void test_batch_sync(void)
+{
+	unsigned char *d, back[64];
+	cudaStream_t s;
+	cudaEvent_t ev;
+	OK(cudaMalloc((void **)&d, 64));
+	OK(cudaStreamCreate(&s));
+	OK(cudaEventCreate(&ev));
+	for (int round = 0; round < 3; round++) {
+		/* a D2H copy carries the memsets before it */
+		OK(cudaMemsetAsync(d, 0x10 + round, 64, s));
+		OK(cudaMemsetAsync(d + 32, 0x20 + round, 32, s));
+		memset(back, 0, sizeof back);
+		OK(cudaMemcpy(back, d, 64, cudaMemcpyDeviceToHost));
+		CHECK(back[0] == 0x10 + round && back[31] == 0x10 + round && back[32] == 0x20 + round && back[63] == 0x20 + round);
+		/* stream, event and device synchronization each carry theirs */
+		OK(cudaMemsetAsync(d, 0x30 + round, 64, s));
+		OK(cudaStreamSynchronize(s));
+		OK(cudaMemsetAsync(d, 0x40 + round, 16, s));
+		OK(cudaEventRecord(ev, s));
+		OK(cudaEventSynchronize(ev));
+		OK(cudaMemsetAsync(d + 16, 0x50 + round, 16, s));
+		OK(cudaDeviceSynchronize());
+		OK(cudaMemcpy(back, d, 64, cudaMemcpyDeviceToHost));
+		CHECK(back[0] == 0x40 + round && back[16] == 0x50 + round && back[32] == 0x30 + round);
+	}
+	/* a queued call that fails: the sync point reports it, once */
+	unsigned long long dp = (unsigned long long)(uintptr_t)d;
+	OK(cuMemsetD8Async(dp + (1ull << 40), 1, 8, NULL));
+	CHECK(cuCtxSynchronize() == 1);
+	OK(cuCtxSynchronize());
+	/* a host function queued before the sync: the backend hands the
+	 * synchronize back, the library sends it alone */
+	host_ran = 0;
+	static int v = 7;
+	OK(cudaMemsetAsync(d, 0x66, 8, s));
+	OK(cudaLaunchHostFunc(s, host_fn, &v));
+	OK(cudaStreamSynchronize(s));
+	CHECK(host_ran == 7);
+	OK(cudaEventDestroy(ev));
+	OK(cudaStreamDestroy(s));
+	OK(cudaFree(d));
 }
 
 /* Stream capture through the runtime (NVIDIA's: the driver's capture in
@@ -1361,6 +1435,29 @@ static void test_driver_graph_node_params(void)
 	memset(want, 0x33, 64);
 	CHECK(!memcmp(got, want, 64));
 
+	/* attributes: priority and cooperative set, read back, copied */
+	void *kn2;
+	union {
+		int i;
+		unsigned char b[64];
+	} av, ag;
+	OK(cuGraphAddKernelNode_v2(&kn2, g, NULL, 0, &k));
+	memset(&av, 0, sizeof av);
+	av.i = -1;
+	OK(cuGraphKernelNodeSetAttribute(kn, 8, &av));
+	av.i = 1;
+	OK(cuGraphKernelNodeSetAttribute(kn, 2, &av));
+	memset(&ag, 0x55, sizeof ag);
+	OK(cuGraphKernelNodeGetAttribute(kn, 8, &ag));
+	CHECK(ag.i == -1 && ag.b[4] == 0x55); /* only the attribute's own bytes */
+	OK(cuGraphKernelNodeCopyAttributes(kn2, kn));
+	OK(cuGraphKernelNodeGetAttribute(kn2, 2, &ag));
+	CHECK(ag.i == 1);
+	CHECK(cuGraphKernelNodeSetAttribute(kn, 3, &av) == 1); /* a stream's */
+	CHECK(cuGraphKernelNodeSetAttribute(kn, 4, &av) == 801); /* cluster dimension */
+	CHECK(cuGraphKernelNodeGetAttribute(mn, 8, &ag) == 1);
+	OK(cuGraphDestroyNode(kn2));
+
 	/* the wrong kind of node, a foreign node, NULL: refused */
 	CHECK(cuGraphKernelNodeGetParams(mn, &r) == 1);
 	CHECK(cuGraphMemsetNodeGetParams(kn, &mr) == 1);
@@ -1417,6 +1514,179 @@ static void test_driver_graph_node_params(void)
 	CHECK(r.func == fn && r.grid[0] == 3 && r.block[0] == 64 && *(float *)r.params[1] == 2.0f);
 	OK(cuGraphDestroy(g));
 	OK(cuModuleUnload(mod));
+	OK(cuStreamDestroy_v2(s));
+	OK(cuMemFree_v2(p));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* Edges added and removed after the nodes, listed, and obeyed at launch;
+ * an executable graph's flags. */
+static void test_driver_graph_edges(void)
+{
+	int dev;
+	CUcontext ctx;
+	CUstream s;
+	unsigned long long p, flags = 0;
+	void *g, *x, *a, *b, *z, *from[4], *to[4], *list[4];
+	size_t n;
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemAlloc_v2(&p, 256));
+	OK(cuGraphCreate(&g, 0));
+	struct t_memset_params m = {.dst = p, .value = 1, .elem = 1, .width = 64, .height = 1};
+	OK(cuGraphAddMemsetNode(&a, g, NULL, 0, &m, ctx));
+	m.value = 2;
+	OK(cuGraphAddMemsetNode(&b, g, NULL, 0, &m, ctx));
+	OK(cuGraphAddEmptyNode(&z, g, NULL, 0));
+	/* a after b, z after both */
+	void *f1[] = {b, a, b}, *t1[] = {a, z, z};
+	OK(cuGraphAddDependencies(g, f1, t1, 3));
+	OK(cuGraphGetEdges(g, NULL, NULL, &n));
+	CHECK(n == 3);
+	n = 4;
+	OK(cuGraphGetEdges(g, from, to, &n));
+	CHECK(n == 3 && from[3] == NULL && to[3] == NULL);
+	n = 4;
+	OK(cuGraphNodeGetDependencies(z, list, &n));
+	CHECK(n == 2 && ((list[0] == a && list[1] == b) || (list[0] == b && list[1] == a)));
+	unsigned char data[4 * 8];
+	memset(data, 0xff, sizeof data);
+	n = 4;
+	OK(cuGraphNodeGetDependentNodes_v2(b, list, data, &n));
+	CHECK(n == 2 && data[0] == 0 && data[15] == 0);
+	OK(cuGraphGetRootNodes(g, list, &(size_t){4}));
+	CHECK(list[0] == b);
+	uint8_t got[64];
+	OK(cuGraphInstantiateWithFlags(&x, g, 1));
+	OK(cuGraphExecGetFlags(x, &flags));
+	CHECK(flags == 1);
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuGraphExecDestroy(x));
+	OK(cuMemcpyDtoH_v2(got, p, 64));
+	CHECK(got[0] == 1 && got[63] == 1);
+	/* the other way round */
+	OK(cuGraphRemoveDependencies(g, &b, &a, 1));
+	unsigned char zero[8] = {0}, port[8] = {1};
+	OK(cuGraphAddDependencies_v2(g, &a, &b, zero, 1));
+	CHECK(cuGraphAddDependencies_v2(g, &z, &b, port, 1) == 801);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphExecGetFlags(x, &flags));
+	CHECK(flags == 0);
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuGraphExecDestroy(x));
+	OK(cuMemcpyDtoH_v2(got, p, 64));
+	CHECK(got[0] == 2 && got[63] == 2);
+	n = 4;
+	OK(cuGraphGetEdges_v2(g, from, to, data, &n));
+	CHECK(n == 3);
+	/* refused: an edge there already, one not there, a foreign node, NULL */
+	CHECK(cuGraphAddDependencies(g, &a, &b, 1) == 1);
+	CHECK(cuGraphRemoveDependencies(g, &b, &a, 1) == 1);
+	void *bad = (void *)(uintptr_t)0x9999;
+	CHECK(cuGraphAddDependencies(g, &bad, &a, 1) == 1);
+	CHECK(cuGraphAddDependencies(g, NULL, &a, 1) == 1);
+	CHECK(cuGraphGetEdges(g, from, NULL, &n) == 1);
+	CHECK(cuGraphNodeGetDependencies(bad, list, &n) == 400);
+	CHECK(cuGraphExecGetFlags(NULL, &flags) == 400);
+	OK(cuGraphDestroy(g));
+	OK(cuStreamDestroy_v2(s));
+	OK(cuMemFree_v2(p));
+	OK(cuCtxDestroy_v2(ctx));
+}
+
+/* Event record and wait nodes, and child graph nodes: events read back
+ * as the program's, recorded at each launch and kept for the graph when
+ * the program destroys them; a child graph node runs a copy of its graph,
+ * whose graph is the node's. */
+static void test_driver_graph_event_child(void)
+{
+	int dev, type = -1;
+	CUcontext ctx;
+	CUstream s;
+	CUevent e1, e2, got;
+	unsigned long long p;
+	void *g, *x, *m, *rec, *wait, *child, *cg, *cg2, *k, *nodes[2];
+	size_t n;
+	uint8_t buf[64];
+	OK(cuInit(0));
+	OK(cuDeviceGet(&dev, 0));
+	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemAlloc_v2(&p, 256));
+	OK(cuEventCreate(&e1, 0));
+	OK(cuEventCreate(&e2, 0));
+	OK(cuGraphCreate(&g, 0));
+	struct t_memset_params ms = {.dst = p, .value = 7, .elem = 1, .width = 64, .height = 1};
+	OK(cuGraphAddMemsetNode(&m, g, NULL, 0, &ms, ctx));
+	OK(cuGraphAddEventRecordNode(&rec, g, &m, 1, e1));
+	OK(cuGraphAddEventWaitNode(&wait, g, NULL, 0, e2));
+	OK(cuGraphNodeGetType(rec, &type));
+	CHECK(type == 7);
+	OK(cuGraphNodeGetType(wait, &type));
+	CHECK(type == 6);
+	OK(cuGraphEventRecordNodeGetEvent(rec, &got));
+	CHECK(got == e1);
+	OK(cuGraphEventWaitNodeGetEvent(wait, &got));
+	CHECK(got == e2);
+	CHECK(cuGraphEventWaitNodeGetEvent(rec, &got) == 1);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuEventQuery(e1));
+	OK(cuGraphEventRecordNodeSetEvent(rec, e2));
+	OK(cuGraphEventRecordNodeGetEvent(rec, &got));
+	CHECK(got == e2);
+	OK(cuGraphExecEventWaitNodeSetEvent(x, wait, e1));
+	/* the executable graph keeps e1 after the program destroys it */
+	OK(cuEventDestroy_v2(e1));
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	CHECK(cuGraphAddEventRecordNode(&k, g, NULL, 0, NULL) == 400);
+	OK(cuGraphExecDestroy(x));
+
+	/* child graph nodes */
+	OK(cuGraphCreate(&child, 0));
+	ms.value = 9;
+	OK(cuGraphAddMemsetNode(&m, child, NULL, 0, &ms, ctx));
+	OK(cuGraphAddChildGraphNode(&k, g, &rec, 1, child));
+	OK(cuGraphNodeGetType(k, &type));
+	CHECK(type == 4);
+	OK(cuGraphChildGraphNodeGetGraph(k, &cg));
+	OK(cuGraphChildGraphNodeGetGraph(k, &cg2));
+	CHECK(cg == cg2 && cg != child);
+	n = 2;
+	OK(cuGraphGetNodes(cg, nodes, &n));
+	CHECK(n == 1 && nodes[0] != m);
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuMemcpyDtoH_v2(buf, p, 64));
+	CHECK(buf[0] == 9 && buf[63] == 9);
+	ms.value = 10;
+	OK(cuGraphMemsetNodeSetParams(m, &ms));
+	OK(cuGraphExecChildGraphNodeSetParams(x, k, child));
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuMemcpyDtoH_v2(buf, p, 64));
+	CHECK(buf[0] == 10 && buf[63] == 10);
+	CHECK(cuGraphChildGraphNodeGetGraph(m, &cg2) == 1);
+	CHECK(cuGraphAddChildGraphNode(&k, g, NULL, 0, NULL) == 1);
+	/* host nodes: not served */
+	struct {
+		void (*fn)(void *);
+		void *user;
+	} hp = {NULL, NULL};
+	CHECK(cuGraphAddHostNode(&k, g, NULL, 0, &hp) == 801);
+	CHECK(cuGraphExecHostNodeSetParams(x, k, &hp) == 801);
+	OK(cuGraphExecDestroy(x));
+	OK(cuGraphDestroy(child));
+	OK(cuGraphDestroy(g));
+	CHECK(cuGraphGetNodes(cg, NULL, &n) == 400); /* went with its node's graph */
+	OK(cuEventDestroy_v2(e2));
 	OK(cuStreamDestroy_v2(s));
 	OK(cuMemFree_v2(p));
 	OK(cuCtxDestroy_v2(ctx));
@@ -1967,6 +2237,7 @@ static const struct {
 	{"pinned_streams_events", test_pinned_streams_events},
 	{"mapped_host_memory", test_mapped_host_memory},
 	{"host_func", test_host_func},
+	{"batch_sync", test_batch_sync},
 	{"graph", test_graph},
 	{"errors_and_stubs", test_errors_and_stubs},
 	{"proc_address", test_proc_address},
@@ -1975,6 +2246,8 @@ static const struct {
 	{"driver_capture", test_driver_capture},
 	{"driver_graph_nodes", test_driver_graph_nodes},
 	{"driver_graph_node_params", test_driver_graph_node_params},
+	{"driver_graph_edges", test_driver_graph_edges},
+	{"driver_graph_event_child", test_driver_graph_event_child},
 	{"driver_mempool", test_driver_mempool},
 	{"driver_vmm", test_driver_vmm},
 	{"driver_stream_attrs", test_driver_stream_attrs},

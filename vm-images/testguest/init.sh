@@ -21,6 +21,9 @@ fail() {
 }
 
 echo "VGPU-INIT: $(cut -d' ' -f1 /proc/uptime)"
+# The loopback interface, up as on any Linux system: programs that talk to
+# themselves over sockets need it (NCCL's bootstrap, even for one GPU).
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up 2>/dev/null
 
 # Modules, in dependency order (written by the builder).
 while read -r m; do

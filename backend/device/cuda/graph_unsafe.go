@@ -348,3 +348,128 @@ func (c *Context) GraphExecUpdate(e device.GraphExec, g device.Graph) (int, devi
 	}
 	return int(result), device.GraphNode(node), err
 }
+
+// nodeList returns the driver's array of nodes (nil: none).
+func nodeList(nodes []device.GraphNode) *uintptr {
+	if len(nodes) == 0 {
+		return nil
+	}
+	return (*uintptr)(unsafe.Pointer(unsafe.SliceData(nodes)))
+}
+
+func (c *Context) GraphAddDependencies(g device.Graph, from, to []device.GraphNode) error {
+	if len(from) != len(to) {
+		return device.Errorf("cuGraphAddDependencies", device.ErrInvalidValue, "%d from nodes for %d to nodes", len(from), len(to))
+	}
+	err := c.call("cuGraphAddDependencies", func() int32 {
+		return c.l.cuGraphAddDependencies(uintptr(g), nodeList(from), nodeList(to), uintptr(len(from)))
+	})
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
+	return err
+}
+
+func (c *Context) GraphRemoveDependencies(g device.Graph, from, to []device.GraphNode) error {
+	if len(from) != len(to) {
+		return device.Errorf("cuGraphRemoveDependencies", device.ErrInvalidValue, "%d from nodes for %d to nodes", len(from), len(to))
+	}
+	err := c.call("cuGraphRemoveDependencies", func() int32 {
+		return c.l.cuGraphRemoveDependencies(uintptr(g), nodeList(from), nodeList(to), uintptr(len(from)))
+	})
+	runtime.KeepAlive(from)
+	runtime.KeepAlive(to)
+	return err
+}
+
+// GraphEdges asks the count, then the edges (a graph changes only by this
+// session's calls, which come one at a time).
+func (c *Context) GraphEdges(g device.Graph) ([]device.GraphNode, []device.GraphNode, error) {
+	const op = "cuGraphGetEdges"
+	var n uintptr
+	if err := c.call(op, func() int32 { return c.l.cuGraphGetEdges(uintptr(g), nil, nil, &n) }); err != nil || n == 0 {
+		return nil, nil, err
+	}
+	from, to := make([]device.GraphNode, n), make([]device.GraphNode, n)
+	err := c.call(op, func() int32 { return c.l.cuGraphGetEdges(uintptr(g), nodeList(from), nodeList(to), &n) })
+	if err != nil {
+		return nil, nil, err
+	}
+	k := min(n, uintptr(len(from)))
+	return from[:k], to[:k], nil
+}
+
+func (c *Context) GraphNodeDeps(h device.GraphNode, dependents bool) ([]device.GraphNode, error) {
+	op, fn := "cuGraphNodeGetDependencies", c.l.cuGraphNodeGetDependencies
+	if dependents {
+		op, fn = "cuGraphNodeGetDependentNodes", c.l.cuGraphNodeGetDependentNodes
+	}
+	var n uintptr
+	if err := c.call(op, func() int32 { return fn(uintptr(h), nil, &n) }); err != nil || n == 0 {
+		return nil, err
+	}
+	out := make([]device.GraphNode, n)
+	if err := c.call(op, func() int32 { return fn(uintptr(h), nodeList(out), &n) }); err != nil {
+		return nil, err
+	}
+	return out[:min(n, uintptr(len(out)))], nil
+}
+
+func (c *Context) GraphAddEventNode(g device.Graph, deps []device.GraphNode, ev device.Event, wait bool) (device.GraphNode, error) {
+	op, fn := "cuGraphAddEventRecordNode", c.l.cuGraphAddEventRecordNode
+	if wait {
+		op, fn = "cuGraphAddEventWaitNode", c.l.cuGraphAddEventWaitNode
+	}
+	d, nd := depsArg(deps)
+	var n uintptr
+	err := c.call(op, func() int32 { return fn(&n, uintptr(g), d, nd, uintptr(ev)) })
+	runtime.KeepAlive(deps)
+	return device.GraphNode(n), err
+}
+
+func (c *Context) GraphEventNodeEvent(n device.GraphNode, wait bool) (device.Event, error) {
+	op, fn := "cuGraphEventRecordNodeGetEvent", c.l.cuGraphEventRecordNodeGetEvent
+	if wait {
+		op, fn = "cuGraphEventWaitNodeGetEvent", c.l.cuGraphEventWaitNodeGetEvent
+	}
+	var ev uintptr
+	err := c.call(op, func() int32 { return fn(uintptr(n), &ev) })
+	return device.Event(ev), err
+}
+
+func (c *Context) GraphEventNodeSetEvent(e device.GraphExec, n device.GraphNode, wait bool, ev device.Event) error {
+	switch {
+	case e == 0 && !wait:
+		return c.call("cuGraphEventRecordNodeSetEvent", func() int32 { return c.l.cuGraphEventRecordNodeSetEvent(uintptr(n), uintptr(ev)) })
+	case e == 0:
+		return c.call("cuGraphEventWaitNodeSetEvent", func() int32 { return c.l.cuGraphEventWaitNodeSetEvent(uintptr(n), uintptr(ev)) })
+	case !wait:
+		return c.call("cuGraphExecEventRecordNodeSetEvent", func() int32 {
+			return c.l.cuGraphExecEventRecordNodeSetEvent(uintptr(e), uintptr(n), uintptr(ev))
+		})
+	}
+	return c.call("cuGraphExecEventWaitNodeSetEvent", func() int32 {
+		return c.l.cuGraphExecEventWaitNodeSetEvent(uintptr(e), uintptr(n), uintptr(ev))
+	})
+}
+
+func (c *Context) GraphAddChildGraphNode(g device.Graph, deps []device.GraphNode, child device.Graph) (device.GraphNode, error) {
+	d, nd := depsArg(deps)
+	var n uintptr
+	err := c.call("cuGraphAddChildGraphNode", func() int32 {
+		return c.l.cuGraphAddChildGraphNode(&n, uintptr(g), d, nd, uintptr(child))
+	})
+	runtime.KeepAlive(deps)
+	return device.GraphNode(n), err
+}
+
+func (c *Context) GraphChildGraph(n device.GraphNode) (device.Graph, error) {
+	var g uintptr
+	err := c.call("cuGraphChildGraphNodeGetGraph", func() int32 { return c.l.cuGraphChildGraphNodeGetGraph(uintptr(n), &g) })
+	return device.Graph(g), err
+}
+
+func (c *Context) GraphExecChildGraphSetParams(e device.GraphExec, n device.GraphNode, child device.Graph) error {
+	return c.call("cuGraphExecChildGraphNodeSetParams", func() int32 {
+		return c.l.cuGraphExecChildGraphNodeSetParams(uintptr(e), uintptr(n), uintptr(child))
+	})
+}

@@ -159,6 +159,28 @@ type lib struct {
 	cuGraphMemcpyNodeGetParams     func(n uintptr, p unsafe.Pointer) int32
 	cuGraphMemcpyNodeSetParams     func(n uintptr, p unsafe.Pointer) int32
 	cuGraphExecMemcpyNodeSetParams func(e, n uintptr, p unsafe.Pointer, ctx uintptr) int32
+	// Edges (the first ABI: no edge data).
+	cuGraphAddDependencies       func(g uintptr, from, to *uintptr, n uintptr) int32
+	cuGraphRemoveDependencies    func(g uintptr, from, to *uintptr, n uintptr) int32
+	cuGraphGetEdges              func(g uintptr, from, to *uintptr, n *uintptr) int32
+	cuGraphNodeGetDependencies   func(n uintptr, deps *uintptr, num *uintptr) int32
+	cuGraphNodeGetDependentNodes func(n uintptr, deps *uintptr, num *uintptr) int32
+	// Event and child graph nodes.
+	cuGraphAddEventRecordNode          func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, ev uintptr) int32
+	cuGraphAddEventWaitNode            func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, ev uintptr) int32
+	cuGraphEventRecordNodeGetEvent     func(n uintptr, ev *uintptr) int32
+	cuGraphEventWaitNodeGetEvent       func(n uintptr, ev *uintptr) int32
+	cuGraphEventRecordNodeSetEvent     func(n, ev uintptr) int32
+	cuGraphEventWaitNodeSetEvent       func(n, ev uintptr) int32
+	cuGraphExecEventRecordNodeSetEvent func(e, n, ev uintptr) int32
+	cuGraphExecEventWaitNodeSetEvent   func(e, n, ev uintptr) int32
+	cuGraphAddChildGraphNode           func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, child uintptr) int32
+	cuGraphChildGraphNodeGetGraph      func(n uintptr, g *uintptr) int32
+	cuGraphExecChildGraphNodeSetParams func(e, n, child uintptr) int32
+	// Kernel node attributes (CUkernelNodeAttrValue: 64 bytes).
+	cuGraphKernelNodeSetAttribute   func(n uintptr, attr int32, v unsafe.Pointer) int32
+	cuGraphKernelNodeGetAttribute   func(n uintptr, attr int32, v unsafe.Pointer) int32
+	cuGraphKernelNodeCopyAttributes func(dst, src uintptr) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -283,6 +305,18 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams"},
 		{&l.cuGraphMemcpyNodeGetParams, "cuGraphMemcpyNodeGetParams"}, {&l.cuGraphMemcpyNodeSetParams, "cuGraphMemcpyNodeSetParams"},
 		{&l.cuGraphExecMemcpyNodeSetParams, "cuGraphExecMemcpyNodeSetParams"},
+		{&l.cuGraphAddDependencies, "cuGraphAddDependencies"}, {&l.cuGraphRemoveDependencies, "cuGraphRemoveDependencies"},
+		{&l.cuGraphGetEdges, "cuGraphGetEdges"}, {&l.cuGraphNodeGetDependencies, "cuGraphNodeGetDependencies"},
+		{&l.cuGraphNodeGetDependentNodes, "cuGraphNodeGetDependentNodes"},
+		{&l.cuGraphAddEventRecordNode, "cuGraphAddEventRecordNode"}, {&l.cuGraphAddEventWaitNode, "cuGraphAddEventWaitNode"},
+		{&l.cuGraphEventRecordNodeGetEvent, "cuGraphEventRecordNodeGetEvent"}, {&l.cuGraphEventWaitNodeGetEvent, "cuGraphEventWaitNodeGetEvent"},
+		{&l.cuGraphEventRecordNodeSetEvent, "cuGraphEventRecordNodeSetEvent"}, {&l.cuGraphEventWaitNodeSetEvent, "cuGraphEventWaitNodeSetEvent"},
+		{&l.cuGraphExecEventRecordNodeSetEvent, "cuGraphExecEventRecordNodeSetEvent"},
+		{&l.cuGraphExecEventWaitNodeSetEvent, "cuGraphExecEventWaitNodeSetEvent"},
+		{&l.cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode"}, {&l.cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph"},
+		{&l.cuGraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams"},
+		{&l.cuGraphKernelNodeSetAttribute, "cuGraphKernelNodeSetAttribute"}, {&l.cuGraphKernelNodeGetAttribute, "cuGraphKernelNodeGetAttribute"},
+		{&l.cuGraphKernelNodeCopyAttributes, "cuGraphKernelNodeCopyAttributes"},
 	}
 }
 

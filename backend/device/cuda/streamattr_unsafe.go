@@ -71,3 +71,28 @@ func (c *Context) StreamGetAttribute(s device.Stream, attr int) (device.StreamAt
 func (c *Context) StreamCopyAttributes(dst, src device.Stream) error {
 	return c.call("cuStreamCopyAttributes", func() int32 { return c.l.cuStreamCopyAttributes(uintptr(dst), uintptr(src)) })
 }
+
+// Kernel node attributes: the same union, the same layouts (COOPERATIVE an
+// int).
+
+func (c *Context) GraphKernelNodeSetAttribute(n device.GraphNode, attr int, v device.StreamAttr) error {
+	b := encodeStreamAttr(attr, v)
+	return c.call("cuGraphKernelNodeSetAttribute", func() int32 {
+		return c.l.cuGraphKernelNodeSetAttribute(uintptr(n), int32(attr), unsafe.Pointer(&b))
+	})
+}
+
+func (c *Context) GraphKernelNodeGetAttribute(n device.GraphNode, attr int) (device.StreamAttr, error) {
+	var b attrValue
+	err := c.call("cuGraphKernelNodeGetAttribute", func() int32 {
+		return c.l.cuGraphKernelNodeGetAttribute(uintptr(n), int32(attr), unsafe.Pointer(&b))
+	})
+	if err != nil {
+		return device.StreamAttr{}, err
+	}
+	return decodeStreamAttr(attr, &b), nil
+}
+
+func (c *Context) GraphKernelNodeCopyAttributes(dst, src device.GraphNode) error {
+	return c.call("cuGraphKernelNodeCopyAttributes", func() int32 { return c.l.cuGraphKernelNodeCopyAttributes(uintptr(dst), uintptr(src)) })
+}

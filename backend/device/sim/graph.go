@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/vgpu-project/vgpu/backend/device"
 )
 
@@ -34,6 +36,23 @@ type node struct {
 	kern   *device.KernelNode
 	memset *device.MemsetNode
 	cp     *device.GraphCopy
+	// An event node's event; a child graph node's copy of its graph
+	// (childH: its handle, 0 in an executable graph, whose copies have
+	// none).
+	ev     *event
+	evH    device.Event
+	child  *graph
+	childH device.Graph
+	// A kernel node's attributes (nil: the defaults); replaced, never
+	// changed, as the node's copies share them.
+	attrs *kernelAttrs
+}
+
+// kernelAttrs are a kernel node's attributes: a stream's (but the
+// synchronization policy) and COOPERATIVE.
+type kernelAttrs struct {
+	streamAttrs
+	cooperative uint32
 }
 
 // graph is a graph's nodes, in a topological order. An executable graph
@@ -52,6 +71,9 @@ func instance(gr *graph) *graph {
 	for _, n := range gr.nodes { // dependencies come first: they are copied by then
 		m := *n
 		m.g, m.h, m.deps = ex, 0, make([]*node, 0, len(n.deps))
+		if n.child != nil {
+			m.child, m.childH = instance(n.child), 0
+		}
 		for _, d := range n.deps {
 			m.deps = append(m.deps, ex.from[d])
 		}
@@ -238,11 +260,7 @@ func (c *Context) GraphLaunch(e device.GraphExec, h device.Stream) error {
 	gr, ok := c.execs[e]
 	var runs []func() // as the nodes are now: a later SetParams changes later launches
 	if ok {
-		for _, n := range gr.nodes {
-			if n.run != nil {
-				runs = append(runs, n.run)
-			}
-		}
+		runs = prepare(gr.nodes, nil)
 	}
 	c.mu.Unlock()
 	if !ok {
@@ -254,6 +272,36 @@ func (c *Context) GraphLaunch(e device.GraphExec, h device.Stream) error {
 		}
 	})
 	return err
+}
+
+// prepare appends the work of a launch of nodes to runs (c.mu held): a
+// child graph's nodes in its place; an event record node's event takes a
+// new record now, completed when the node runs; a wait node waits for
+// the event's record as it is now (as at a stream's cuStreamWaitEvent).
+func prepare(nodes []*node, runs []func()) []func() {
+	for _, n := range nodes {
+		switch {
+		case n.child != nil:
+			runs = prepare(n.child.nodes, runs)
+		case n.ev != nil && n.typ == device.GraphNodeEventRecord:
+			e, done := n.ev, make(chan struct{})
+			e.mu.Lock()
+			e.done = done
+			e.mu.Unlock()
+			runs = append(runs, func() {
+				e.mu.Lock()
+				e.at, e.recorded = time.Now(), true
+				e.mu.Unlock()
+				close(done)
+			})
+		case n.ev != nil && n.typ == device.GraphNodeWaitEvent:
+			done := n.ev.current()
+			runs = append(runs, func() { <-done })
+		case n.run != nil:
+			runs = append(runs, n.run)
+		}
+	}
+	return runs
 }
 
 // GraphExecDestroy destroys an executable graph (launches already queued
@@ -276,11 +324,25 @@ func (c *Context) GraphDestroy(g device.Graph) error {
 	if !ok {
 		return device.Errorf("cuGraphDestroy", device.ErrInvalidHandle, "graph %#x", uintptr(g))
 	}
+	c.dropGraph(g, gr)
+	return nil
+}
+
+// dropGraph forgets graph g, its nodes and its child graph nodes' graphs
+// (c.mu held).
+func (c *Context) dropGraph(g device.Graph, gr *graph) {
 	for _, n := range gr.nodes {
-		delete(c.nodes, n.h)
+		c.dropNode(n)
 	}
 	delete(c.graphs, g)
-	return nil
+}
+
+// dropNode forgets a node's handle and its child graph (c.mu held).
+func (c *Context) dropNode(n *node) {
+	if n.child != nil && n.childH != 0 {
+		c.dropGraph(n.childH, n.child)
+	}
+	delete(c.nodes, n.h)
 }
 
 // GraphCreate makes an empty graph.
@@ -456,10 +518,20 @@ func (c *Context) GraphClone(g device.Graph) (device.Graph, error) {
 	if !ok {
 		return 0, device.Errorf("cuGraphClone", device.ErrInvalidHandle, "graph %#x", uintptr(g))
 	}
+	return c.cloneGraph(gr), nil
+}
+
+// cloneGraph copies gr, its child graphs too, as a new graph with new
+// handles (c.mu held).
+func (c *Context) cloneGraph(gr *graph) device.Graph {
 	cl := &graph{}
 	copies := make(map[*node]*node, len(gr.nodes))
 	for _, n := range gr.nodes { // dependencies come first: they are copied by then
-		m := &node{typ: n.typ, run: n.run, kern: n.kern, memset: n.memset, cp: n.cp}
+		m := &node{typ: n.typ, run: n.run, kern: n.kern, memset: n.memset, cp: n.cp, ev: n.ev, evH: n.evH, attrs: n.attrs}
+		if n.child != nil {
+			m.childH = c.cloneGraph(n.child)
+			m.child = c.graphs[m.childH]
+		}
 		for _, d := range n.deps {
 			m.deps = append(m.deps, copies[d])
 		}
@@ -468,7 +540,7 @@ func (c *Context) GraphClone(g device.Graph) (device.Graph, error) {
 	}
 	h := device.Graph(c.newHandle())
 	c.graphs[h] = cl
-	return h, nil
+	return h
 }
 
 // GraphDestroyNode removes a node and the edges to and from it.
@@ -496,7 +568,7 @@ func (c *Context) GraphDestroyNode(h device.GraphNode) error {
 	}
 	clear(gr.nodes[len(kept):])
 	gr.nodes = kept
-	delete(c.nodes, h)
+	c.dropNode(n)
 	return nil
 }
 
@@ -536,30 +608,15 @@ func (c *Context) GraphExecUpdate(e device.GraphExec, g device.Graph) (int, devi
 	if !ok {
 		return 0, 0, device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(g))
 	}
-	if len(gr.nodes) != len(ex.nodes) {
-		return device.GraphUpdateTopologyChanged, 0, nil
+	if result, n := sameShape(gr.nodes, ex.nodes); result != device.GraphUpdateSuccess {
+		if n != nil {
+			return result, n.h, nil
+		}
+		return result, 0, nil
 	}
-	pos := func(nodes []*node) map[*node]int {
-		m := make(map[*node]int, len(nodes))
-		for i, n := range nodes {
-			m[n] = i
-		}
-		return m
-	}
-	gp, ep := pos(gr.nodes), pos(ex.nodes)
-	for i, n := range gr.nodes {
-		o := ex.nodes[i]
-		if n.typ != o.typ {
-			return device.GraphUpdateNodeTypeChanged, n.h, nil
-		}
-		if len(n.deps) != len(o.deps) {
-			return device.GraphUpdateTopologyChanged, n.h, nil
-		}
-		for j, d := range n.deps {
-			if gp[d] != ep[o.deps[j]] {
-				return device.GraphUpdateTopologyChanged, n.h, nil
-			}
-		}
+	ep := make(map[*node]int, len(ex.nodes))
+	for i, n := range ex.nodes {
+		ep[n] = i
 	}
 	// New copies of g's nodes, each the copy of the node of e's graph at
 	// its position (launches already queued keep what they took).
@@ -716,4 +773,410 @@ func (c *Context) GraphMemcpyNodeSetParams(e device.GraphExec, h device.GraphNod
 	return c.setNode(op, e, h, device.GraphNodeMemcpy, func() (func(), error) {
 		return c.copyWork(op, cp)
 	}, func(n *node) { n.cp = &cp })
+}
+
+// topo orders nodes so that each comes after its dependencies (Kahn's
+// order, starting from the nodes as they were); ok is false when the
+// edges make a cycle.
+func topo(nodes []*node) (out []*node, ok bool) {
+	indeg := make(map[*node]int, len(nodes))
+	after := make(map[*node][]*node, len(nodes))
+	for _, n := range nodes {
+		indeg[n] = len(n.deps)
+		for _, d := range n.deps {
+			after[d] = append(after[d], n)
+		}
+	}
+	out = make([]*node, 0, len(nodes))
+	for _, n := range nodes {
+		if indeg[n] == 0 {
+			out = append(out, n)
+		}
+	}
+	for i := 0; i < len(out); i++ {
+		for _, m := range after[out[i]] {
+			if indeg[m]--; indeg[m] == 0 {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, len(out) == len(nodes)
+}
+
+// edgeNodes resolves the nodes of edges (from[i], to[i]) of graph g
+// (c.mu held).
+func (c *Context) edgeNodes(op string, g device.Graph, from, to []device.GraphNode) (*graph, []*node, []*node, error) {
+	gr, ok := c.graphs[g]
+	if !ok {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(g))
+	}
+	if len(from) != len(to) {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "%d from nodes for %d to nodes", len(from), len(to))
+	}
+	fs, ts := make([]*node, len(from)), make([]*node, len(to))
+	of := func(i int, h device.GraphNode) (*node, error) {
+		n, ok := c.nodes[h]
+		if !ok || n.g != gr {
+			return nil, device.Errorf(op, device.ErrInvalidValue, "edge %d: node %#x is not of graph %#x", i, uintptr(h), uintptr(g))
+		}
+		return n, nil
+	}
+	for i := range from {
+		var err error
+		if fs[i], err = of(i, from[i]); err != nil {
+			return nil, nil, nil, err
+		}
+		if ts[i], err = of(i, to[i]); err != nil {
+			return nil, nil, nil, err
+		}
+		if fs[i] == ts[i] {
+			return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "edge %d: a node cannot depend on itself", i)
+		}
+	}
+	return gr, fs, ts, nil
+}
+
+// hasDep says whether n depends on d.
+func hasDep(n, d *node) bool {
+	for _, o := range n.deps {
+		if o == d {
+			return true
+		}
+	}
+	return false
+}
+
+// GraphAddDependencies makes to[i] depend on from[i]; an edge that is
+// there already, or edges that make a cycle, leave the graph unchanged.
+func (c *Context) GraphAddDependencies(g device.Graph, from, to []device.GraphNode) error {
+	const op = "cuGraphAddDependencies"
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gr, fs, ts, err := c.edgeNodes(op, g, from, to)
+	if err != nil {
+		return err
+	}
+	saved := make(map[*node][]*node, len(ts))
+	for i := range ts {
+		if hasDep(ts[i], fs[i]) {
+			for n, deps := range saved {
+				n.deps = deps
+			}
+			return device.Errorf(op, device.ErrInvalidValue, "edge %d: node %#x already depends on node %#x", i, uintptr(to[i]), uintptr(from[i]))
+		}
+		if _, ok := saved[ts[i]]; !ok {
+			saved[ts[i]] = ts[i].deps
+			ts[i].deps = append([]*node(nil), ts[i].deps...)
+		}
+		ts[i].deps = append(ts[i].deps, fs[i])
+	}
+	sorted, ok := topo(gr.nodes)
+	if !ok {
+		for n, deps := range saved {
+			n.deps = deps
+		}
+		return device.Errorf(op, device.ErrInvalidValue, "the edges would make a cycle")
+	}
+	gr.nodes = sorted
+	return nil
+}
+
+// GraphRemoveDependencies removes the edges from[i] -> to[i], each of
+// which must be there.
+func (c *Context) GraphRemoveDependencies(g device.Graph, from, to []device.GraphNode) error {
+	const op = "cuGraphRemoveDependencies"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, fs, ts, err := c.edgeNodes(op, g, from, to)
+	if err != nil {
+		return err
+	}
+	for i := range ts {
+		if !hasDep(ts[i], fs[i]) {
+			return device.Errorf(op, device.ErrInvalidValue, "edge %d: node %#x does not depend on node %#x", i, uintptr(to[i]), uintptr(from[i]))
+		}
+	}
+	for i := range ts {
+		deps := make([]*node, 0, len(ts[i].deps))
+		for _, d := range ts[i].deps {
+			if d != fs[i] {
+				deps = append(deps, d)
+			}
+		}
+		ts[i].deps = deps
+	}
+	return nil
+}
+
+// GraphEdges lists g's edges, node by node.
+func (c *Context) GraphEdges(g device.Graph) (from, to []device.GraphNode, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gr, ok := c.graphs[g]
+	if !ok {
+		return nil, nil, device.Errorf("cuGraphGetEdges", device.ErrInvalidHandle, "graph %#x", uintptr(g))
+	}
+	for _, n := range gr.nodes {
+		for _, d := range n.deps {
+			from, to = append(from, d.h), append(to, n.h)
+		}
+	}
+	return from, to, nil
+}
+
+// GraphNodeDeps lists what n depends on, or what depends on n.
+func (c *Context) GraphNodeDeps(h device.GraphNode, dependents bool) ([]device.GraphNode, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.nodes[h]
+	if !ok {
+		return nil, device.Errorf("cuGraphNodeGetDependencies", device.ErrInvalidHandle, "graph node %#x", uintptr(h))
+	}
+	var out []device.GraphNode
+	if !dependents {
+		for _, d := range n.deps {
+			out = append(out, d.h)
+		}
+		return out, nil
+	}
+	for _, m := range n.g.nodes {
+		if hasDep(m, n) {
+			out = append(out, m.h)
+		}
+	}
+	return out, nil
+}
+
+// sameShape compares two lists of nodes: as many, of the same types (child
+// graphs of the same shape), with the same edges by position. Not
+// GraphUpdateSuccess: why not, and the node of a where they differ.
+func sameShape(a, b []*node) (int, *node) {
+	if len(a) != len(b) {
+		return device.GraphUpdateTopologyChanged, nil
+	}
+	pos := func(nodes []*node) map[*node]int {
+		m := make(map[*node]int, len(nodes))
+		for i, n := range nodes {
+			m[n] = i
+		}
+		return m
+	}
+	ap, bp := pos(a), pos(b)
+	for i, n := range a {
+		o := b[i]
+		if n.typ != o.typ {
+			return device.GraphUpdateNodeTypeChanged, n
+		}
+		if len(n.deps) != len(o.deps) {
+			return device.GraphUpdateTopologyChanged, n
+		}
+		for j, d := range n.deps {
+			if ap[d] != bp[o.deps[j]] {
+				return device.GraphUpdateTopologyChanged, n
+			}
+		}
+		if n.child != nil && o.child != nil {
+			if r, _ := sameShape(n.child.nodes, o.child.nodes); r != device.GraphUpdateSuccess {
+				return r, n
+			}
+		}
+	}
+	return device.GraphUpdateSuccess, nil
+}
+
+// waitExternal is CU_EVENT_WAIT_EXTERNAL: a wait a capture holds as a
+// wait node.
+const waitExternal = 0x1
+
+// eventNodeType is the CUgraphNodeType of an event record or wait node.
+func eventNodeType(wait bool) int {
+	if wait {
+		return device.GraphNodeWaitEvent
+	}
+	return device.GraphNodeEventRecord
+}
+
+// GraphAddEventNode adds a node that records ev, or waits for it.
+func (c *Context) GraphAddEventNode(g device.Graph, deps []device.GraphNode, ev device.Event, wait bool) (device.GraphNode, error) {
+	op := "cuGraphAddEventRecordNode"
+	if wait {
+		op = "cuGraphAddEventWaitNode"
+	}
+	e, err := c.event(op, ev)
+	if err != nil {
+		return 0, err
+	}
+	return c.addGraphNode(op, g, deps, &node{typ: eventNodeType(wait), ev: e, evH: ev})
+}
+
+// GraphEventNodeEvent reads an event node's event.
+func (c *Context) GraphEventNodeEvent(h device.GraphNode, wait bool) (device.Event, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode("cuGraphEventRecordNodeGetEvent", 0, h, eventNodeType(wait))
+	if err != nil {
+		return 0, err
+	}
+	if n.ev == nil {
+		return 0, errNoParams("cuGraphEventRecordNodeGetEvent")
+	}
+	return n.evH, nil
+}
+
+// GraphEventNodeSetEvent gives an event node (or its copy in x) event ev.
+func (c *Context) GraphEventNodeSetEvent(x device.GraphExec, h device.GraphNode, wait bool, ev device.Event) error {
+	op := "cuGraphEventRecordNodeSetEvent"
+	if x != 0 {
+		op = "cuGraphExecEventRecordNodeSetEvent"
+	}
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	e, err := c.event(op, ev)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, x, h, eventNodeType(wait))
+	if err != nil {
+		return err
+	}
+	n.ev, n.evH, n.run = e, ev, nil
+	return nil
+}
+
+// GraphAddChildGraphNode adds a node running a copy of child.
+func (c *Context) GraphAddChildGraphNode(g device.Graph, deps []device.GraphNode, child device.Graph) (device.GraphNode, error) {
+	const op = "cuGraphAddChildGraphNode"
+	c.mu.Lock()
+	cg, ok := c.graphs[child]
+	var h device.Graph
+	if ok {
+		h = c.cloneGraph(cg)
+		cg = c.graphs[h]
+	}
+	c.mu.Unlock()
+	if !ok {
+		return 0, device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(child))
+	}
+	n, err := c.addGraphNode(op, g, deps, &node{typ: device.GraphNodeGraph, child: cg, childH: h})
+	if err != nil {
+		c.mu.Lock()
+		c.dropGraph(h, cg)
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// GraphChildGraph is a child graph node's graph.
+func (c *Context) GraphChildGraph(h device.GraphNode) (device.Graph, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode("cuGraphChildGraphNodeGetGraph", 0, h, device.GraphNodeGraph)
+	if err != nil {
+		return 0, err
+	}
+	return n.childH, nil
+}
+
+// GraphExecChildGraphSetParams gives the copy of child graph node h in x
+// the nodes of child, a graph of the same shape as the copy's graph.
+func (c *Context) GraphExecChildGraphSetParams(x device.GraphExec, h device.GraphNode, child device.Graph) error {
+	const op = "cuGraphExecChildGraphNodeSetParams"
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, x, h, device.GraphNodeGraph)
+	if err != nil {
+		return err
+	}
+	cg, ok := c.graphs[child]
+	if !ok {
+		return device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(child))
+	}
+	if r, _ := sameShape(cg.nodes, n.child.nodes); r != device.GraphUpdateSuccess {
+		return device.Errorf(op, device.ErrInvalidValue, "graph %#x differs in shape from the node's (CUgraphExecUpdateResult %d)", uintptr(child), r)
+	}
+	n.child = instance(cg)
+	return nil
+}
+
+// nodeAttrs are kernel node n's attributes (c.mu held).
+func nodeAttrs(n *node) kernelAttrs {
+	if n.attrs == nil {
+		return kernelAttrs{streamAttrs: defaultStreamAttrs()}
+	}
+	return *n.attrs
+}
+
+// GraphKernelNodeSetAttribute sets a kernel node's attribute.
+func (c *Context) GraphKernelNodeSetAttribute(h device.GraphNode, attr int, v device.StreamAttr) error {
+	const op = "cuGraphKernelNodeSetAttribute"
+	if err := c.broken(op); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, 0, h, device.GraphNodeKernel)
+	if err != nil {
+		return err
+	}
+	a := nodeAttrs(n)
+	switch attr {
+	case device.StreamAttrSyncPolicy:
+		return device.Errorf(op, device.ErrInvalidValue, "the synchronization policy is a stream's attribute, not a kernel node's")
+	case device.KernelNodeAttrCooperative:
+		if v.Value > 1 {
+			return device.Errorf(op, device.ErrInvalidValue, "cooperative %d (0 or 1)", v.Value)
+		}
+		a.cooperative = v.Value
+	default:
+		if err := a.set(op, attr, v); err != nil {
+			return err
+		}
+	}
+	n.attrs = &a
+	return nil
+}
+
+// GraphKernelNodeGetAttribute reads a kernel node's attribute.
+func (c *Context) GraphKernelNodeGetAttribute(h device.GraphNode, attr int) (device.StreamAttr, error) {
+	const op = "cuGraphKernelNodeGetAttribute"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.paramNode(op, 0, h, device.GraphNodeKernel)
+	if err != nil {
+		return device.StreamAttr{}, err
+	}
+	a := nodeAttrs(n)
+	switch attr {
+	case device.StreamAttrSyncPolicy:
+		return device.StreamAttr{}, device.Errorf(op, device.ErrInvalidValue, "the synchronization policy is a stream's attribute, not a kernel node's")
+	case device.KernelNodeAttrCooperative:
+		return device.StreamAttr{Value: a.cooperative}, nil
+	}
+	return a.get(op, attr)
+}
+
+// GraphKernelNodeCopyAttributes gives kernel node dst src's attributes.
+func (c *Context) GraphKernelNodeCopyAttributes(dst, src device.GraphNode) error {
+	const op = "cuGraphKernelNodeCopyAttributes"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, err := c.paramNode(op, 0, dst, device.GraphNodeKernel)
+	if err != nil {
+		return err
+	}
+	s, err := c.paramNode(op, 0, src, device.GraphNodeKernel)
+	if err != nil {
+		return err
+	}
+	d.attrs = s.attrs
+	return nil
 }

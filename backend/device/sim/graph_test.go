@@ -182,3 +182,30 @@ func TestCapturedNodes(t *testing.T) {
 		t.Fatalf("roots %v", roots)
 	}
 }
+
+// Edges added after the nodes reorder the graph's launch order; edges
+// that would make a cycle leave the graph as it was.
+func TestGraphEdgesCycle(t *testing.T) {
+	c := newCtx(t)
+	g, _ := c.GraphCreate()
+	a, _ := c.GraphAddEmptyNode(g, nil)
+	b, _ := c.GraphAddEmptyNode(g, nil)
+	d, _ := c.GraphAddEmptyNode(g, []device.GraphNode{a})
+	if err := c.GraphAddDependencies(g, []device.GraphNode{b}, []device.GraphNode{a}); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, _ := c.GraphNodes(g, false); len(nodes) != 3 || nodes[0] != b || nodes[1] != a || nodes[2] != d {
+		t.Fatalf("order %v, want b %v a %v d %v", nodes, b, a, d)
+	}
+	// d -> b closes b -> a -> d; with it, a -> b (an edge of its own) goes too.
+	err := c.GraphAddDependencies(g, []device.GraphNode{a, d}, []device.GraphNode{b, b})
+	if device.ResultOf(err) != device.ErrInvalidValue {
+		t.Fatalf("a cycle: %v", err)
+	}
+	if from, _, _ := c.GraphEdges(g); len(from) != 2 {
+		t.Fatalf("%d edges after a refused cycle, want 2", len(from))
+	}
+	if deps, _ := c.GraphNodeDeps(b, false); len(deps) != 0 {
+		t.Fatalf("b depends on %v after a refused cycle", deps)
+	}
+}

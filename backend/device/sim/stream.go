@@ -272,7 +272,11 @@ func (c *Context) StreamWaitEvent(h device.Stream, e device.Event, flags uint32)
 		return err
 	}
 	done := ev.current()
-	_, _, err = c.submit("cuStreamWaitEvent", h, func() { <-done })
+	var tmpl *node
+	if flags&waitExternal != 0 { // captured: a wait node of ev, waiting for it at each launch
+		tmpl = &node{ev: ev, evH: e}
+	}
+	_, _, err = c.submitNode("cuStreamWaitEvent", h, func() { <-done }, tmpl)
 	return err
 }
 

@@ -47,7 +47,11 @@ func (c *Context) StreamSetAttribute(h device.Stream, attr int, v device.StreamA
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := &s.attrs
+	return s.attrs.set(op, attr, v)
+}
+
+// set sets attribute attr, checked as the driver checks it.
+func (a *streamAttrs) set(op string, attr int, v device.StreamAttr) error {
 	switch attr {
 	case device.StreamAttrAccessPolicyWindow:
 		w := v.Window
@@ -75,19 +79,8 @@ func (c *Context) StreamSetAttribute(h device.Stream, attr int, v device.StreamA
 	return nil
 }
 
-// StreamGetAttribute reads attribute attr of stream h.
-func (c *Context) StreamGetAttribute(h device.Stream, attr int) (device.StreamAttr, error) {
-	const op = "cuStreamGetAttribute"
-	if err := c.broken(op); err != nil {
-		return device.StreamAttr{}, err
-	}
-	s, err := c.stream(op, h)
-	if err != nil {
-		return device.StreamAttr{}, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a := s.attrs
+// get reads attribute attr.
+func (a *streamAttrs) get(op string, attr int) (device.StreamAttr, error) {
 	switch attr {
 	case device.StreamAttrAccessPolicyWindow:
 		return device.StreamAttr{Window: a.window}, nil
@@ -101,6 +94,21 @@ func (c *Context) StreamGetAttribute(h device.Stream, attr int) (device.StreamAt
 		return device.StreamAttr{Value: a.domain}, nil
 	}
 	return device.StreamAttr{}, device.Errorf(op, device.ErrInvalidValue, "stream attribute %d", attr)
+}
+
+// StreamGetAttribute reads attribute attr of stream h.
+func (c *Context) StreamGetAttribute(h device.Stream, attr int) (device.StreamAttr, error) {
+	const op = "cuStreamGetAttribute"
+	if err := c.broken(op); err != nil {
+		return device.StreamAttr{}, err
+	}
+	s, err := c.stream(op, h)
+	if err != nil {
+		return device.StreamAttr{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s.attrs.get(op, attr)
 }
 
 // StreamCopyAttributes gives dst src's attributes.

@@ -12,6 +12,19 @@ struct vgpu_opstat {
 extern struct vgpu_opstat vgpu_opstats[VGPU_NOPSTAT];
 unsigned vgpu_opstat_index(uint16_t op);
 void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_t ns, int round_trip);
+/* Where a round trip on the rings waits (VGPU_STATS=1; printed at exit):
+ * each counter is added to atomically, and only while stats are on. */
+struct vgpu_waitstat {
+	uint64_t waits;         /* replies a caller waited for on the rings */
+	uint64_t slept;         /* ... of which the caller slept (its spin ended first) */
+	uint64_t ns_reply;      /* request written -> its reply handed over by the reader thread */
+	uint64_t ns_handoff;    /* handed over -> the caller running again */
+	uint64_t reader_sleeps; /* the reader thread slept on its doorbell (its spin ended first) */
+	uint64_t bells;         /* doorbells the library rang (the backend slept) */
+};
+extern struct vgpu_waitstat vgpu_waitstats;
+int vgpu_stats_enabled(void);
+#define VGPU_WAITSTAT_ADD(field, v) __atomic_add_fetch(&vgpu_waitstats.field, (v), __ATOMIC_RELAXED)
 
 /* Called for every notification frame from the host (any thread). */
 void vgpu_notify(const struct vgpu_header *h, const void *payload);

@@ -112,6 +112,9 @@ void vgpu_api_leave(struct vgpu_apitimer *t)
 		__atomic_add_fetch(&t->st->ns, vgpu_now_ns() - t->t0, __ATOMIC_RELAXED);
 }
 
+struct vgpu_waitstat vgpu_waitstats;
+int vgpu_stats_enabled(void) { return stats_on; }
+
 void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_t ns, int round_trip)
 {
 	if (!stats_on)
@@ -192,6 +195,15 @@ static void print_stats(void)
 	fprintf(o, "%-24s %10s %12llu %14llu %14llu %12.3f\n", "total", "", (unsigned long long)rt,
 		(unsigned long long)bo, (unsigned long long)bi, (double)ns / 1e6);
 	fprintf(o, "(round trips: calls that waited for a reply; batched calls travel inside BATCH frames)\n");
+	struct vgpu_waitstat w = vgpu_waitstats; /* at exit: the counters are still */
+	if (w.waits || w.reader_sleeps || w.bells)
+		fprintf(o, "rings: %llu replies waited for, %llu of them asleep (the spin ended first); "
+			   "%.2f us from request written to reply handed over, %.2f us from hand-over to the caller running; "
+			   "the reader slept %llu times, %llu doorbells rung to the backend\n",
+			(unsigned long long)w.waits, (unsigned long long)w.slept,
+			w.waits ? (double)w.ns_reply / 1e3 / (double)w.waits : 0.0,
+			w.waits ? (double)w.ns_handoff / 1e3 / (double)w.waits : 0.0,
+			(unsigned long long)w.reader_sleeps, (unsigned long long)w.bells);
 	pthread_mutex_unlock(&stat_mu);
 	/* the backend's own view of this session: its time vs. the transport's */
 	struct vgpu_session_stats b;

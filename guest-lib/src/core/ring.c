@@ -193,6 +193,8 @@ static void wake_if(struct vgpu_ring *r, uint32_t *flag, int bell)
 	uint32_t one = 1;
 	if (__atomic_load_n(flag, __ATOMIC_SEQ_CST) == 1 &&
 	    __atomic_compare_exchange_n(flag, &one, 2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+		if (vgpu_stats_enabled())
+			VGPU_WAITSTAT_ADD(bells, 1);
 		if (r->dev < 0) {
 			ring_bell(r->bell[bell]);
 			return;
@@ -376,6 +378,8 @@ int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n)
 				if (now - last >= r->spin_ns)
 					break;
 			}
+			if (!a && vgpu_stats_enabled())
+				VGPU_WAITSTAT_ADD(reader_sleeps, 1);
 			if (!a && sleep_on(r, r->bell[2], r->cli_sleep, avail_ready) != 0)
 				return -1;
 			continue;

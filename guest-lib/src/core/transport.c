@@ -41,6 +41,14 @@
  * event records, ...) are queued and sent as one BATCH frame before the
  * next synchronous call, or when the batch is full. The batch's first error
  * is kept and returned at the next synchronizing call (CUDA semantics).
+ * A synchronous call made while calls are queued carries them (BATCH_SYNC,
+ * when the backend offers VGPU_FEATURE_BATCH_SYNC; VGPU_BATCH_SYNC=0 turns
+ * it off): one frame, the queued calls then the call, and one reply, the
+ * BatchSyncReply (how far the queued calls got; their first error is kept
+ * as a batch's is) followed by the call's own reply frame. A call with
+ * buffers the guest kernel names (segments) cannot ride and goes after its
+ * batch as before; so does a call the backend did not run (ran == 0: a host
+ * function is outstanding, whose completion may be behind the frame).
  * After a synchronous call the backend is idle: the first batch is sent at
  * VGPU_BATCH_FIRST (32) calls and each next one at twice as many, up to
  * HELLO's max_batch, so the backend starts on a burst while the library
@@ -104,6 +112,7 @@ struct waiter {
 	int err; /* transport error (CUresult) */
 	uint8_t *frame; /* malloc'd reply frame */
 	uint32_t frame_len;
+	uint64_t t_done; /* VGPU_STATS: when the reader handed the reply over */
 	struct waiter *next;
 };
 static pthread_mutex_t write_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -126,6 +135,9 @@ static uint32_t batch_count;
 static uint32_t batch_limit; /* this batch is sent at this many calls (0: batch_first) */
 static uint32_t batch_first = VGPU_BATCH_FIRST; /* VGPU_BATCH_FIRST */
 static int deferred_err;
+/* Guest mode with BATCH_SYNC: vgpu_sync_point() was called and the next
+ * vgpu_call of this thread is the synchronizing call (see there). */
+static __thread int sync_next;
 
 int vgpu_host_mode(void) { return host_mode; }
 
@@ -377,6 +389,8 @@ static void dispatch_frame(uint8_t *f, uint64_t flen)
 	if (w) {
 		w->frame = f;
 		w->frame_len = (uint32_t)flen;
+		if (vgpu_stats_enabled())
+			w->t_done = vgpu_now_ns();
 		__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 		pthread_cond_broadcast(&pend_cv);
 	} else {
@@ -431,6 +445,7 @@ static void host_send(struct waiter *w, const void *a, size_t alen, const void *
  * thread runs (HELLO), the caller reads the socket itself. */
 static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 {
+	uint64_t t0 = 0; /* on rings: when the wait began (VGPU_STATS) */
 	if (!__atomic_load_n(&reader_running, __ATOMIC_ACQUIRE)) {
 		while (!w->done) {
 			uint8_t *f;
@@ -442,11 +457,12 @@ static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 			dispatch_frame(f, flen);
 		}
 	} else if (ring) {
-		uint64_t t0 = vgpu_now_ns();
+		t0 = vgpu_now_ns();
 		while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && vgpu_now_ns() - t0 < wait_spin_ns)
 			;
 	}
 	pthread_mutex_lock(&pend_mu);
+	int slept = !w->done;
 	while (!w->done)
 		pthread_cond_wait(&pend_cv, &pend_mu);
 	for (struct waiter **pp = &pending; *pp; pp = &(*pp)->next)
@@ -455,6 +471,12 @@ static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 			break;
 		}
 	pthread_mutex_unlock(&pend_mu);
+	if (t0 && w->t_done && vgpu_stats_enabled()) {
+		VGPU_WAITSTAT_ADD(waits, 1);
+		VGPU_WAITSTAT_ADD(slept, (uint64_t)slept);
+		VGPU_WAITSTAT_ADD(ns_reply, w->t_done > t0 ? w->t_done - t0 : 0);
+		VGPU_WAITSTAT_ADD(ns_handoff, vgpu_now_ns() - w->t_done);
+	}
 	if (w->err) {
 		free(w->frame);
 		return w->err;
@@ -828,6 +850,9 @@ static int say_hello(void)
 	req.features = VGPU_FEATURE_BATCH | VGPU_FEATURE_HOST_FUNC | VGPU_FEATURE_MODULE_HASH |
 		       VGPU_FEATURE_SHM_RING |
 		       (host_mode ? VGPU_FEATURE_INLINE : VGPU_FEATURE_SEGMENTS);
+	const char *bs = getenv("VGPU_BATCH_SYNC");
+	if (!(bs && !strcmp(bs, "0")))
+		req.features |= VGPU_FEATURE_BATCH_SYNC;
 	const char *share = getenv("VGPU_HOST_SHARE");
 	if (host_mode && !(share && !strcmp(share, "0")))
 		req.features |= VGPU_FEATURE_HOST_SHARE;
@@ -971,10 +996,25 @@ void vgpu_defer_error(int err)
  * sync point a pending batch is sent as a call and its error read from the
  * BatchReply (one extra round trip, only when work is pending). Host mode
  * reads both on one ordered stream: nothing to do. */
+static int sync_point_roundtrip(void);
+
 int vgpu_sync_point(void)
 {
 	if (host_mode)
 		return 0;
+	if (hello.features & VGPU_FEATURE_BATCH_SYNC) {
+		/* The synchronizing call carries the batch and its error
+		 * (BATCH_SYNC), or, when it cannot, vgpu_call sends the batch
+		 * as a call first. */
+		sync_next = 1;
+		return 0;
+	}
+	return sync_point_roundtrip();
+}
+
+/* Guest mode: sends the pending batch as a call and defers its error. */
+static int sync_point_roundtrip(void)
+{
 	pthread_mutex_lock(&batch_mu);
 	if (!batch_count) {
 		pthread_mutex_unlock(&batch_mu);
@@ -1030,6 +1070,134 @@ static int ring_inline(const struct vgpu_xbuf *b, const void *inl, const void *f
 	if (host_mode || !ring || b->len > RING_INLINE_MAX || !vgpu_regions_usable())
 		return 0;
 	return (b->dir & VGPU_DIR_TO_HOST) ? !inl : !from_host;
+}
+
+/* Outcomes of batch_sync_call. */
+enum { BS_NOT_SENT, BS_DONE, BS_ALONE };
+
+/* Sends the pending batch with call (op, id: payload, then inl bytes) as
+ * its last sub-frame in one BATCH_SYNC, and waits for the reply. BS_DONE:
+ * *rc is the outcome; on success *reply (malloc'd) is the call's own reply
+ * frame, checked. BS_ALONE: the batch went but the backend did not run the
+ * call: send it alone. BS_NOT_SENT: nothing pending, or it does not fit
+ * one frame (the caller sends batch and call as before). The queued calls'
+ * first error is deferred, as a batch's. */
+static int batch_sync_call(uint16_t op, uint64_t id, const void *payload, uint32_t plen, const void *inl,
+			   uint32_t inl_len, uint32_t reply_cap, uint8_t **reply, uint32_t *reply_len, int *rc)
+{
+	*reply = NULL;
+	*reply_len = 0;
+	if (!(hello.features & VGPU_FEATURE_BATCH_SYNC) || broken)
+		return BS_NOT_SENT;
+	uint64_t t0 = vgpu_now_ns();
+	uint64_t sub = vgpu_frame_len((uint64_t)plen + inl_len, 0);
+	pthread_mutex_lock(&batch_mu);
+	if (!batch_count || batch_len + sub > (uint64_t)hello.max_payload - 64 || batch_count + 1 > hello.max_batch) {
+		pthread_mutex_unlock(&batch_mu);
+		return BS_NOT_SENT;
+	}
+	if (batch_len + sub > batch_cap) {
+		size_t nc = batch_cap;
+		while (nc < batch_len + sub)
+			nc *= 2;
+		uint8_t *nb = realloc(batch_buf, nc);
+		if (!nb) {
+			pthread_mutex_unlock(&batch_mu);
+			return BS_NOT_SENT;
+		}
+		batch_buf = nb;
+		batch_cap = nc;
+	}
+	uint8_t *at = batch_buf + batch_len;
+	struct vgpu_header ch;
+	put_header(&ch, op, id, plen + inl_len, 0);
+	memcpy(at, &ch, sizeof ch);
+	memcpy(at + sizeof ch, payload, plen);
+	if (inl_len)
+		memcpy(at + sizeof ch + plen, inl, inl_len);
+	memset(at + sizeof ch + plen + inl_len, 0, sub - sizeof ch - plen - inl_len);
+	struct vgpu_batch_req *br = (void *)batch_buf;
+	br->count = batch_count + 1;
+	br->pad0 = 0;
+	size_t len = batch_len + sub;
+	uint32_t queued = batch_count;
+	batch_count = 0;
+	batch_len = sizeof(struct vgpu_batch_req);
+	batch_limit = 0; /* a synchronizing call: the next burst starts small */
+	uint64_t bid = new_id();
+	struct vgpu_header h;
+	put_header(&h, VGPU_OP_BATCH_SYNC, bid, (uint32_t)len, 0);
+	uint8_t *r = NULL;
+	uint32_t rl = 0;
+	int e;
+	if (host_mode || ring) {
+		/* Written in order under batch_mu; waited for without it. */
+		struct waiter w = {.id = bid};
+		host_send(&w, &h, sizeof h, batch_buf, len, -1);
+		pthread_mutex_unlock(&batch_mu);
+		e = host_wait(&w, &r, &rl);
+	} else {
+		size_t n = sizeof h + len; /* len is a multiple of 8 */
+		uint8_t *f = malloc(n);
+		if (!f) {
+			pthread_mutex_unlock(&batch_mu);
+			vgpu_defer_error(VGPU_E_OUT_OF_MEMORY);
+			*rc = VGPU_E_OUT_OF_MEMORY;
+			return BS_DONE;
+		}
+		memcpy(f, &h, sizeof h);
+		memcpy(f + sizeof h, batch_buf, len);
+		e = dev_roundtrip(f, (uint32_t)n, NULL, 0, &r, &rl, reply_cap + 256);
+		pthread_mutex_unlock(&batch_mu);
+		free(f);
+	}
+	if (!e)
+		e = check_reply(r, rl, bid, VGPU_OP_BATCH_SYNC);
+	const struct vgpu_header *rh = (const void *)r;
+	if (!e && rh->status) {
+		/* Refused whole: neither the queued calls nor the call ran. */
+		VINFO("BATCH_SYNC of %u queued calls and %s refused: error %d", queued, vgpu_op_name(op), rh->status);
+		e = rh->status;
+	}
+	struct vgpu_batch_sync_reply rep;
+	if (!e && rh->payload_len < sizeof rep) {
+		VERR("malformed BATCH_SYNC reply (%u bytes)", rh->payload_len);
+		broken = 1;
+		e = E_UNAVAILABLE;
+	}
+	if (e) {
+		free(r);
+		vgpu_defer_error(e);
+		*rc = e;
+		return BS_DONE;
+	}
+	if (!host_mode && (rh->flags & VGPU_FLAG_OUTPUT))
+		wait_output(bid);
+	memcpy(&rep, r + VGPU_HEADER_SIZE, sizeof rep);
+	if (rep.first_error) {
+		VINFO("batch call %u failed: error %d", rep.failed_index, rep.first_error);
+		vgpu_defer_error(rep.first_error);
+	}
+	uint32_t tl = rh->payload_len - (uint32_t)sizeof rep;
+	vgpu_opstat_add(VGPU_OP_BATCH_SYNC, sizeof h + len, rl, vgpu_now_ns() - t0, 1);
+	if (!rep.ran) {
+		free(r);
+		return BS_ALONE;
+	}
+	/* The call's own reply frame: checked, then moved to the buffer's start. */
+	memmove(r, r + VGPU_HEADER_SIZE + sizeof rep, tl);
+	e = check_reply(r, tl, id, op);
+	if (e) {
+		free(r);
+		*rc = e;
+		return BS_DONE;
+	}
+	if (!host_mode && (((const struct vgpu_header *)r)->flags & VGPU_FLAG_OUTPUT))
+		wait_output(id);
+	*reply = r;
+	*reply_len = tl;
+	*rc = 0;
+	return BS_DONE;
 }
 
 int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_xbuf *bufs, int nbufs,
@@ -1094,12 +1262,19 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 			memcpy(payload + bufs[i].ref_off, &ref, sizeof ref);
 	}
 
-	vgpu_flush();
 	uint8_t *r = NULL;
 	uint32_t rl = 0;
 	uint64_t id = new_id();
 	uint32_t cap = reply_len + tail_cap + (uint32_t)from_host_len + 64;
-	rc = roundtrip(op, id, payload, req_len, inl, inl_len, dbufs, ndbufs, cap, &r, &rl);
+	int sync = sync_next;
+	sync_next = 0;
+	int bs = ndbufs ? BS_NOT_SENT : batch_sync_call(op, id, payload, req_len, inl, inl_len, cap, &r, &rl, &rc);
+	if (bs != BS_DONE) {
+		if (bs == BS_NOT_SENT && sync && !host_mode)
+			sync_point_roundtrip(); /* the batch's error in its reply, before the call's */
+		vgpu_flush();
+		rc = roundtrip(op, id, payload, req_len, inl, inl_len, dbufs, ndbufs, cap, &r, &rl);
+	}
 	free(payload);
 	if (rc)
 		return rc;

@@ -118,3 +118,68 @@ CU_API cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 	return vgpu_queue(VGPU_OP_GRAPH_UPLOAD, &req, sizeof req);
 }
 VGPU_ALIAS(cuGraphUpload_ptsz, cuGraphUpload);
+
+CU_API cuGraphExecGetFlags(CUgraphExec hGraphExec, uint64_t *flags)
+{
+	VGPU_API();
+	struct vgpu_handle_req req = {0};
+	struct vgpu_graph_exec_flags_reply rep = {0};
+	CUresult rc;
+	if (!hGraphExec)
+		return VGPU_E_INVALID_HANDLE;
+	if (!flags)
+		return VGPU_E_INVALID_VALUE;
+	req.handle = (uint64_t)(uintptr_t)hGraphExec;
+	rc = vgpu_call(VGPU_OP_GRAPH_EXEC_GET_FLAGS, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	*flags = rep.flags;
+	return 0;
+}
+
+CU_API cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+	VGPU_API();
+	struct vgpu_handle_req req = {0};
+	struct vgpu_handle_reply rep = {0};
+	CUresult rc;
+	if (!hNode)
+		return VGPU_E_INVALID_HANDLE;
+	if (!phGraph)
+		return VGPU_E_INVALID_VALUE;
+	req.handle = (uint64_t)(uintptr_t)hNode;
+	rc = vgpu_call(VGPU_OP_GRAPH_CHILD_NODE_GET_GRAPH, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	*phGraph = (void *)(uintptr_t)rep.handle;
+	return 0;
+}
+
+CU_API cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+	VGPU_API();
+	struct vgpu_graph_exec_child_set_req req = {0};
+	if (!hGraphExec)
+		return VGPU_E_INVALID_HANDLE;
+	if (!hNode)
+		return VGPU_E_INVALID_HANDLE;
+	if (!childGraph)
+		return VGPU_E_INVALID_HANDLE;
+	req.exec = (uint64_t)(uintptr_t)hGraphExec;
+	req.node = (uint64_t)(uintptr_t)hNode;
+	req.child = (uint64_t)(uintptr_t)childGraph;
+	return vgpu_call(VGPU_OP_GRAPH_EXEC_CHILD_NODE_SET_PARAMS, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
+{
+	VGPU_API();
+	struct vgpu_graph_node_pair_req req = {0};
+	if (!dst)
+		return VGPU_E_INVALID_HANDLE;
+	if (!src)
+		return VGPU_E_INVALID_HANDLE;
+	req.dst = (uint64_t)(uintptr_t)dst;
+	req.src = (uint64_t)(uintptr_t)src;
+	return vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}

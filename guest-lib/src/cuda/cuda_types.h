@@ -59,7 +59,20 @@ struct vgpu_event {
 	uint64_t handle;
 	int dev;
 	unsigned flags;
+	struct vgpu_event *hnext; /* vgpu_event_by_handle's chain */
 };
+
+/* The live CUevent of host handle h (an event node's, as the host names
+ * it), or NULL. */
+struct vgpu_event *vgpu_event_by_handle(uint64_t h);
+
+/* A CUlaunchAttributeValue of attribute attr (1 access policy window; 2,
+ * 3, 8, 10 an int; 9 a memory sync domain map) as the protocol carries a
+ * stream attribute's value (VGPU_E_INVALID_VALUE: not one of those), and
+ * back; only the attribute's own bytes are read or written. */
+struct vgpu_stream_attr_value;
+int vgpu_attr_encode(int attr, const void *value, struct vgpu_stream_attr_value *out);
+void vgpu_attr_decode(int attr, const struct vgpu_stream_attr_value *v, void *out);
 
 /* Special stream handles (cuda.h). */
 #define VGPU_STREAM_LEGACY ((struct vgpu_stream *)0x1)

@@ -661,40 +661,62 @@ static CUresult stream_attr_dev(CUstream s, uint32_t *dev)
 	return rc;
 }
 
-CU_API cuStreamSetAttribute(CUstream s, int attr, const void *value)
+int vgpu_attr_encode(int attr, const void *value, struct vgpu_stream_attr_value *out)
 {
-	VGPU_API();
-	struct vgpu_stream_attr_req req = {.stream = vgpu_stream_handle(s), .attr = (uint32_t)attr};
-	if (!value)
-		return VGPU_E_INVALID_VALUE;
-	CUresult rc = stream_attr_dev(s, &req.device);
-	if (rc)
-		return rc;
+	memset(out, 0, sizeof *out);
 	switch (attr) {
 	case 1: {
 		struct access_policy_window w;
 		memcpy(&w, value, sizeof w);
-		req.value.window.base = w.base;
-		req.value.window.bytes = w.bytes;
-		memcpy(&req.value.window.hit_ratio, &w.hit_ratio, 4);
-		req.value.window.hit_prop = w.hit_prop;
-		req.value.window.miss_prop = w.miss_prop;
-		break;
+		out->window.base = w.base;
+		out->window.bytes = w.bytes;
+		memcpy(&out->window.hit_ratio, &w.hit_ratio, 4);
+		out->window.hit_prop = w.hit_prop;
+		out->window.miss_prop = w.miss_prop;
+		return 0;
 	}
-	case 3: case 8: case 10: {
+	case 2: case 3: case 8: case 10: {
 		int32_t v;
 		memcpy(&v, value, sizeof v);
-		req.value.value = (uint32_t)v;
-		break;
+		out->value = (uint32_t)v;
+		return 0;
 	}
 	case 9: {
 		const uint8_t *m = value;
-		req.value.value = m[0] | (uint32_t)m[1] << 8;
-		break;
+		out->value = m[0] | (uint32_t)m[1] << 8;
+		return 0;
 	}
-	default:
-		return VGPU_E_INVALID_VALUE; /* not a stream attribute */
 	}
+	return VGPU_E_INVALID_VALUE;
+}
+
+void vgpu_attr_decode(int attr, const struct vgpu_stream_attr_value *v, void *out)
+{
+	if (attr == 1) {
+		struct access_policy_window w = {.base = v->window.base, .bytes = v->window.bytes,
+			.hit_prop = v->window.hit_prop, .miss_prop = v->window.miss_prop};
+		memcpy(&w.hit_ratio, &v->window.hit_ratio, 4);
+		memcpy(out, &w, sizeof w);
+	} else if (attr == 9) {
+		uint8_t m[2] = {(uint8_t)v->value, (uint8_t)(v->value >> 8)};
+		memcpy(out, m, sizeof m);
+	} else {
+		int32_t i = (int32_t)v->value;
+		memcpy(out, &i, sizeof i);
+	}
+}
+
+CU_API cuStreamSetAttribute(CUstream s, int attr, const void *value)
+{
+	VGPU_API();
+	struct vgpu_stream_attr_req req = {.stream = vgpu_stream_handle(s), .attr = (uint32_t)attr};
+	if (!value || attr == 2) /* COOPERATIVE: a launch's, not a stream's */
+		return VGPU_E_INVALID_VALUE;
+	CUresult rc = stream_attr_dev(s, &req.device);
+	if (rc)
+		return rc;
+	if ((rc = vgpu_attr_encode(attr, value, &req.value)))
+		return rc; /* not a stream attribute */
 	rc = vgpu_call(VGPU_OP_STREAM_SET_ATTRIBUTE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
 	if (!rc && attr == 8 && vgpu_stream_handle(s))
 		s->priority = (int)req.value.value;
@@ -714,18 +736,7 @@ CU_API cuStreamGetAttribute(CUstream s, int attr, void *out)
 		rc = vgpu_call(VGPU_OP_STREAM_GET_ATTRIBUTE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
 	if (rc)
 		return rc;
-	if (attr == 1) {
-		struct access_policy_window w = {.base = rep.window.base, .bytes = rep.window.bytes,
-			.hit_prop = rep.window.hit_prop, .miss_prop = rep.window.miss_prop};
-		memcpy(&w.hit_ratio, &rep.window.hit_ratio, 4);
-		memcpy(out, &w, sizeof w);
-	} else if (attr == 9) {
-		uint8_t m[2] = {(uint8_t)rep.value, (uint8_t)(rep.value >> 8)};
-		memcpy(out, m, sizeof m);
-	} else {
-		int32_t v = (int32_t)rep.value;
-		memcpy(out, &v, sizeof v);
-	}
+	vgpu_attr_decode(attr, &rep, out);
 	return 0;
 }
 VGPU_ALIAS(cuStreamGetAttribute_ptsz, cuStreamGetAttribute);
@@ -928,6 +939,47 @@ VGPU_ALIAS(cuStreamAddCallback_ptsz, cuStreamAddCallback);
 
 /* ---------------- events ---------------- */
 
+/* Every live CUevent by host handle (vgpu_event_by_handle): chains of
+ * hnext in buckets. */
+#define EVENT_BUCKETS 256
+static struct vgpu_event *event_table[EVENT_BUCKETS];
+static pthread_mutex_t event_table_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned event_bucket(uint64_t h)
+{
+	return (unsigned)((h * 0x9e3779b97f4a7c15ull) >> 56) % EVENT_BUCKETS;
+}
+
+struct vgpu_event *vgpu_event_by_handle(uint64_t h)
+{
+	struct vgpu_event *e;
+	pthread_mutex_lock(&event_table_mu);
+	for (e = event_table[event_bucket(h)]; e && e->handle != h; e = e->hnext)
+		;
+	pthread_mutex_unlock(&event_table_mu);
+	return e;
+}
+
+static void event_table_add(struct vgpu_event *e)
+{
+	pthread_mutex_lock(&event_table_mu);
+	unsigned b = event_bucket(e->handle);
+	e->hnext = event_table[b];
+	event_table[b] = e;
+	pthread_mutex_unlock(&event_table_mu);
+}
+
+static void event_table_remove(struct vgpu_event *e)
+{
+	pthread_mutex_lock(&event_table_mu);
+	for (struct vgpu_event **p = &event_table[event_bucket(e->handle)]; *p; p = &(*p)->hnext)
+		if (*p == e) {
+			*p = e->hnext;
+			break;
+		}
+	pthread_mutex_unlock(&event_table_mu);
+}
+
 CU_API cuEventCreate(CUevent *pe, unsigned flags)
 {
 	VGPU_API();
@@ -947,6 +999,7 @@ CU_API cuEventCreate(CUevent *pe, unsigned flags)
 	}
 	e->dev = d;
 	e->flags = flags;
+	event_table_add(e);
 	*pe = e;
 	return 0;
 }
@@ -958,6 +1011,7 @@ CU_API cuEventDestroy_v2(CUevent e)
 		return VGPU_E_INVALID_HANDLE;
 	struct vgpu_handle_req req = {.handle = e->handle};
 	CUresult rc = vgpu_queue(VGPU_OP_EVENT_DESTROY, &req, sizeof req);
+	event_table_remove(e);
 	free(e);
 	return rc;
 }

@@ -822,3 +822,349 @@ CU_API cuGraphExecMemcpyNodeSetParams(void *exec, void *node, const struct memcp
 		return VGPU_E_INVALID_VALUE;
 	return memcpy_set("cuGraphExecMemcpyNodeSetParams", exec, node, p);
 }
+
+/* ---- edges after the fact ---- */
+
+/* CUgraphEdgeData (cuda.h, 12.3): vgpu serves the default edge only. */
+struct edge_data {
+	unsigned char from_port, to_port, type, reserved[5];
+};
+_Static_assert(sizeof(struct edge_data) == 8, "CUgraphEdgeData size");
+
+/* Whether edges' data (NULL: default) is the default edge's, which is
+ * all that is served. */
+static int default_edges(const char *fn, const struct edge_data *d, size_t n)
+{
+	static const struct edge_data zero;
+	for (size_t i = 0; d && i < n; i++)
+		if (memcmp(&d[i], &zero, sizeof zero)) {
+			VWARN("%s: edge %zu has port or type data (from port %u, to port %u, type %u): only default edges are supported on vgpu",
+			      fn, i, d[i].from_port, d[i].to_port, d[i].type);
+			return 0;
+		}
+	return 1;
+}
+
+static CUresult edges(uint16_t op, void *graph, void *const *from, void *const *to, size_t n)
+{
+	if (!graph || (n && (!from || !to)) || n > VGPU_MAX_GRAPH_EDGES)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_edges_req req = {.graph = node_handle(graph), .count = (uint32_t)n};
+	uint8_t *b = malloc(sizeof req + 16 * n);
+	if (!b)
+		return VGPU_E_OUT_OF_MEMORY;
+	memcpy(b, &req, sizeof req);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t pair[2] = {node_handle(from[i]), node_handle(to[i])};
+		if (!pair[0] || !pair[1]) {
+			free(b);
+			return VGPU_E_INVALID_VALUE;
+		}
+		memcpy(b + sizeof req + 16 * i, pair, 16);
+	}
+	CUresult rc = vgpu_call(op, b, (uint32_t)(sizeof req + 16 * n), NULL, 0, NULL, 0, NULL, 0, NULL);
+	free(b);
+	return rc;
+}
+
+CU_API cuGraphAddDependencies(void *graph, void *const *from, void *const *to, size_t n)
+{
+	VGPU_API();
+	return edges(VGPU_OP_GRAPH_ADD_DEPENDENCIES, graph, from, to, n);
+}
+
+CU_API cuGraphAddDependencies_v2(void *graph, void *const *from, void *const *to, const struct edge_data *data,
+				 size_t n)
+{
+	VGPU_API();
+	if (!default_edges("cuGraphAddDependencies_v2", data, n))
+		return VGPU_E_NOT_SUPPORTED;
+	return edges(VGPU_OP_GRAPH_ADD_DEPENDENCIES, graph, from, to, n);
+}
+
+CU_API cuGraphRemoveDependencies(void *graph, void *const *from, void *const *to, size_t n)
+{
+	VGPU_API();
+	return edges(VGPU_OP_GRAPH_REMOVE_DEPENDENCIES, graph, from, to, n);
+}
+
+CU_API cuGraphRemoveDependencies_v2(void *graph, void *const *from, void *const *to, const struct edge_data *data,
+				    size_t n)
+{
+	VGPU_API();
+	if (!default_edges("cuGraphRemoveDependencies_v2", data, n))
+		return VGPU_E_NOT_SUPPORTED;
+	return edges(VGPU_OP_GRAPH_REMOVE_DEPENDENCIES, graph, from, to, n);
+}
+
+/*
+ * A listing the host answers in pages (GRAPH_GET_EDGES: two handles an
+ * entry; GRAPH_NODE_GET_DEPENDENCIES: one): out[k] (k < width) of up to
+ * *num entries, the rest of the arrays NULL, *num the entries given; all
+ * of out NULL asks the count. ask sends the request for entries from
+ * `first` on.
+ */
+typedef CUresult (*list_ask)(const void *arg, uint32_t first, struct vgpu_graph_nodes_reply *rep, uint64_t *ids,
+			     uint32_t cap, uint32_t *tl);
+
+static CUresult list(list_ask ask, const void *arg, int width, void **out[2], size_t *num)
+{
+	if (!num)
+		return VGPU_E_INVALID_VALUE;
+	int counting = !out[0] && (width == 1 || !out[1]);
+	if (!counting && (!out[0] || (width == 2 && !out[1])))
+		return VGPU_E_INVALID_VALUE;
+	size_t want = counting ? 0 : *num, got = 0;
+	uint32_t cap = VGPU_MAX_GRAPH_NODE_LIST * sizeof(uint64_t);
+	uint64_t *ids = malloc(cap);
+	if (!ids)
+		return VGPU_E_OUT_OF_MEMORY;
+	struct vgpu_graph_nodes_reply rep = {0};
+	CUresult rc;
+	for (;;) {
+		uint32_t tl = 0;
+		rc = ask(arg, (uint32_t)got, &rep, ids, cap, &tl);
+		if (rc)
+			break;
+		uint32_t n = rep.count;
+		if (n > tl / (width * sizeof *ids))
+			n = tl / (width * sizeof *ids);
+		for (uint32_t i = 0; i < n && got < want; i++, got++)
+			for (int k = 0; k < width; k++)
+				out[k][got] = (void *)(uintptr_t)ids[width * i + k];
+		if (counting || got >= want || got >= rep.total || n == 0)
+			break;
+	}
+	free(ids);
+	if (rc)
+		return rc;
+	if (counting) {
+		*num = rep.total;
+		return 0;
+	}
+	for (size_t i = got; i < want; i++)
+		for (int k = 0; k < width; k++)
+			out[k][i] = NULL;
+	*num = got;
+	return 0;
+}
+
+static CUresult ask_edges(const void *arg, uint32_t first, struct vgpu_graph_nodes_reply *rep, uint64_t *ids,
+			  uint32_t cap, uint32_t *tl)
+{
+	struct vgpu_graph_get_edges_req req = {.graph = *(const uint64_t *)arg, .first = first};
+	return vgpu_call(VGPU_OP_GRAPH_GET_EDGES, &req, sizeof req, NULL, 0, rep, sizeof *rep, ids, cap, tl);
+}
+
+static CUresult get_edges(void *graph, void **from, void **to, size_t *num)
+{
+	if (!graph)
+		return VGPU_E_INVALID_VALUE;
+	uint64_t g = node_handle(graph);
+	void **out[2] = {from, to};
+	return list(ask_edges, &g, 2, out, num);
+}
+
+CU_API cuGraphGetEdges(void *graph, void **from, void **to, size_t *num)
+{
+	VGPU_API();
+	return get_edges(graph, from, to, num);
+}
+
+/* Every edge served is a default one: its data reads as zeros. */
+CU_API cuGraphGetEdges_v2(void *graph, void **from, void **to, struct edge_data *data, size_t *num)
+{
+	VGPU_API();
+	size_t want = num ? *num : 0;
+	CUresult rc = get_edges(graph, from, to, num);
+	if (!rc && data && from)
+		memset(data, 0, want * sizeof *data);
+	return rc;
+}
+
+struct deps_arg {
+	uint64_t node;
+	uint32_t dependents;
+};
+
+static CUresult ask_deps(const void *arg, uint32_t first, struct vgpu_graph_nodes_reply *rep, uint64_t *ids,
+			 uint32_t cap, uint32_t *tl)
+{
+	const struct deps_arg *a = arg;
+	struct vgpu_graph_node_deps_req req = {.node = a->node, .dependents = a->dependents, .first = first};
+	return vgpu_call(VGPU_OP_GRAPH_NODE_GET_DEPENDENCIES, &req, sizeof req, NULL, 0, rep, sizeof *rep, ids, cap, tl);
+}
+
+static CUresult node_deps(void *node, void **nodes, struct edge_data *data, size_t *num, uint32_t dependents)
+{
+	if (!node)
+		return VGPU_E_INVALID_VALUE;
+	size_t want = num ? *num : 0;
+	struct deps_arg a = {node_handle(node), dependents};
+	void **out[2] = {nodes, NULL};
+	CUresult rc = list(ask_deps, &a, 1, out, num);
+	if (!rc && data && nodes)
+		memset(data, 0, want * sizeof *data);
+	return rc;
+}
+
+CU_API cuGraphNodeGetDependencies(void *node, void **deps, size_t *num)
+{
+	VGPU_API();
+	return node_deps(node, deps, NULL, num, 0);
+}
+
+CU_API cuGraphNodeGetDependencies_v2(void *node, void **deps, struct edge_data *data, size_t *num)
+{
+	VGPU_API();
+	return node_deps(node, deps, data, num, 0);
+}
+
+CU_API cuGraphNodeGetDependentNodes(void *node, void **deps, size_t *num)
+{
+	VGPU_API();
+	return node_deps(node, deps, NULL, num, 1);
+}
+
+CU_API cuGraphNodeGetDependentNodes_v2(void *node, void **deps, struct edge_data *data, size_t *num)
+{
+	VGPU_API();
+	return node_deps(node, deps, data, num, 1);
+}
+
+/* ---- event and child graph nodes ---- */
+
+static CUresult add_event_node(void **node, void *graph, void *const *deps, size_t ndeps, CUevent ev, uint32_t wait)
+{
+	if (!ev)
+		return VGPU_E_INVALID_HANDLE;
+	struct vgpu_graph_add_event_node_req req;
+	memset(&req, 0, sizeof req);
+	req.wait = wait;
+	req.event = ev->handle;
+	return add_node(VGPU_OP_GRAPH_ADD_EVENT_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
+}
+
+CU_API cuGraphAddEventRecordNode(void **node, void *graph, void *const *deps, size_t ndeps, CUevent ev)
+{
+	VGPU_API();
+	return add_event_node(node, graph, deps, ndeps, ev, 0);
+}
+
+CU_API cuGraphAddEventWaitNode(void **node, void *graph, void *const *deps, size_t ndeps, CUevent ev)
+{
+	VGPU_API();
+	return add_event_node(node, graph, deps, ndeps, ev, 1);
+}
+
+static CUresult event_get(void *node, CUevent *out, uint32_t wait)
+{
+	if (!node || !out)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_event_node_req req = {.node = node_handle(node), .wait = wait};
+	struct vgpu_handle_reply rep = {0};
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_EVENT_NODE_GET_EVENT, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	struct vgpu_event *e = vgpu_event_by_handle(rep.handle);
+	if (!e) {
+		VERR("cuGraphEvent*NodeGetEvent: host named event %#llx, which this process does not have",
+		     (unsigned long long)rep.handle);
+		return VGPU_E_INVALID_VALUE;
+	}
+	*out = e;
+	return 0;
+}
+
+CU_API cuGraphEventRecordNodeGetEvent(void *node, CUevent *out)
+{
+	VGPU_API();
+	return event_get(node, out, 0);
+}
+
+CU_API cuGraphEventWaitNodeGetEvent(void *node, CUevent *out)
+{
+	VGPU_API();
+	return event_get(node, out, 1);
+}
+
+static CUresult event_set(void *exec, void *node, CUevent ev, uint32_t wait)
+{
+	if (!node)
+		return VGPU_E_INVALID_VALUE;
+	if (!ev)
+		return VGPU_E_INVALID_HANDLE;
+	struct vgpu_graph_event_node_req req = {.node = node_handle(node), .exec = node_handle(exec), .event = ev->handle, .wait = wait};
+	return vgpu_call(VGPU_OP_GRAPH_EVENT_NODE_SET_EVENT, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuGraphEventRecordNodeSetEvent(void *node, CUevent ev)
+{
+	VGPU_API();
+	return event_set(NULL, node, ev, 0);
+}
+
+CU_API cuGraphEventWaitNodeSetEvent(void *node, CUevent ev)
+{
+	VGPU_API();
+	return event_set(NULL, node, ev, 1);
+}
+
+CU_API cuGraphExecEventRecordNodeSetEvent(void *exec, void *node, CUevent ev)
+{
+	VGPU_API();
+	if (!exec)
+		return VGPU_E_INVALID_VALUE;
+	return event_set(exec, node, ev, 0);
+}
+
+CU_API cuGraphExecEventWaitNodeSetEvent(void *exec, void *node, CUevent ev)
+{
+	VGPU_API();
+	if (!exec)
+		return VGPU_E_INVALID_VALUE;
+	return event_set(exec, node, ev, 1);
+}
+
+CU_API cuGraphAddChildGraphNode(void **node, void *graph, void *const *deps, size_t ndeps, void *child)
+{
+	VGPU_API();
+	if (!child)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_add_child_node_req req;
+	memset(&req, 0, sizeof req);
+	req.child = node_handle(child);
+	return add_node(VGPU_OP_GRAPH_ADD_CHILD_NODE, node, graph, deps, ndeps, &req, sizeof req, NULL, 0);
+}
+
+/* ---- kernel node attributes: those of a stream but the synchronization
+ * policy, and COOPERATIVE (CUkernelNodeAttrValue is the launch attribute
+ * union; only the attribute's own bytes are read or written). ---- */
+
+CU_API cuGraphKernelNodeSetAttribute(void *node, int attr, const void *value)
+{
+	VGPU_API();
+	if (!node || !value)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_kernel_node_attr_req req = {.node = node_handle(node), .attr = (uint32_t)attr};
+	if (vgpu_attr_encode(attr, value, &req.value)) {
+		VWARN("cuGraphKernelNodeSetAttribute: attribute %d is not served on vgpu (1, 2, 8, 9, 10 are)", attr);
+		return VGPU_E_NOT_SUPPORTED;
+	}
+	return vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_SET_ATTRIBUTE, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuGraphKernelNodeGetAttribute(void *node, int attr, void *value)
+{
+	VGPU_API();
+	if (!node || !value)
+		return VGPU_E_INVALID_VALUE;
+	struct vgpu_graph_kernel_node_attr_req req = {.node = node_handle(node), .attr = (uint32_t)attr};
+	struct vgpu_stream_attr_value rep;
+	memset(&rep, 0, sizeof rep);
+	CUresult rc = vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_GET_ATTRIBUTE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	vgpu_attr_decode(attr, &rep, value);
+	return 0;
+}

@@ -1,0 +1,128 @@
+package session
+
+import (
+	"encoding/binary"
+
+	"github.com/vgpu-project/vgpu/backend/device"
+	"github.com/vgpu-project/vgpu/protocol"
+)
+
+// Edges after the fact (GRAPH_ADD_DEPENDENCIES, GRAPH_REMOVE_DEPENDENCIES,
+// GRAPH_GET_EDGES, GRAPH_NODE_GET_DEPENDENCIES) and an executable graph's
+// flags (GRAPH_EXEC_GET_FLAGS). Every node named is the session's and of
+// the graph named; the nodes a device lists get the session's handles.
+
+// edges resolves a GraphEdgesReq's graph and its (from, to) pairs.
+func (s *Session) edges(c *call, op string, r *protocol.GraphEdgesReq) (*graphObj, []device.GraphNode, []device.GraphNode, error) {
+	g, ok := s.st.graphs[r.Graph]
+	if !ok {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	}
+	if r.Count > protocol.MaxGraphEdges || uint64(len(c.tail)) != 16*uint64(r.Count) {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "%d edges declared (at most %d), the tail holds %d bytes", r.Count, protocol.MaxGraphEdges, len(c.tail))
+	}
+	from, to := make([]device.GraphNode, r.Count), make([]device.GraphNode, r.Count)
+	for i := range from {
+		for j, out := range []*device.GraphNode{&from[i], &to[i]} {
+			id := binary.LittleEndian.Uint64(c.tail[16*i+8*j:])
+			n, ok := s.st.nodes[id]
+			if !ok || n.graph != r.Graph {
+				return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "edge %d: %#x is not a node of graph %#x", i, id, r.Graph)
+			}
+			*out = n.h
+		}
+	}
+	return g, from, to, nil
+}
+
+func graphAddDependencies(s *Session, c *call, r *protocol.GraphEdgesReq) error {
+	g, from, to, err := s.edges(c, "OpGraphAddDependencies", r)
+	if err != nil || len(from) == 0 {
+		return err
+	}
+	return s.cfg.Devices[g.dev].GraphAddDependencies(g.h, from, to)
+}
+
+func graphRemoveDependencies(s *Session, c *call, r *protocol.GraphEdgesReq) error {
+	g, from, to, err := s.edges(c, "OpGraphRemoveDependencies", r)
+	if err != nil || len(from) == 0 {
+		return err
+	}
+	return s.cfg.Devices[g.dev].GraphRemoveDependencies(g.h, from, to)
+}
+
+// maxEdgeList bounds the edges one GRAPH_GET_EDGES reply carries.
+const maxEdgeList = protocol.MaxGraphNodeList / 2
+
+func graphGetEdges(s *Session, c *call, r *protocol.GraphGetEdgesReq) error {
+	const op = "OpGraphGetEdges"
+	g, ok := s.st.graphs[r.Graph]
+	if !ok {
+		return device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	}
+	from, to, err := s.cfg.Devices[g.dev].GraphEdges(g.h)
+	if err != nil {
+		return err
+	}
+	if len(from) != len(to) {
+		return device.Errorf(op, device.ErrUnknown, "the device listed %d from nodes for %d to nodes", len(from), len(to))
+	}
+	if uint64(r.First) > uint64(len(from)) {
+		return device.Errorf(op, device.ErrInvalidValue, "from edge %d of %d", r.First, len(from))
+	}
+	k := min(len(from)-int(r.First), maxEdgeList)
+	ids := make([]uint64, 0, 2*k)
+	for i := int(r.First); i < int(r.First)+k; i++ {
+		for _, h := range []device.GraphNode{from[i], to[i]} {
+			id, err := s.nodeID(op, r.Graph, g, h)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+	}
+	rep := protocol.GraphNodesReply{Total: uint32(len(from)), Count: uint32(k)}
+	c.out = protocol.Append(c.out, &rep)
+	for _, id := range ids {
+		c.out = binary.LittleEndian.AppendUint64(c.out, id)
+	}
+	return nil
+}
+
+func graphNodeGetDependencies(s *Session, c *call, r *protocol.GraphNodeDepsReq) error {
+	const op = "OpGraphNodeGetDependencies"
+	n, ok := s.st.nodes[r.Node]
+	if !ok {
+		return device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", r.Node)
+	}
+	g := s.st.graphs[n.graph]
+	nodes, err := s.cfg.Devices[g.dev].GraphNodeDeps(n.h, r.Dependents != 0)
+	if err != nil {
+		return err
+	}
+	if uint64(r.First) > uint64(len(nodes)) {
+		return device.Errorf(op, device.ErrInvalidValue, "from node %d of %d", r.First, len(nodes))
+	}
+	rest := nodes[r.First:]
+	rest = rest[:min(len(rest), protocol.MaxGraphNodeList)]
+	ids := make([]uint64, len(rest))
+	for i, h := range rest {
+		if ids[i], err = s.nodeID(op, n.graph, g, h); err != nil {
+			return err
+		}
+	}
+	rep := protocol.GraphNodesReply{Total: uint32(len(nodes)), Count: uint32(len(rest))}
+	c.out = protocol.Append(c.out, &rep)
+	for _, id := range ids {
+		c.out = binary.LittleEndian.AppendUint64(c.out, id)
+	}
+	return nil
+}
+
+func graphExecGetFlags(s *Session, c *call, r *protocol.HandleReq) (protocol.GraphExecFlagsReply, error) {
+	e, ok := s.st.execs[r.Handle]
+	if !ok {
+		return protocol.GraphExecFlagsReply{}, device.Errorf("OpGraphExecGetFlags", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Handle)
+	}
+	return protocol.GraphExecFlagsReply{Flags: e.flags}, nil
+}
