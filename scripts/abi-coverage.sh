@@ -7,8 +7,9 @@
 #
 # IMPORTS default to ../shared/abi/common-programs.imports.txt (lines
 # "COUNT name@lib" or "COUNT name"); *.imports.txt lists without counts work
-# too (libtorch_cuda.so, libc10_cuda.so). Symbols of libraries we do not
-# replace (cuBLAS, cuDNN, NCCL, ...) are counted apart as "other library".
+# too (libtorch_cuda.so, libc10_cuda.so). Symbols of libraries vgpu does not
+# provide (NVIDIA's libcudart, cuBLAS, cuDNN, NCCL, ...) are counted apart as
+# "other library".
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TABLES=$ROOT/guest-lib/tables
@@ -38,7 +39,7 @@ for f in "$@"; do
 		if (NF >= 2 && $1 ~ /^[0-9]+$/) { w = $1; sym = $2 }
 		n = split(sym, p, "@"); name = p[1]; lib = (n > 1) ? p[n] : ""
 		if (lib == "") lib = (name ~ /^nvml/) ? "libnvidia-ml.so.1" : (name ~ /^cu[A-Z]/) ? "libcuda.so.1" : "other"
-		if (lib !~ /^(libcudart\.so\.|libcuda\.so\.1|libnvidia-ml\.so\.1)/) { other++; otherw += w; next }
+		if (lib !~ /^(libcuda\.so\.1|libnvidia-ml\.so\.1)/) { other++; otherw += w; next }
 		s = kind(lib, name)
 		total++; totalw += w
 		if (s == "hand") { impl++; implw += w }
@@ -46,7 +47,7 @@ for f in "$@"; do
 	}
 	END {
 		printf "%s: implemented %d/%d symbols (%.0f%%), %d/%d weighted by programs using them", file, impl, total, total ? 100 * impl / total : 0, implw, totalw
-		if (other) printf "; %d symbols of other libraries (cuBLAS, cuDNN, NCCL, ...) not counted", other
+		if (other) printf "; %d symbols of other libraries (NVIDIA\047s runtime, cuBLAS, cuDNN, NCCL, ...) not counted", other
 		printf "\n"
 	}' "$f"
 done

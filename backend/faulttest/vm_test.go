@@ -63,7 +63,7 @@ func needGuest(t *testing.T) *guestKit {
 		skipOrFail(t, "no QEMU: %v", err)
 	}
 	ko := filepath.Join(root, "guest-driver/vgpu.ko")
-	for _, need := range []string{ko, filepath.Join(k.lib, "libcudart.so.11.0")} {
+	for _, need := range []string{ko, filepath.Join(k.lib, "libcuda.so.1")} {
 		if _, err := os.Stat(need); err != nil {
 			skipOrFail(t, "%s is missing: run make guest-lib guest-driver", need)
 		}

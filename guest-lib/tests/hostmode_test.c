@@ -7,7 +7,7 @@
  * The runtime is NVIDIA's (libcudart.so.11.0 of Debian's toolkit, or any
  * later one: the one vgpu supports) on vgpu's libcuda.so.1. Built with the
  * driver library's own declarations (src/cuda/cuda_types.h) and the few
- * runtime types below, so no CUDA header is needed. Each test is a named
+ * runtime types of rt_abi.h, so no CUDA header is needed. Each test is a named
  * function in the table at the bottom; the exit status is the number of
  * failures.
  */
@@ -20,60 +20,7 @@
 #include <unistd.h>
 
 #include "cuda_types.h"
-
-/* The runtime's ABI as far as this test uses it (driver_types.h, 11.0 and later). */
-typedef int cudaError_t;
-typedef CUstream cudaStream_t;
-typedef CUevent cudaEvent_t;
-enum {
-	cudaSuccess = 0,
-	cudaErrorInvalidValue = 1,
-	cudaErrorInvalidDevice = 101,
-	cudaErrorHostMemoryAlreadyRegistered = 712,
-	cudaErrorNotSupported = 801,
-};
-enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
-/* cudaMemcpy3DParms and its parts */
-struct rt_pos { size_t x, y, z; };
-struct rt_pitched { void *ptr; size_t pitch, xsize, ysize; };
-struct rt_extent { size_t width, height, depth; };
-struct rt_3d {
-	void *srcArray;
-	struct rt_pos srcPos;
-	struct rt_pitched srcPtr;
-	void *dstArray;
-	struct rt_pos dstPos;
-	struct rt_pitched dstPtr;
-	struct rt_extent extent;
-	int kind;
-};
-/* The first fields of cudaDeviceProp: the same from 11.0 to 13.x up to
- * maxGridSize; 11.x and 12.x then have clockRate and deviceOverlap, which
- * 13.x removed. */
-#define RT_PROP_HEAD                                   \
-	char name[256];                                \
-	char uuid[16];                                 \
-	char luid[8];                                  \
-	unsigned luidDeviceNodeMask;                   \
-	size_t totalGlobalMem, sharedMemPerBlock;      \
-	int regsPerBlock, warpSize;                    \
-	size_t memPitch;                               \
-	int maxThreadsPerBlock, maxThreadsDim[3], maxGridSize[3];
-struct rt_prop11_head {
-	RT_PROP_HEAD
-	int clockRate;
-	size_t totalConstMem;
-	int major, minor;
-	size_t textureAlignment, texturePitchAlignment;
-	int deviceOverlap, multiProcessorCount;
-};
-struct rt_prop13_head {
-	RT_PROP_HEAD
-	size_t totalConstMem;
-	int major, minor;
-	size_t textureAlignment, texturePitchAlignment;
-	int multiProcessorCount;
-};
+#include "rt_abi.h"
 
 /* runtime API (NVIDIA's libcudart) */
 cudaError_t cudaGetDeviceCount(int *);
@@ -441,10 +388,7 @@ static void test_memory(void)
 	OK(cudaMemcpy3D(&p3));
 	CHECK(vol2[0] == 0x77 && vol2[sizeof vol2 - 1] == 0x77);
 	OK(cudaFree(pp.ptr));
-	struct {
-		int type, device;
-		void *dp, *hp;
-	} attr;
+	struct rt_ptr_attrs attr;
 	OK(cudaPointerGetAttributes(&attr, (uint8_t *)d1 + 10));
 	CHECK(attr.type == 2);
 	size_t fr, tot;

@@ -5,14 +5,9 @@
 #include <cuda_runtime_api.h>
 
 #define PROP struct cudaDeviceProp
-#define FATTR struct cudaFuncAttributes
 #define P3D struct cudaMemcpy3DParms
 #define LCFG struct CUlaunchConfig_st
 #define PTRATTR struct cudaPointerAttributes
-#define KNODE struct cudaKernelNodeParams
-#define MSET struct cudaMemsetParams
-#define HNODE struct cudaHostNodeParams
-#define RLCFG struct cudaLaunchConfig_st
 #define M2D CUDA_MEMCPY2D
 #define M3D CUDA_MEMCPY3D
 #define A3D CUDA_ARRAY3D_DESCRIPTOR

@@ -1,25 +1,21 @@
 /*
- * layout_test.c - the library's own CUDA 11.x struct layouts (src/cudart/rt.h,
- * src/cuda/cuda_types.h) against the real CUDA 11.8 headers, field by field:
- * layout_real.c is compiled against the real headers, this file against
- * ours, from the same field list (layout_fields.h). Built only where
- * /usr/include/driver_types.h exists. The 12.x/13.x cudaDeviceProp layouts
- * are checked through each library's version node by hostmode_test.
+ * layout_test.c - the driver library's own struct layouts
+ * (src/cuda/cuda_types.h) and the runtime structs the C tests declare
+ * (tests/rt_abi.h: the head of cudaDeviceProp, cudaMemcpy3DParms,
+ * cudaPointerAttributes) against the real CUDA 11.8 headers, field by
+ * field: layout_real.c is compiled against the real headers, this file
+ * against ours, from the same field list (layout_fields.h). Built only where
+ * /usr/include/driver_types.h exists.
  */
 #include <stddef.h>
 #include <stdio.h>
 
-#include "rt.h"
+#include "rt_abi.h"
 
-#define PROP struct rt_prop11
-#define FATTR struct rt_func_attrs
+#define PROP struct rt_prop11_head
 #define P3D struct rt_3d
 #define LCFG CUlaunchConfig
 #define PTRATTR struct rt_ptr_attrs
-#define KNODE struct rt_kernel_params
-#define MSET struct rt_memset_params
-#define HNODE struct rt_host_params
-#define RLCFG struct rt_launch_config
 #define M2D CUDA_MEMCPY2D
 #define M3D CUDA_MEMCPY3D
 #define A3D CUDA_ARRAY3D_DESCRIPTOR

@@ -42,8 +42,8 @@ static volatile int host_ran;
 static void CUDART_CB on_host(void *p) { host_ran = *(int *)p; }
 
 // --no-graphs skips the CUDA graph checks: NVIDIA's runtime builds them with driver
-// calls vgpu's libcuda does not serve yet (cuGraphAddHostNode,
-// cuGraphKernelNodeGetParams, memcpy nodes to pageable memory).
+// calls vgpu's libcuda does not serve yet (cuGraphAddHostNode, memcpy nodes to
+// pageable memory; cuGraphExecKernelNodeSetParams answers INVALID_VALUE here).
 int main(int argc, char **argv)
 {
 	const bool graphs = !(argc > 1 && !strcmp(argv[1], "--no-graphs"));

@@ -2,8 +2,8 @@
 # tests/run.sh - the guest library's tests; `make -C guest-lib test` runs it.
 #
 #   1. generated files up to date, tables cover the ABI lists (go test ./guest-lib/gen)
-#   2. exported symbols and version nodes of every built library against
-#      ../shared/abi/*.exports.txt (nm -D --with-symbol-versions)
+#   2. exported symbols of every built library against
+#      ../shared/abi/*.exports.txt (nm -D)
 #   3. every unsupported symbol returns its error (generated list)
 #   4. struct layouts against the real CUDA 11.8 headers (if installed)
 #   5. host mode against the sim device (vgpu serve: a worker process per
@@ -56,7 +56,7 @@ no_nvrt() { # what: skipped where the toolkit was left out on purpose, else a fa
 }
 
 CFLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter"
-INC="-I$GL/src/common -I$GL/src/cuda -I$GL/src/cudart -I$ROOT/protocol -I$GL/generated"
+INC="-I$GL/src/common -I$GL/src/cuda -I$ROOT/protocol -I$GL/generated"
 
 # 1. generator
 if (cd "$ROOT" && $GO run ./guest-lib/gen -check && $GO test ./guest-lib/gen >/dev/null); then
@@ -66,16 +66,13 @@ else
 fi
 
 # 2. symbols
-exports() { # lib -> "name@@node" or "name" per defined dynamic symbol
-	nm -D --with-symbol-versions --defined-only "$BUILD/$1" | awk '$2 ~ /^[TWi]$/ {print $3}' |
-		sort -u
+exports() { # lib -> the name of each defined dynamic symbol
+	nm -D --defined-only "$BUILD/$1" | awk '$2 ~ /^[TWi]$/ {print $3}' | sed 's/@.*//' | sort -u
 }
 if [ -d "$SHARED/abi" ]; then
-	for lib in libcudart.so.13 libcudart.so.11.0 libcuda.so.1 libnvidia-ml.so.1; do
+	for lib in libcuda.so.1 libnvidia-ml.so.1; do
 		want=$SHARED/abi/$lib.exports.txt
 		exports "$lib" >"$T/$lib.have"
-		# unversioned libraries: compare bare names
-		case $lib in libcudart*) ;; *) sed -i 's/@@.*//' "$T/$lib.have" ;; esac
 		missing=$(grep -v "^$lib\$" "$want" | sort -u | comm -23 - "$T/$lib.have")
 		if [ -z "$missing" ]; then
 			pass "$lib exports all $(grep -vc "^$lib\$" "$want") symbols of $(basename "$want")"
@@ -83,13 +80,6 @@ if [ -d "$SHARED/abi" ]; then
 			fail "$lib is missing: $(echo "$missing" | head -5 | tr '\n' ' ')"
 		fi
 	done
-	# libcudart.so.12 has no reference list: check it against its table
-	exports libcudart.so.12 | grep -v '^vgpu_' >"$T/12.have"
-	awk '!/^#/ && NF==4 {print $1 "@@" $2}' "$GL/tables/libcudart.so.12.tbl" | sort -u >"$T/12.want"
-	if cmp -s "$T/12.have" "$T/12.want"; then pass "libcudart.so.12 exports exactly its table"; else fail "libcudart.so.12 exports differ from its table"; fi
-	# nothing else leaks out (besides the core's private vgpu_* interface in libcuda)
-	extra=$(exports libcudart.so.13 | grep -v '@@libcudart.so.13$' | head -3)
-	[ -z "$extra" ] && pass "libcudart.so.13 exports only node libcudart.so.13" || fail "libcudart.so.13 leaks: $extra"
 else
 	echo "skip symbol checks: no $SHARED/abi (clone shared/ beside the repository)"
 fi
@@ -104,7 +94,7 @@ fi
 
 # 4. layouts against the real 11.8 headers
 if [ -f /usr/include/driver_types.h ] && [ -f /usr/include/cuda.h ]; then
-	if $CC $CFLAGS -DVGPU_CUDART_ABI=11 $INC -o "$T/layout_test" "$HERE/layout_test.c" "$HERE/layout_real.c" &&
+	if $CC $CFLAGS $INC -o "$T/layout_test" "$HERE/layout_test.c" "$HERE/layout_real.c" &&
 		"$T/layout_test"; then
 		pass "layouts"
 	else

@@ -5,7 +5,7 @@
 #               [--vgpu-log DIR] [-v] [NAME...]
 #
 #   BINDIR        a variant directory from build.sh (OUTDIR for the default arch, OUTDIR/sm_90, ...)
-#   --lib DIR     put DIR first on LD_LIBRARY_PATH, to run against vgpu's libcudart/libcuda
+#   --lib DIR     put DIR first on LD_LIBRARY_PATH, to run on vgpu's libcuda (NVIDIA's runtime above it)
 #                 instead of NVIDIA's (the resolved libraries are printed first)
 #   --out FILE    also write the results as CSV: program,result,seconds,exit,last_line
 #   --timeout S   per-program limit (default 60 seconds; a program that runs over is TIMEOUT)

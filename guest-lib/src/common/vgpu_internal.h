@@ -5,9 +5,10 @@
  * a unix socket to `vgpu serve`; guest mode: /dev/vgpu), the batch of queued
  * asynchronous calls, the device-info cache, the maps of device allocations
  * and pinned host ranges, modules and functions, logging and statistics.
- * It exports the functions below as vgpu_* (unversioned, private);
- * libcudart.so.* and libnvidia-ml.so.1 link against it, so a process that
- * uses the runtime and the driver API has one session with the host.
+ * The few functions marked VGPU_PRIVATE are exported (unversioned, private)
+ * for libnvidia-ml.so.1, which links against it so that a process that uses
+ * CUDA and NVML has one session with the host, and for the tests; the rest
+ * are internal to libcuda.so.1.
  *
  * Every function returning int returns a CUresult (0 = success).
  */
@@ -61,7 +62,7 @@ VGPU_PRIVATE void vgpu_logf(int level, const char *fmt, ...) __attribute__((form
 #define VDEBUG(...) VLOG(VGPU_LOG_DEBUG, __VA_ARGS__)
 
 /* Logs "<name> is not supported" once per *once flag. */
-VGPU_PRIVATE void vgpu_unsupported(const char *name, int *once);
+void vgpu_unsupported(const char *name, int *once);
 /* The same at info level: for NVML, where NOT_SUPPORTED is an ordinary
  * answer that tools such as nvidia-smi probe for by the dozen. */
 VGPU_PRIVATE void vgpu_unsupported_info(const char *name, int *once);
@@ -87,25 +88,25 @@ VGPU_PRIVATE void vgpu_api_leave(struct vgpu_apitimer *t);
 	struct vgpu_apitimer vgpu_tm_ __attribute__((cleanup(vgpu_api_leave), unused)) = vgpu_api_enter(&vgpu_st_)
 
 /* ---- SHA-256 ---- */
-VGPU_PRIVATE void vgpu_sha256(const void *data, size_t len, uint8_t out[32]);
+void vgpu_sha256(const void *data, size_t len, uint8_t out[32]);
 
 /* ---- MD2 (RFC 1319) and HMAC-MD2 (RFC 2104), core/md2.c ---- */
 struct vgpu_md2 {
 	uint8_t x[48], c[16], buf[16];
 	unsigned n; /* bytes in buf */
 };
-VGPU_PRIVATE void vgpu_md2_init(struct vgpu_md2 *h);
-VGPU_PRIVATE void vgpu_md2_update(struct vgpu_md2 *h, const void *data, size_t len);
-VGPU_PRIVATE void vgpu_md2_final(struct vgpu_md2 *h, uint8_t out[16]);
-VGPU_PRIVATE void vgpu_md2(const void *data, size_t len, uint8_t out[16]);
+void vgpu_md2_init(struct vgpu_md2 *h);
+void vgpu_md2_update(struct vgpu_md2 *h, const void *data, size_t len);
+void vgpu_md2_final(struct vgpu_md2 *h, uint8_t out[16]);
+void vgpu_md2(const void *data, size_t len, uint8_t out[16]);
 struct vgpu_hmac_md2 {
 	struct vgpu_md2 inner;
 	uint8_t key[16];
 };
 /* A 16-byte key (MD2's block size). */
-VGPU_PRIVATE void vgpu_hmac_md2_init(struct vgpu_hmac_md2 *m, const uint8_t key[16]);
-VGPU_PRIVATE void vgpu_hmac_md2_update(struct vgpu_hmac_md2 *m, const void *data, size_t len);
-VGPU_PRIVATE void vgpu_hmac_md2_final(struct vgpu_hmac_md2 *m, uint8_t out[16]);
+void vgpu_hmac_md2_init(struct vgpu_hmac_md2 *m, const uint8_t key[16]);
+void vgpu_hmac_md2_update(struct vgpu_hmac_md2 *m, const void *data, size_t len);
+void vgpu_hmac_md2_final(struct vgpu_hmac_md2 *m, uint8_t out[16]);
 
 /* ---- transport ---- */
 
@@ -126,25 +127,25 @@ struct vgpu_xbuf {
 /* Connects (once per process) and says HELLO. Returns a CUresult. */
 VGPU_PRIVATE int vgpu_init(void);
 /* Host mode (unix socket, inline data) or guest mode (/dev/vgpu). */
-VGPU_PRIVATE int vgpu_host_mode(void);
-VGPU_PRIVATE void vgpu_set_force_inline(int on);
-VGPU_PRIVATE int vgpu_inline_copies(void);
+int vgpu_host_mode(void);
+void vgpu_set_force_inline(int on);
+int vgpu_inline_copies(void);
 /* Registered regions may name memory (not forced inline by vgpuSetOption). */
-VGPU_PRIVATE int vgpu_regions_usable(void);
+int vgpu_regions_usable(void);
 /* Host mode with a backend that maps shared memfds (VGPU_FEATURE_HOST_SHARE). */
-VGPU_PRIVATE int vgpu_host_share_ok(void);
+int vgpu_host_share_ok(void);
 /* Host mode: a call with the library's own segments and/or one fd beside
  * the frame (HOST_SHARE, GUEST_REGISTER of shared memory). */
-VGPU_PRIVATE int vgpu_host_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_segment *segs,
+int vgpu_host_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_segment *segs,
 				uint32_t nsegs, int sfd, void *reply, uint32_t reply_len);
-VGPU_PRIVATE const struct vgpu_hello_reply *vgpu_hello(void);
+const struct vgpu_hello_reply *vgpu_hello(void);
 /* Host mode, a call in two halves, so several can be in flight (staging
  * copies): begin flushes nothing and sends req; end waits for the reply
  * (its fixed part to reply), frees pc and returns a transport error or the
  * reply's status. Every begun call must be ended. */
 struct vgpu_pending_call;
-VGPU_PRIVATE int vgpu_host_begin(uint16_t op, const void *req, uint32_t req_len, struct vgpu_pending_call **out);
-VGPU_PRIVATE int vgpu_host_end(struct vgpu_pending_call *pc, void *reply, uint32_t reply_len);
+int vgpu_host_begin(uint16_t op, const void *req, uint32_t req_len, struct vgpu_pending_call **out);
+int vgpu_host_end(struct vgpu_pending_call *pc, void *reply, uint32_t reply_len);
 
 /* One synchronous call: flushes the batch first, then sends req (fixed
  * part + tail, req_len bytes) and waits. The reply's fixed part goes to
@@ -158,34 +159,34 @@ VGPU_PRIVATE int vgpu_call(uint16_t op, const void *req, uint32_t req_len,
 /* Queues an asynchronous (batchable) call; it is sent with the next
  * synchronizing call or when the batch is full. Errors surface at the next
  * synchronizing call. */
-VGPU_PRIVATE int vgpu_queue(uint16_t op, const void *req, uint32_t req_len);
+int vgpu_queue(uint16_t op, const void *req, uint32_t req_len);
 /* Sends the queued batch now. */
-VGPU_PRIVATE int vgpu_flush(void);
+int vgpu_flush(void);
 /* Before a synchronizing call: makes sure the errors of queued work are
  * known when that call returns (see transport.c). */
-VGPU_PRIVATE int vgpu_sync_point(void);
+int vgpu_sync_point(void);
 /* Returns and clears the deferred error of earlier asynchronous calls. */
-VGPU_PRIVATE int vgpu_take_deferred_error(void);
+int vgpu_take_deferred_error(void);
 /* Largest payload one frame may carry (for chunking copies). */
-VGPU_PRIVATE uint64_t vgpu_max_chunk(void);
+uint64_t vgpu_max_chunk(void);
 
 /* ---- devices ---- */
 VGPU_PRIVATE int vgpu_device_count(int *count);
 VGPU_PRIVATE int vgpu_device_info(int dev, const struct vgpu_device_info **out);
-VGPU_PRIVATE int vgpu_device_attr(int dev, int attr, int *value);
+int vgpu_device_attr(int dev, int attr, int *value);
 
 /* ---- device allocations (for cudaMemcpyDefault and pointer queries) ---- */
-VGPU_PRIVATE void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev);
+void vgpu_devmap_add(uint64_t ptr, uint64_t size, int dev);
 /* The same for an allocation from memory pool pool (a CUmemoryPool). */
-VGPU_PRIVATE void vgpu_devmap_add_pool(uint64_t ptr, uint64_t size, int dev, const void *pool);
+void vgpu_devmap_add_pool(uint64_t ptr, uint64_t size, int dev, const void *pool);
 /* Returns 1, the allocation's id (unique in the process) and its pool (or
  * NULL) if ptr lies in one. */
-VGPU_PRIVATE int vgpu_devmap_info(uint64_t ptr, uint64_t *id, const void **pool);
-VGPU_PRIVATE void vgpu_devmap_remove(uint64_t ptr);
+int vgpu_devmap_info(uint64_t ptr, uint64_t *id, const void **pool);
+void vgpu_devmap_remove(uint64_t ptr);
 /* Drops every allocation of device dev (after a device reset). */
-VGPU_PRIVATE void vgpu_devmap_forget(int dev);
+void vgpu_devmap_forget(int dev);
 /* Returns 1 and the allocation if ptr lies in one. */
-VGPU_PRIVATE int vgpu_devmap_find(uint64_t ptr, uint64_t *base, uint64_t *size, int *dev);
+int vgpu_devmap_find(uint64_t ptr, uint64_t *base, uint64_t *size, int *dev);
 
 /* ---- pinned / registered host ranges ---- */
 struct vgpu_hostrange {
@@ -198,42 +199,42 @@ struct vgpu_hostrange {
 	int mmapped; /* guest mode: mapped from /dev/vgpu; host mode: a shared memfd */
 	uint64_t share; /* host mode: the pseudo guest-physical base it is shared at, else 0 */
 };
-VGPU_PRIVATE int vgpu_host_alloc(size_t size, unsigned flags, void **out);
-VGPU_PRIVATE int vgpu_host_free(void *p);
-VGPU_PRIVATE int vgpu_host_register(void *p, size_t size, unsigned flags);
-VGPU_PRIVATE int vgpu_host_unregister(void *p);
+int vgpu_host_alloc(size_t size, unsigned flags, void **out);
+int vgpu_host_free(void *p);
+int vgpu_host_register(void *p, size_t size, unsigned flags);
+int vgpu_host_unregister(void *p);
 /* Finds the pinned range holding [p, p+len); copies it to *out. */
-VGPU_PRIVATE int vgpu_hostmap_find(const void *p, uint64_t len, struct vgpu_hostrange *out);
+int vgpu_hostmap_find(const void *p, uint64_t len, struct vgpu_hostrange *out);
 /* Finds the pinned range registered as host region id; copies it to *out. */
-VGPU_PRIVATE int vgpu_hostmap_region(uint64_t region, struct vgpu_hostrange *out);
+int vgpu_hostmap_region(uint64_t region, struct vgpu_hostrange *out);
 #define VGPU_HOSTALLOC_MAPPED 0x2u
 /* Host mode: shared memory of len bytes (a sealed memfd the backend maps),
  * registered as a region; fills r's addr, region, share. */
-VGPU_PRIVATE int vgpu_share_alloc(struct vgpu_hostrange *r);
+int vgpu_share_alloc(struct vgpu_hostrange *r);
 /* Host mode: a synchronous copy of pageable memory through the staging
  * ring (staging.c). *handled is 0 when staging does not apply (too small,
  * no shared memory, VGPU_STAGING=0, busy): the caller copies inline. */
 /* Bytes copied through staging so far (tests, statistics). */
 VGPU_PRIVATE uint64_t vgpu_staged_bytes(void);
-VGPU_PRIVATE int vgpu_staged_copy(int to_dev, uint64_t dptr, void *host, uint64_t n, uint64_t stream, int *handled);
+int vgpu_staged_copy(int to_dev, uint64_t dptr, void *host, uint64_t n, uint64_t stream, int *handled);
 /* memcpy split across up to vgpu_copy_threads() threads when n is large
  * (parcopy.c; VGPU_STAGING_THREADS). */
-VGPU_PRIVATE void vgpu_par_copy(void *dst, const void *src, size_t n);
-VGPU_PRIVATE unsigned vgpu_copy_threads(void);
+void vgpu_par_copy(void *dst, const void *src, size_t n);
+unsigned vgpu_copy_threads(void);
 
 /* ---- memory operations (device pointers are host GPU addresses) ---- */
-VGPU_PRIVATE int vgpu_mem_alloc(int dev, uint64_t size, uint64_t *ptr);
-VGPU_PRIVATE int vgpu_mem_free(uint64_t ptr);
+int vgpu_mem_alloc(int dev, uint64_t size, uint64_t *ptr);
+int vgpu_mem_free(uint64_t ptr);
 /* stream: host stream handle; async: may return before the copy ends (only
  * honoured where the host memory is pinned). */
-VGPU_PRIVATE int vgpu_memcpy_htod(uint64_t dst, const void *src, uint64_t n, uint64_t stream, int async);
-VGPU_PRIVATE int vgpu_memcpy_dtoh(void *dst, uint64_t src, uint64_t n, uint64_t stream, int async);
-VGPU_PRIVATE int vgpu_memcpy_dtod(uint64_t dst, uint64_t src, uint64_t n, uint64_t stream, int async);
-VGPU_PRIVATE int vgpu_memset(uint64_t dst, uint32_t value, uint32_t elem, uint64_t count,
+int vgpu_memcpy_htod(uint64_t dst, const void *src, uint64_t n, uint64_t stream, int async);
+int vgpu_memcpy_dtoh(void *dst, uint64_t src, uint64_t n, uint64_t stream, int async);
+int vgpu_memcpy_dtod(uint64_t dst, uint64_t src, uint64_t n, uint64_t stream, int async);
+int vgpu_memset(uint64_t dst, uint32_t value, uint32_t elem, uint64_t count,
 			     uint64_t pitch, uint64_t height, uint64_t stream, int async);
 VGPU_PRIVATE int vgpu_mem_get_info(int dev, uint64_t *free_b, uint64_t *total_b);
 /* cuMemGetAllocationGranularity for device memory (MEM_GET_GRANULARITY). */
-VGPU_PRIVATE int vgpu_mem_granularity(const struct vgpu_granularity_req *req, uint64_t *granularity);
+int vgpu_mem_granularity(const struct vgpu_granularity_req *req, uint64_t *granularity);
 
 /* ---- modules and functions ---- */
 /* A function's magic is VGPU_FUNC_MAGIC. A CUkernel (a library's kernel,
@@ -271,67 +272,67 @@ struct vgpu_module {
 	pthread_mutex_t mu;
 };
 /* kind: VGPU_IMAGE_*; image must stay valid during the call only. */
-VGPU_PRIVATE int vgpu_module_load(int dev, const void *image, uint64_t size, uint32_t kind, struct vgpu_module **out);
-VGPU_PRIVATE int vgpu_module_unload(struct vgpu_module *m);
-VGPU_PRIVATE int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgpu_func **out);
+int vgpu_module_load(int dev, const void *image, uint64_t size, uint32_t kind, struct vgpu_module **out);
+int vgpu_module_unload(struct vgpu_module *m);
+int vgpu_module_get_function(struct vgpu_module *m, const char *name, struct vgpu_func **out);
 /* Calls fn(user, f) for each kernel of m in the driver's order until fn
  * returns non-zero (fn NULL: none); *total (if not NULL) gets how many
  * kernels m has. */
-VGPU_PRIVATE int vgpu_module_functions(struct vgpu_module *m, int (*fn)(void *user, struct vgpu_func *f),
+int vgpu_module_functions(struct vgpu_module *m, int (*fn)(void *user, struct vgpu_func *f),
 				       void *user, uint32_t *total);
-VGPU_PRIVATE int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size);
+int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size);
 /* *f as a function: a CUkernel given where a CUfunction goes becomes its
  * function in the current context (loading its library there if need be);
  * anything else is CUDA_ERROR_INVALID_HANDLE. The calls below taking a
  * function do this themselves. */
-VGPU_PRIVATE int vgpu_func_resolve(struct vgpu_func **f);
+int vgpu_func_resolve(struct vgpu_func **f);
 /* The loaded function of host handle h (a graph node's, as the host names
  * it), or NULL. */
-VGPU_PRIVATE struct vgpu_func *vgpu_func_by_handle(uint64_t h);
+struct vgpu_func *vgpu_func_by_handle(uint64_t h);
 /* A CUkernel's function on device dev (< 0: the current context's);
  * cuda/library.c. */
-VGPU_PRIVATE int vgpu_kernel_function(void *kernel, int dev, struct vgpu_func **out);
+int vgpu_kernel_function(void *kernel, int dev, struct vgpu_func **out);
 /* After a device reset released the device's modules on the host: the
  * libraries load again there when next needed (cuda/library.c). */
-VGPU_PRIVATE void vgpu_library_forget(int dev);
-VGPU_PRIVATE int vgpu_func_attrs(struct vgpu_func *f, const int32_t **attrs);
-VGPU_PRIVATE int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value);
-VGPU_PRIVATE int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned flags, int *blocks);
+void vgpu_library_forget(int dev);
+int vgpu_func_attrs(struct vgpu_func *f, const int32_t **attrs);
+int vgpu_func_set_attr(struct vgpu_func *f, int attr, int value);
+int vgpu_occupancy(struct vgpu_func *f, int block, uint64_t dynsmem, unsigned flags, int *blocks);
 /* Fatbin size from its header (magic 0xBA55ED50), 0 if not a fatbin. */
-VGPU_PRIVATE uint64_t vgpu_fatbin_size(const void *image);
+uint64_t vgpu_fatbin_size(const void *image);
 /* Packs a launch's parameters (args: one pointer per parameter, or extra's
  * buffer) into params (VGPU_MAX_PARAM_BYTES), as f's layout says; *psize
  * gets the block's size. */
-VGPU_PRIVATE int vgpu_pack_params(const struct vgpu_func *f, void **args, void **extra, uint8_t *params,
+int vgpu_pack_params(const struct vgpu_func *f, void **args, void **extra, uint8_t *params,
 				  uint32_t *psize);
 /* Packs args (an array of pointers, one per parameter) and queues a launch. */
-VGPU_PRIVATE int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
+int vgpu_launch(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
 			     const uint32_t block[3], uint32_t smem, void **args, void **extra);
 /* The same in thread-block clusters (cl: shape, all 0 for the kernel's own,
  * and scheduling policy). */
-VGPU_PRIVATE int vgpu_launch_cluster(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
+int vgpu_launch_cluster(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
 				     const uint32_t block[3], uint32_t smem, const struct vgpu_cluster *cl,
 				     void **args, void **extra);
 /* The same with launch attributes (LAUNCH_KERNEL_ATTRS: cuLaunchKernelEx's
  * beside the cluster's, cuLaunchCooperativeKernel). */
-VGPU_PRIVATE int vgpu_launch_attrs(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
+int vgpu_launch_attrs(struct vgpu_func *f, uint64_t stream, const uint32_t grid[3],
 				   const uint32_t block[3], uint32_t smem, const struct vgpu_cluster *cl,
 				   const struct vgpu_launch_attrs *la, void **args, void **extra);
 /* cuOccupancyMaxActiveClusters for f launched with this geometry. */
-VGPU_PRIVATE int vgpu_occupancy_clusters(struct vgpu_func *f, const uint32_t grid[3], const uint32_t block[3],
+int vgpu_occupancy_clusters(struct vgpu_func *f, const uint32_t grid[3], const uint32_t block[3],
 					 uint32_t smem, const struct vgpu_cluster *cl, int *clusters);
 
 /* ---- streams, events, host functions ---- */
-VGPU_PRIVATE int vgpu_stream_create(int dev, unsigned flags, int prio, uint64_t *handle);
-VGPU_PRIVATE int vgpu_simple(uint16_t op, uint64_t handle); /* HandleReq, empty reply, sync */
-VGPU_PRIVATE int vgpu_event_create(int dev, unsigned flags, uint64_t *handle);
-VGPU_PRIVATE int vgpu_event_record(uint64_t ev, uint64_t stream, unsigned flags);
-VGPU_PRIVATE int vgpu_stream_wait_event(uint64_t stream, uint64_t ev, unsigned flags);
-VGPU_PRIVATE int vgpu_elapsed(uint64_t start, uint64_t end, float *ms);
-VGPU_PRIVATE int vgpu_device_sync(int dev);
+int vgpu_stream_create(int dev, unsigned flags, int prio, uint64_t *handle);
+int vgpu_simple(uint16_t op, uint64_t handle); /* HandleReq, empty reply, sync */
+int vgpu_event_create(int dev, unsigned flags, uint64_t *handle);
+int vgpu_event_record(uint64_t ev, uint64_t stream, unsigned flags);
+int vgpu_stream_wait_event(uint64_t stream, uint64_t ev, unsigned flags);
+int vgpu_elapsed(uint64_t start, uint64_t end, float *ms);
+int vgpu_device_sync(int dev);
 typedef void (*vgpu_hostfn)(void *user, int status);
 /* Enqueues fn(user, status) on stream; it runs on a library thread. */
-VGPU_PRIVATE int vgpu_host_func(uint64_t stream, vgpu_hostfn fn, void *user);
+int vgpu_host_func(uint64_t stream, vgpu_hostfn fn, void *user);
 
 /* ---- small helpers ---- */
 VGPU_PRIVATE uint64_t vgpu_now_ns(void);

@@ -279,7 +279,7 @@ out:
 
 /* Answered from the module's cache after the first round trip per name:
  * NVIDIA's runtime asks for the same symbol on every cudaMemcpyToSymbol
- * (14 round trips where vgpu's libcudart made 3, memcpy_to_symbol on sim). */
+ * (memcpy_to_symbol on sim made 14 round trips before, 3 since). */
 int vgpu_module_get_global(struct vgpu_module *m, const char *name, uint64_t *ptr, uint64_t *size)
 {
 	if (!m || !name)

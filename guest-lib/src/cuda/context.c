@@ -119,21 +119,6 @@ static void primary_init_locked(int dev)
 		p->id = new_id();
 }
 
-/* The runtime's implicit primary context (our libcudart): the driver counts
- * as initialised from then on, as it does under NVIDIA's runtime. */
-void vgpu_ctx_use_primary(int dev)
-{
-	if (dev < 0 || dev >= MAX_DEV)
-		return;
-	vgpu_cu_mark_init();
-	pthread_mutex_lock(&ctx_mu);
-	primary_init_locked(dev);
-	if (!primaries[dev].refcount)
-		primaries[dev].refcount = 1;
-	pthread_mutex_unlock(&ctx_mu);
-	set_cur(&primaries[dev]);
-}
-
 static CUresult check_dev(CUdevice d)
 {
 	int n;

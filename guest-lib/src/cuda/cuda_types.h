@@ -45,15 +45,13 @@ struct vgpu_ctx {
 	struct vgpu_ctx *next; /* created contexts: the live list */
 };
 
-/* A stream. cudaStream_t and CUstream are both pointers to it. */
+/* A stream: what a CUstream points to. */
 struct vgpu_stream {
 	uint64_t handle; /* host stream handle */
 	int dev;
 	unsigned flags;
 	int priority;
-	void *capture; /* runtime: the graph being captured, or NULL */
-	int capture_mode;
-	unsigned long long capture_id;
+	unsigned long long capture_id; /* the driver capture in progress (graph.c), or 0 */
 };
 
 /* An event. */
@@ -61,21 +59,20 @@ struct vgpu_event {
 	uint64_t handle;
 	int dev;
 	unsigned flags;
-	void *capture; /* runtime: recorded into this graph during capture */
 	struct vgpu_event *hnext; /* vgpu_event_by_handle's chain */
 };
 
 /* The live CUevent of host handle h (an event node's, as the host names
  * it), or NULL. */
-VGPU_PRIVATE struct vgpu_event *vgpu_event_by_handle(uint64_t h);
+struct vgpu_event *vgpu_event_by_handle(uint64_t h);
 
 /* A CUlaunchAttributeValue of attribute attr (1 access policy window; 2,
  * 3, 8, 10 an int; 9 a memory sync domain map) as the protocol carries a
  * stream attribute's value (VGPU_E_INVALID_VALUE: not one of those), and
  * back; only the attribute's own bytes are read or written. */
 struct vgpu_stream_attr_value;
-VGPU_PRIVATE int vgpu_attr_encode(int attr, const void *value, struct vgpu_stream_attr_value *out);
-VGPU_PRIVATE void vgpu_attr_decode(int attr, const struct vgpu_stream_attr_value *v, void *out);
+int vgpu_attr_encode(int attr, const void *value, struct vgpu_stream_attr_value *out);
+void vgpu_attr_decode(int attr, const struct vgpu_stream_attr_value *v, void *out);
 
 /* Special stream handles (cuda.h). */
 #define VGPU_STREAM_LEGACY ((struct vgpu_stream *)0x1)
@@ -198,9 +195,9 @@ enum { VGPU_MT_HOST = 1, VGPU_MT_DEVICE = 2, VGPU_MT_ARRAY = 3, VGPU_MT_UNIFIED 
 
 /* array.c: a 3D copy between any of host memory, device memory and CUDA
  * arrays (cuMemcpy3D); memory2d.c sends 2D copies with an array side here. */
-VGPU_PRIVATE CUresult vgpu_copy3d(const CUDA_MEMCPY3D *c, CUstream s, int async);
+CUresult vgpu_copy3d(const CUDA_MEMCPY3D *c, CUstream s, int async);
 /* memory2d.c: a 2D copy between host and device memory (no arrays). */
-VGPU_PRIVATE CUresult vgpu_copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async);
+CUresult vgpu_copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async);
 
 #define VGPU_ALIAS(name, target) \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
@@ -233,14 +230,8 @@ VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgra
 int vgpu_cu_captures_active(void);
 CUresult vgpu_cu_capture_status(CUstream s, int *status);
 
-/* Exported driver API calls the runtime uses. */
-VGPU_EXPORT CUresult cuDriverGetVersion(int *v);
-VGPU_EXPORT CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice d);
-
-/* Inside libcuda.so.1 (driver.c): CUDA_ERROR_NOT_INITIALIZED until cuInit,
- * or until the runtime makes a primary context current. */
+/* Inside libcuda.so.1 (driver.c): CUDA_ERROR_NOT_INITIALIZED until cuInit. */
 CUresult vgpu_cu_need_init(void);
-void vgpu_cu_mark_init(void);
 
 /* Inside libcuda.so.1 (context.c): context-local storage, the CLS export
  * table's put/delete/get (EXPORT-TABLES.md §3); ctx NULL is the calling
@@ -269,15 +260,11 @@ VGPU_EXPORT CUresult cuModuleLoadData(CUmodule *pm, const void *img);
 VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d);
 VGPU_EXPORT CUresult cuCtxGetCurrent(CUcontext *pc);
 
-/* Private: the current context's device of the calling thread (driver API
- * state), used by the runtime to keep both APIs in step. */
-VGPU_PRIVATE int vgpu_ctx_device(int *dev);
-VGPU_PRIVATE void vgpu_ctx_use_primary(int dev);
-VGPU_PRIVATE const char *vgpu_cu_error_name(int e);
-VGPU_PRIVATE const char *vgpu_cu_error_string(int e);
+/* The current context's device of the calling thread (context.c). */
+int vgpu_ctx_device(int *dev);
 /* The CUDA version cuDriverGetVersion reports (driver.c). */
-VGPU_PRIVATE int vgpu_driver_version(void);
-VGPU_PRIVATE int vgpu_module_loading_mode(void);
+int vgpu_driver_version(void);
+int vgpu_module_loading_mode(void);
 /* module.c: an image as cuModuleLoadData takes it (a fatbin wrapper, a
  * fatbin, a cubin or PTX): where its bytes start, their size and
  * VGPU_IMAGE_* kind; and a module file read whole into *image (malloc'd). */
@@ -286,6 +273,6 @@ CUresult vgpu_image_file(const char *path, void **image, uint64_t *size, int *ki
 /* Resolves a driver API symbol as cuGetProcAddress does: 0, or
  * VGPU_E_NOT_FOUND with *status (if non-NULL) saying why, or
  * VGPU_E_INVALID_VALUE (bad arguments, a version above ours). */
-VGPU_PRIVATE int vgpu_proc_address(const char *name, void **pfn, int version, unsigned long long flags, int *status);
+int vgpu_proc_address(const char *name, void **pfn, int version, unsigned long long flags, int *status);
 
 #endif

@@ -27,7 +27,7 @@ static const struct {
 #undef X
 };
 
-const char *vgpu_cu_error_name(int e)
+static const char *cu_error_name(int e)
 {
 	for (size_t i = 0; i < sizeof cu_errs / sizeof cu_errs[0]; i++)
 		if (cu_errs[i].code == e)
@@ -36,7 +36,7 @@ const char *vgpu_cu_error_name(int e)
 }
 
 /* "CUDA_ERROR_INVALID_VALUE" -> "invalid value" */
-const char *vgpu_cu_error_string(int e)
+static const char *cu_error_string(int e)
 {
 	static char strs[sizeof cu_errs / sizeof cu_errs[0]][64];
 	for (size_t i = 0; i < sizeof cu_errs / sizeof cu_errs[0]; i++) {
@@ -65,7 +65,7 @@ CU_API cuGetErrorName(CUresult e, const char **p)
 	VGPU_API();
 	if (!p)
 		return VGPU_E_INVALID_VALUE;
-	*p = vgpu_cu_error_name(e);
+	*p = cu_error_name(e);
 	return *p ? 0 : VGPU_E_INVALID_VALUE;
 }
 
@@ -74,7 +74,7 @@ CU_API cuGetErrorString(CUresult e, const char **p)
 	VGPU_API();
 	if (!p)
 		return VGPU_E_INVALID_VALUE;
-	*p = vgpu_cu_error_string(e);
+	*p = cu_error_string(e);
 	return *p ? 0 : VGPU_E_INVALID_VALUE;
 }
 
@@ -87,11 +87,6 @@ CUresult vgpu_cu_need_init(void)
 	return __atomic_load_n(&inited, __ATOMIC_ACQUIRE) ? 0 : VGPU_E_NOT_INITIALIZED;
 }
 #define need_init vgpu_cu_need_init
-
-void vgpu_cu_mark_init(void)
-{
-	__atomic_store_n(&inited, 1, __ATOMIC_RELEASE);
-}
 
 CU_API cuInit(unsigned flags)
 {
@@ -760,8 +755,7 @@ CU_API cuStreamCopyAttributes(CUstream dst, CUstream src)
 VGPU_ALIAS(cuStreamCopyAttributes_ptsz, cuStreamCopyAttributes);
 
 /* ---------------- stream capture queries, ids, devices ----------------
- * A stream captures when vgpu's own libcudart records into it (struct
- * vgpu_stream.capture) or when the host's driver captures it
+ * A stream captures when the host's driver captures it
  * (cuStreamBeginCapture*, graph.c). NVIDIA's runtime and PyTorch's
  * allocator ask before much of their work, so the queries are answered
  * locally while no driver capture is in progress in the process, and by
@@ -770,9 +764,7 @@ VGPU_ALIAS(cuStreamCopyAttributes_ptsz, cuStreamCopyAttributes);
 static int capturing(CUstream s, unsigned long long *id)
 {
 	int status = 0;
-	if (vgpu_stream_handle(s) && s->capture) {
-		status = 1; /* the runtime's capture: CU_STREAM_CAPTURE_STATUS_ACTIVE */
-	} else if (vgpu_cu_captures_active()) {
+	if (vgpu_cu_captures_active()) {
 		/* A driver capture in progress somewhere in the process: the
 		 * host knows which streams it holds (joined ones too). */
 		if (vgpu_cu_capture_status(s, &status))
@@ -803,8 +795,8 @@ CU_API cuStreamGetCaptureInfo(CUstream s, int *status, unsigned long long *id)
 }
 VGPU_ALIAS(cuStreamGetCaptureInfo_ptsz, cuStreamGetCaptureInfo);
 
-/* _v2 adds the graph and the dependency set: none here (a runtime capture's
- * graph is not a driver graph). */
+/* _v2 adds the graph and the dependency set: not known here (the host's
+ * driver holds the capture's graph). */
 CU_API cuStreamGetCaptureInfo_v2(CUstream s, int *status, unsigned long long *id, void **graph,
 				 const void **deps, size_t *ndeps)
 {
