@@ -66,6 +66,15 @@ func (s *Session) graphHold(g *graphObj, rg *region, ev *eventObj) {
 	}
 }
 
+// eventNodeType is the CUgraphNodeType of an event record (wait 0) or
+// wait (1) node.
+func eventNodeType(wait uint32) int {
+	if wait != 0 {
+		return device.GraphNodeWaitEvent
+	}
+	return device.GraphNodeEventRecord
+}
+
 // eventOf resolves event id for a graph of device dev.
 func (s *Session) eventOf(op string, id uint64, dev int) (*eventObj, error) {
 	e, ok := s.st.events[id]
@@ -98,7 +107,7 @@ func graphAddEventNode(s *Session, c *call, r *protocol.GraphAddEventNodeReq) (p
 
 func graphEventNodeGetEvent(s *Session, c *call, r *protocol.GraphEventNodeReq) (protocol.HandleReply, error) {
 	const op = "OpGraphEventNodeGetEvent"
-	g, n, _, err := s.paramNode(op, r.Node, 0)
+	g, n, _, err := s.paramNode(op, r.Node, 0, eventNodeType(r.Wait))
 	if err != nil {
 		return protocol.HandleReply{}, err
 	}
@@ -116,7 +125,7 @@ func graphEventNodeGetEvent(s *Session, c *call, r *protocol.GraphEventNodeReq) 
 
 func graphEventNodeSetEvent(s *Session, c *call, r *protocol.GraphEventNodeReq) error {
 	const op = "OpGraphEventNodeSetEvent"
-	g, n, e, err := s.paramNode(op, r.Node, r.Exec)
+	g, n, e, err := s.paramNode(op, r.Node, r.Exec, eventNodeType(r.Wait))
 	if err != nil {
 		return err
 	}
@@ -168,7 +177,7 @@ func graphAddChildNode(s *Session, c *call, r *protocol.GraphAddChildNodeReq) (p
 
 func graphChildNodeGetGraph(s *Session, c *call, r *protocol.HandleReq) (protocol.HandleReply, error) {
 	const op = "OpGraphChildNodeGetGraph"
-	g, n, _, err := s.paramNode(op, r.Handle, 0)
+	g, n, _, err := s.paramNode(op, r.Handle, 0, device.GraphNodeGraph)
 	if err != nil {
 		return protocol.HandleReply{}, err
 	}
@@ -192,7 +201,7 @@ func graphChildNodeGetGraph(s *Session, c *call, r *protocol.HandleReq) (protoco
 
 func graphExecChildNodeSetParams(s *Session, c *call, r *protocol.GraphExecChildSetReq) error {
 	const op = "OpGraphExecChildNodeSetParams"
-	g, n, e, err := s.paramNode(op, r.Node, r.Exec)
+	g, n, e, err := s.paramNode(op, r.Node, r.Exec, device.GraphNodeGraph)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ type nodeObj struct {
 	graph uint64
 	h     device.GraphNode
 	child uint64 // a child graph node: the handle of its graph, once the guest asked for it
+	// typ is its CUgraphNodeType once asked (typed), which never changes.
+	typ   int
+	typed bool
 }
 
 // graphView returns [off, off+n) of region ref.Region as one slice of the

@@ -38,14 +38,26 @@ func (s *Session) funcID(op string, dev int, h device.Function) (uint64, error) 
 }
 
 // paramNode resolves a parameter call's node (of one of the session's
-// graphs) and, when exec is not 0, the executable graph whose copy of it
-// the call changes (instantiated from the node's graph).
-func (s *Session) paramNode(op string, node, exec uint64) (*graphObj, *nodeObj, *execObj, error) {
+// graphs, of CUgraphNodeType typ) and, when exec is not 0, the executable
+// graph whose copy of it the call changes (instantiated from the node's
+// graph). A node of another type is refused here, whatever the device
+// would make of it.
+func (s *Session) paramNode(op string, node, exec uint64, typ int) (*graphObj, *nodeObj, *execObj, error) {
 	n, ok := s.st.nodes[node]
 	if !ok {
 		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", node)
 	}
 	g := s.st.graphs[n.graph]
+	if !n.typed {
+		t, err := s.cfg.Devices[g.dev].GraphNodeType(n.h)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		n.typ, n.typed = t, true
+	}
+	if n.typ != typ {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "graph node %#x is of type %d (CUgraphNodeType), not %d", node, n.typ, typ)
+	}
 	if exec == 0 {
 		return g, n, nil, nil
 	}
@@ -69,7 +81,7 @@ func execOf(e *execObj) device.GraphExec {
 
 func graphKernelNodeGetParams(s *Session, c *call, r *protocol.HandleReq) error {
 	const op = "OpGraphKernelNodeGetParams"
-	g, n, _, err := s.paramNode(op, r.Handle, 0)
+	g, n, _, err := s.paramNode(op, r.Handle, 0, device.GraphNodeKernel)
 	if err != nil {
 		return err
 	}
@@ -94,7 +106,7 @@ func graphKernelNodeGetParams(s *Session, c *call, r *protocol.HandleReq) error 
 
 func graphKernelNodeSetParams(s *Session, c *call, r *protocol.GraphKernelNodeSetReq) error {
 	const op = "OpGraphKernelNodeSetParams"
-	g, n, e, err := s.paramNode(op, r.Node, r.Exec)
+	g, n, e, err := s.paramNode(op, r.Node, r.Exec, device.GraphNodeKernel)
 	if err != nil {
 		return err
 	}
@@ -116,7 +128,7 @@ func graphKernelNodeSetParams(s *Session, c *call, r *protocol.GraphKernelNodeSe
 
 func graphMemsetNodeGetParams(s *Session, c *call, r *protocol.HandleReq) (protocol.GraphMemsetParams, error) {
 	const op = "OpGraphMemsetNodeGetParams"
-	g, n, _, err := s.paramNode(op, r.Handle, 0)
+	g, n, _, err := s.paramNode(op, r.Handle, 0, device.GraphNodeMemset)
 	if err != nil {
 		return protocol.GraphMemsetParams{}, err
 	}
@@ -126,7 +138,7 @@ func graphMemsetNodeGetParams(s *Session, c *call, r *protocol.HandleReq) (proto
 
 func graphMemsetNodeSetParams(s *Session, c *call, r *protocol.GraphMemsetNodeSetReq) error {
 	const op = "OpGraphMemsetNodeSetParams"
-	g, n, e, err := s.paramNode(op, r.Node, r.Exec)
+	g, n, e, err := s.paramNode(op, r.Node, r.Exec, device.GraphNodeMemset)
 	if err != nil {
 		return err
 	}
@@ -166,7 +178,7 @@ func (s *Session) regionOf(op string, host []byte) (protocol.BufRef, error) {
 
 func graphMemcpyNodeGetParams(s *Session, c *call, r *protocol.HandleReq) (protocol.GraphMemcpyParams, error) {
 	const op = "OpGraphMemcpyNodeGetParams"
-	g, n, _, err := s.paramNode(op, r.Handle, 0)
+	g, n, _, err := s.paramNode(op, r.Handle, 0, device.GraphNodeMemcpy)
 	if err != nil {
 		return protocol.GraphMemcpyParams{}, err
 	}
@@ -233,7 +245,7 @@ func (s *Session) graphCopy(op string, dev int, p *protocol.GraphMemcpyParams) (
 
 func graphMemcpyNodeSetParams(s *Session, c *call, r *protocol.GraphMemcpyNodeSetReq) error {
 	const op = "OpGraphMemcpyNodeSetParams"
-	g, n, e, err := s.paramNode(op, r.Node, r.Exec)
+	g, n, e, err := s.paramNode(op, r.Node, r.Exec, device.GraphNodeMemcpy)
 	if err != nil {
 		return err
 	}
@@ -260,7 +272,7 @@ func graphMemcpyNodeSetParams(s *Session, c *call, r *protocol.GraphMemcpyNodeSe
 // the node's device.
 
 func graphKernelNodeGetAttribute(s *Session, c *call, r *protocol.GraphKernelNodeAttrReq) (protocol.StreamAttrValue, error) {
-	g, n, _, err := s.paramNode("OpGraphKernelNodeGetAttribute", r.Node, 0)
+	g, n, _, err := s.paramNode("OpGraphKernelNodeGetAttribute", r.Node, 0, device.GraphNodeKernel)
 	if err != nil {
 		return protocol.StreamAttrValue{}, err
 	}
@@ -273,7 +285,7 @@ func graphKernelNodeGetAttribute(s *Session, c *call, r *protocol.GraphKernelNod
 
 func graphKernelNodeSetAttribute(s *Session, c *call, r *protocol.GraphKernelNodeAttrReq) error {
 	const op = "OpGraphKernelNodeSetAttribute"
-	g, n, _, err := s.paramNode(op, r.Node, 0)
+	g, n, _, err := s.paramNode(op, r.Node, 0, device.GraphNodeKernel)
 	if err != nil {
 		return err
 	}
@@ -290,11 +302,11 @@ func graphKernelNodeSetAttribute(s *Session, c *call, r *protocol.GraphKernelNod
 
 func graphKernelNodeCopyAttributes(s *Session, c *call, r *protocol.GraphNodePairReq) error {
 	const op = "OpGraphKernelNodeCopyAttributes"
-	g, dst, _, err := s.paramNode(op, r.Dst, 0)
+	g, dst, _, err := s.paramNode(op, r.Dst, 0, device.GraphNodeKernel)
 	if err != nil {
 		return err
 	}
-	sg, src, _, err := s.paramNode(op, r.Src, 0)
+	sg, src, _, err := s.paramNode(op, r.Src, 0, device.GraphNodeKernel)
 	if err != nil {
 		return err
 	}

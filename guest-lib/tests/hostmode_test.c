@@ -1405,6 +1405,9 @@ static void test_driver_graph_node_params(void)
 	CHECK(r.func == fn && r.grid[0] == 1 && r.grid[1] == 1 && r.block[0] == 32 && r.smem == 0 && r.params && !r.extra &&
 	      !r.kern && !r.ctx);
 	CHECK(*(unsigned long long *)r.params[0] == p && *(float *)r.params[1] == 2.0f && *(unsigned *)r.params[2] == 16);
+	void **first = r.params;
+	OK(cuGraphKernelNodeGetParams_v2(kn, &r));
+	CHECK(r.params == first && *(float *)first[1] == 2.0f); /* unchanged: the same values, still valid */
 	k.grid[0] = 4;
 	k.params = args3;
 	OK(cuGraphKernelNodeSetParams(kn, &k)); /* the first ABI: 56 bytes */

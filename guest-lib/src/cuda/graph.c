@@ -542,11 +542,14 @@ CU_API cuGraphExecUpdate(void *exec, void *graph, void **error_node, int *result
 
 /*
  * What cuGraphKernelNodeGetParams hands out: the parameter values and one
- * pointer to each, kept per node until the next read of the node (the
- * driver's are valid until the node changes).
+ * pointer to each, kept per node. The driver's stay valid until the node's
+ * parameters change, so a read that finds them unchanged hands out the
+ * same pointers again; a changed node's (set since) are freed.
  */
 struct node_args {
 	uint64_t node;
+	uint64_t func;
+	uint32_t size;
 	void **ptrs;
 	uint8_t *block;
 	struct node_args *next;
@@ -554,7 +557,10 @@ struct node_args {
 static struct node_args *args_list;
 static pthread_mutex_t args_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void keep_args(uint64_t node, void **ptrs, uint8_t *block)
+/* Keeps block and ptrs (the node's values as just read) or, when the node
+ * is unchanged since the last read, frees them; returns the pointers to
+ * hand out. */
+static void **keep_args(uint64_t node, uint64_t func, uint32_t size, void **ptrs, uint8_t *block)
 {
 	struct node_args *a = NULL;
 	pthread_mutex_lock(&args_mu);
@@ -563,6 +569,13 @@ static void keep_args(uint64_t node, void **ptrs, uint8_t *block)
 			a = i;
 			break;
 		}
+	if (a && a->func == func && a->size == size && !memcmp(a->block, block, size)) {
+		void **kept = a->ptrs;
+		pthread_mutex_unlock(&args_mu);
+		free(ptrs);
+		free(block);
+		return kept;
+	}
 	if (a) {
 		free(a->ptrs);
 		free(a->block);
@@ -572,12 +585,13 @@ static void keep_args(uint64_t node, void **ptrs, uint8_t *block)
 		args_list = a;
 	}
 	if (a) {
+		a->func = func;
+		a->size = size;
 		a->ptrs = ptrs;
 		a->block = block;
-	} else {
-		/* out of memory: the values leak rather than dangle */
-	}
+	} /* else out of memory: the values leak rather than dangle */
 	pthread_mutex_unlock(&args_mu);
+	return ptrs;
 }
 
 static CUresult kernel_get(void *node, struct kernel_node_params *p, int v2)
@@ -610,7 +624,7 @@ static CUresult kernel_get(void *node, struct kernel_node_params *p, int v2)
 	}
 	for (uint32_t i = 0; i < f->nparams; i++)
 		ptrs[i] = block + f->params[i].offset;
-	keep_args(req.handle, ptrs, block);
+	ptrs = keep_args(req.handle, rep.func, rep.param_size, ptrs, block);
 	if (v2)
 		memset(p, 0, sizeof *p);
 	else
