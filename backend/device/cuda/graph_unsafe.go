@@ -473,3 +473,23 @@ func (c *Context) GraphExecChildGraphSetParams(e device.GraphExec, n device.Grap
 		return c.l.cuGraphExecChildGraphNodeSetParams(uintptr(e), uintptr(n), uintptr(child))
 	})
 }
+
+func (c *Context) GraphNodeFindInClone(n device.GraphNode, clone device.Graph) (device.GraphNode, error) {
+	var h uintptr
+	err := c.call("cuGraphNodeFindInClone", func() int32 { return c.l.cuGraphNodeFindInClone(&h, uintptr(n), uintptr(clone)) })
+	return device.GraphNode(h), err
+}
+
+func (c *Context) GraphNodeSetEnabled(e device.GraphExec, n device.GraphNode, enabled bool) error {
+	var on uint32
+	if enabled {
+		on = 1
+	}
+	return c.call("cuGraphNodeSetEnabled", func() int32 { return c.l.cuGraphNodeSetEnabled(uintptr(e), uintptr(n), on) })
+}
+
+func (c *Context) GraphNodeGetEnabled(e device.GraphExec, n device.GraphNode) (bool, error) {
+	var on uint32
+	err := c.call("cuGraphNodeGetEnabled", func() int32 { return c.l.cuGraphNodeGetEnabled(uintptr(e), uintptr(n), &on) })
+	return on != 0, err
+}

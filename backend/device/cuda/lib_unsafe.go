@@ -181,6 +181,9 @@ type lib struct {
 	cuGraphKernelNodeSetAttribute   func(n uintptr, attr int32, v unsafe.Pointer) int32
 	cuGraphKernelNodeGetAttribute   func(n uintptr, attr int32, v unsafe.Pointer) int32
 	cuGraphKernelNodeCopyAttributes func(dst, src uintptr) int32
+	cuGraphNodeFindInClone          func(n *uintptr, orig, clone uintptr) int32
+	cuGraphNodeSetEnabled           func(e, n uintptr, on uint32) int32
+	cuGraphNodeGetEnabled           func(e, n uintptr, on *uint32) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -317,6 +320,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams"},
 		{&l.cuGraphKernelNodeSetAttribute, "cuGraphKernelNodeSetAttribute"}, {&l.cuGraphKernelNodeGetAttribute, "cuGraphKernelNodeGetAttribute"},
 		{&l.cuGraphKernelNodeCopyAttributes, "cuGraphKernelNodeCopyAttributes"},
+		{&l.cuGraphNodeFindInClone, "cuGraphNodeFindInClone"}, {&l.cuGraphNodeSetEnabled, "cuGraphNodeSetEnabled"},
+		{&l.cuGraphNodeGetEnabled, "cuGraphNodeGetEnabled"},
 	}
 }
 
