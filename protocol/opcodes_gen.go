@@ -140,6 +140,9 @@ const (
 	OpGraphKernelNodeGetAttribute   Opcode = 0x0724
 	OpGraphKernelNodeSetAttribute   Opcode = 0x0725
 	OpGraphKernelNodeCopyAttributes Opcode = 0x0726
+	OpGraphNodeFindInClone          Opcode = 0x0727
+	OpGraphNodeSetEnabled           Opcode = 0x0728
+	OpGraphNodeGetEnabled           Opcode = 0x0729
 
 	OpHostFuncLaunch Opcode = 0x0801
 	OpHostFuncDone   Opcode = 0x0802

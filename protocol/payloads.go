@@ -1031,6 +1031,31 @@ type GraphNodePairReq struct {
 	Src uint64
 }
 
+// GraphNodeFindReq asks for the node of graph Clone, a clone of Node's
+// graph, that was copied from Node (GRAPH_NODE_FIND_IN_CLONE:
+// cuGraphNodeFindInClone; the reply is a HandleReply).
+type GraphNodeFindReq struct {
+	Node  uint64
+	Clone uint64
+}
+
+// GraphNodeEnabledReq enables or disables (GRAPH_NODE_SET_ENABLED:
+// cuGraphNodeSetEnabled, Enabled 1 or 0) the copy of Node in executable
+// graph Exec, or asks whether it is enabled (GRAPH_NODE_GET_ENABLED:
+// cuGraphNodeGetEnabled, Enabled 0; the reply is a GraphNodeEnabledReply).
+type GraphNodeEnabledReq struct {
+	Exec    uint64
+	Node    uint64
+	Enabled uint32
+	Pad0    uint32
+}
+
+// GraphNodeEnabledReply answers GRAPH_NODE_GET_ENABLED: 1 enabled, 0 not.
+type GraphNodeEnabledReply struct {
+	Enabled uint32
+	Pad0    uint32
+}
+
 // GraphExecUpdateReq gives an executable graph the node parameters of a
 // graph of the same shape (GRAPH_EXEC_UPDATE: cuGraphExecUpdate).
 type GraphExecUpdateReq struct {

@@ -470,6 +470,29 @@ var Ops = []OpInfo{
 		Stubs: []CStub{{Symbol: "cuGraphKernelNodeCopyAttributes", Params: []CParam{
 			{C: "CUgraphNode dst", Field: "Dst", Kind: InHandle},
 			{C: "CUgraphNode src", Field: "Src", Kind: InHandle}}}}},
+	// A clone's copy of a node; nodes of an executable graph switched off
+	// and on (issue 16).
+	{Op: 0x0727, Name: "GRAPH_NODE_FIND_IN_CLONE", Req: GraphNodeFindReq{Node: 6, Clone: 8}, Reply: HandleReply{Handle: 9}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphNodeFindInClone"}, Device: "GraphNodeFindInClone",
+		Handler: "reply(graphNodeFindInClone)", Unchecked: "two handles",
+		Stubs: []CStub{{Symbol: "cuGraphNodeFindInClone", Params: []CParam{
+			{C: "CUgraphNode *phNode", Field: "Handle", Kind: OutHandle},
+			{C: "CUgraphNode hOriginalNode", Field: "Node", Kind: InHandle},
+			{C: "CUgraph hClonedGraph", Field: "Clone", Kind: InHandle}}}}},
+	{Op: 0x0728, Name: "GRAPH_NODE_SET_ENABLED", Req: GraphNodeEnabledReq{Exec: 4, Node: 6, Enabled: 1}, Reply: Empty{}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphNodeSetEnabled"}, Device: "GraphNodeSetEnabled",
+		Handler: "do(graphNodeSetEnabled)", Check: "checkGraphNodeSetEnabled",
+		Stubs: []CStub{{Symbol: "cuGraphNodeSetEnabled", Params: []CParam{
+			{C: "CUgraphExec hGraphExec", Field: "Exec", Kind: InHandle},
+			{C: "CUgraphNode hNode", Field: "Node", Kind: InHandle},
+			{C: "unsigned int isEnabled", Field: "Enabled", Kind: InValue}}}}},
+	{Op: 0x0729, Name: "GRAPH_NODE_GET_ENABLED", Req: GraphNodeEnabledReq{Exec: 4, Node: 6}, Reply: GraphNodeEnabledReply{Enabled: 1}, Shape: ShapeSync,
+		Symbols: []string{"cuGraphNodeGetEnabled"}, Device: "GraphNodeGetEnabled",
+		Handler: "reply(graphNodeGetEnabled)", Check: "checkGraphNodeGetEnabled",
+		Stubs: []CStub{{Symbol: "cuGraphNodeGetEnabled", Params: []CParam{
+			{C: "CUgraphExec hGraphExec", Field: "Exec", Kind: InHandle},
+			{C: "CUgraphNode hNode", Field: "Node", Kind: InHandle},
+			{C: "unsigned int *isEnabled", Field: "Enabled", Kind: OutValue}}}}},
 
 	// Host functions (0x08).
 	{Op: 0x0801, Name: "HOST_FUNC_LAUNCH", Req: HostFuncReq{Stream: 1, CallbackID: 9}, Reply: Empty{}, Shape: ShapeAsync,

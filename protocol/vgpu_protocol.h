@@ -234,6 +234,9 @@ typedef float vgpu_f32;
 #define VGPU_OP_GRAPH_KERNEL_NODE_GET_ATTRIBUTE 0x0724u
 #define VGPU_OP_GRAPH_KERNEL_NODE_SET_ATTRIBUTE 0x0725u
 #define VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES 0x0726u
+#define VGPU_OP_GRAPH_NODE_FIND_IN_CLONE 0x0727u
+#define VGPU_OP_GRAPH_NODE_SET_ENABLED 0x0728u
+#define VGPU_OP_GRAPH_NODE_GET_ENABLED 0x0729u
 #define VGPU_OP_HOST_FUNC_LAUNCH 0x0801u
 #define VGPU_OP_HOST_FUNC_DONE 0x0802u
 #define VGPU_OP_NOTIFY_HOST_FUNC 0x0901u
@@ -1697,6 +1700,34 @@ _Static_assert(sizeof(struct vgpu_graph_node_pair_req) == 16, "vgpu_graph_node_p
 _Static_assert(offsetof(struct vgpu_graph_node_pair_req, dst) == 0, "vgpu_graph_node_pair_req.dst");
 _Static_assert(offsetof(struct vgpu_graph_node_pair_req, src) == 8, "vgpu_graph_node_pair_req.src");
 
+struct vgpu_graph_node_find_req {
+	uint64_t node;
+	uint64_t clone;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_find_req) == 16, "vgpu_graph_node_find_req size");
+_Static_assert(offsetof(struct vgpu_graph_node_find_req, node) == 0, "vgpu_graph_node_find_req.node");
+_Static_assert(offsetof(struct vgpu_graph_node_find_req, clone) == 8, "vgpu_graph_node_find_req.clone");
+
+struct vgpu_graph_node_enabled_req {
+	uint64_t exec;
+	uint64_t node;
+	uint32_t enabled;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_enabled_req) == 24, "vgpu_graph_node_enabled_req size");
+_Static_assert(offsetof(struct vgpu_graph_node_enabled_req, exec) == 0, "vgpu_graph_node_enabled_req.exec");
+_Static_assert(offsetof(struct vgpu_graph_node_enabled_req, node) == 8, "vgpu_graph_node_enabled_req.node");
+_Static_assert(offsetof(struct vgpu_graph_node_enabled_req, enabled) == 16, "vgpu_graph_node_enabled_req.enabled");
+_Static_assert(offsetof(struct vgpu_graph_node_enabled_req, pad0) == 20, "vgpu_graph_node_enabled_req.pad0");
+
+struct vgpu_graph_node_enabled_reply {
+	uint32_t enabled;
+	uint32_t pad0;
+};
+_Static_assert(sizeof(struct vgpu_graph_node_enabled_reply) == 8, "vgpu_graph_node_enabled_reply size");
+_Static_assert(offsetof(struct vgpu_graph_node_enabled_reply, enabled) == 0, "vgpu_graph_node_enabled_reply.enabled");
+_Static_assert(offsetof(struct vgpu_graph_node_enabled_reply, pad0) == 4, "vgpu_graph_node_enabled_reply.pad0");
+
 struct vgpu_host_func_req {
 	uint64_t stream;
 	uint64_t callback_id;
@@ -1887,6 +1918,9 @@ static inline const char *vgpu_op_name(uint16_t op)
 	case VGPU_OP_GRAPH_KERNEL_NODE_GET_ATTRIBUTE: return "GRAPH_KERNEL_NODE_GET_ATTRIBUTE";
 	case VGPU_OP_GRAPH_KERNEL_NODE_SET_ATTRIBUTE: return "GRAPH_KERNEL_NODE_SET_ATTRIBUTE";
 	case VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES: return "GRAPH_KERNEL_NODE_COPY_ATTRIBUTES";
+	case VGPU_OP_GRAPH_NODE_FIND_IN_CLONE: return "GRAPH_NODE_FIND_IN_CLONE";
+	case VGPU_OP_GRAPH_NODE_SET_ENABLED: return "GRAPH_NODE_SET_ENABLED";
+	case VGPU_OP_GRAPH_NODE_GET_ENABLED: return "GRAPH_NODE_GET_ENABLED";
 	case VGPU_OP_HOST_FUNC_LAUNCH: return "HOST_FUNC_LAUNCH";
 	case VGPU_OP_HOST_FUNC_DONE: return "HOST_FUNC_DONE";
 	case VGPU_OP_NOTIFY_HOST_FUNC: return "NOTIFY_HOST_FUNC";

@@ -27,9 +27,9 @@
 #      (--isolate none, "none-bsoff") and untraced on rings (ring-bsoff);
 #      and longer spins on both sides of the rings (ring-spin100:
 #      VGPU_RING_SPIN_US=100 and --ring-spin 100us, against the default
-#      20). The library runs with VGPU_STATS=1 on rings: the "rings:" lines
+#      20). The library runs with VGPU_STATS=1 on rings: the waits tables
 #      of summary-ring.txt say how many replies were waited for asleep and
-#      where a round trip's wait went.
+#      where a round trip's wait went (vgpuWaitStats).
 # Writes summary.txt, summary-ring.txt and all.tgz (calls-*.txt, memcpy-*.txt, the serve logs) to $OUT.
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
@@ -163,7 +163,8 @@ step "summary: rings and staging"
 				"$out/calls-native-ring-$run.txt" "$out/calls-$f-$run.txt" 2>/dev/null
 		done
 		for f in ring-on ring-bsoff ring-spin100; do
-			echo "$f: $(grep -h '^rings:' "$out/calls-$f-$run.txt")"
+			echo "$f:"
+			sed -n '/^# the library.s waits/,$p' "$out/calls-$f-$run.txt" | grep -E '^(side|vgpu) '
 		done
 		# memcpy at 64 and 256 MiB against native pageable and pinned, same run
 		for f in ring-on-$run ring-off-$run ring-nostage-$run ring-thr1-$run ring-thr2-$run ring-thr8-$run; do

@@ -7,6 +7,7 @@
 #      a refused call invalidates its capture, on a joined stream too), TestGPUGraphsReleased,
 #      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects,
 #      TestGPUGraphNodes, TestGPUGraphNodeParams, TestGPUGraphKernelNodeAttributes, TestGPUGraphEdges,
+#      TestGPUGraphNodeEnabledAndClone,
 #      TestGPUGraphEventNodes, TestGPUGraphChildNodes, TestGPUCaptureCopiesPinned, TestGPUMemPools, TestGPUStreamAttributes,
 #      TestGPULaunchKernelAttrs): capture records and a graph replays per
 #      launch, guest memory and host functions refused in a capture and
@@ -45,7 +46,7 @@ result() { status+=("$1 $2"); echo "$1 $2"; }
 step "backend: session tests on the GPU"
 if [[ -x $carry/session-gpu.test ]]; then
 	(cd backend/session && timeout 300 "$carry/session-gpu.test" -test.v -test.count=1 \
-		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUGraphNodeParams|TestGPUGraphKernelNodeAttributes|TestGPUGraphEdges|TestGPUGraphEventNodes|TestGPUGraphChildNodes|TestGPUCaptureCopiesPinned|TestGPUMemPools|TestGPUStreamAttributes|TestGPULaunchKernelAttrs') >"$out/gotest-registry.log" 2>&1
+		-test.run 'TestGPUStreamCapture|TestGPUGraphsReleased|TestGPUMemAllocAsync|TestGPUVirtualMemory|TestGPUArrays|TestGPUTextureObjects|TestGPUGraphNodes|TestGPUGraphNodeParams|TestGPUGraphKernelNodeAttributes|TestGPUGraphEdges|TestGPUGraphNodeEnabledAndClone|TestGPUGraphEventNodes|TestGPUGraphChildNodes|TestGPUCaptureCopiesPinned|TestGPUMemPools|TestGPUStreamAttributes|TestGPULaunchKernelAttrs') >"$out/gotest-registry.log" 2>&1
 	rc=$?
 	grep -E '^(--- |ok|FAIL|PASS)|\.go:[0-9]+:' "$out/gotest-registry.log" | head -40
 	[[ $rc == 0 ]] && result PASS "session: capture, graphs (node by node too), stream-ordered allocation, pools, virtual memory, arrays, stream and launch attributes on the GPU" ||

@@ -24,6 +24,32 @@ type CallResult struct {
 	// Layers is where each call's time went, when the backend traces
 	// (vgpu serve --trace); nil otherwise.
 	Layers *Layers
+	// Waits is how the library waited for this measurement's replies on
+	// the rings (VGPU_STATS=1); nil when it counted none.
+	Waits *Waits
+}
+
+// Waits is one measurement's waits on the rings, from the library's
+// counters: replies waited for per program call, the share of them the
+// caller slept for (its spin ended first), and per reply the microseconds
+// from request written to reply handed over by the library's reader
+// thread (the backend, both transports, the reader's wake-up and read) and
+// from hand-over to the caller running; the reader thread's sleeps and the
+// doorbells the library rang, per program call.
+type Waits struct {
+	PerCall, SleptShare, ReplyUS, HandoffUS, ReaderSleeps, Bells float64
+}
+
+func waits(before, after WaitStats, calls int) *Waits {
+	n := after.Waits - before.Waits
+	if n == 0 || calls == 0 {
+		return nil
+	}
+	return &Waits{PerCall: float64(n) / float64(calls), SleptShare: float64(after.Slept-before.Slept) / float64(n),
+		ReplyUS:      float64(after.NanosReply-before.NanosReply) / 1e3 / float64(n),
+		HandoffUS:    float64(after.NanosHandoff-before.NanosHandoff) / 1e3 / float64(n),
+		ReaderSleeps: float64(after.ReaderSleeps-before.ReaderSleeps) / float64(calls),
+		Bells:        float64(after.Bells-before.Bells) / float64(calls)}
 }
 
 // Layers is one measurement's time per program call in each layer the
@@ -111,6 +137,7 @@ func (d *Driver) Calls(minTime time.Duration) ([]CallResult, error) {
 			return out, err
 		}
 		before, haveStats := d.Stats()
+		wBefore, haveWaits := d.Waits()
 		start := time.Now()
 		steps := 0
 		for time.Since(start) < minTime || steps < 3 {
@@ -125,6 +152,9 @@ func (d *Driver) Calls(minTime time.Duration) ([]CallResult, error) {
 		if after, ok := d.Stats(); ok && haveStats && after.Calls > before.Calls {
 			r.BackendUS = float64(after.NanosInCall-before.NanosInCall) / 1e3 / float64(after.Calls-before.Calls)
 			r.Layers = layers(before, after, r.Count, r.PerCallUS)
+		}
+		if wAfter, ok := d.Waits(); ok && haveWaits {
+			r.Waits = waits(wBefore, wAfter, r.Count)
 		}
 		out = append(out, r)
 	}

@@ -57,6 +57,7 @@ type Driver struct {
 	// vgpu's own extensions, present only in vgpu's guest library.
 	vgpuSetOption func(key uint32, value uint64) int32
 	vgpuGetStats  func(stats unsafe.Pointer, size uint64) int32
+	vgpuWaitStats func(stats unsafe.Pointer, size uint64) int32
 }
 
 // ErrNoDriver means no usable libcuda.so.1 was found.
@@ -123,6 +124,9 @@ func load(lib string) (*Driver, error) {
 	if p, err := purego.Dlsym(h, "vgpuGetStats"); err == nil {
 		purego.RegisterFunc(&d.vgpuGetStats, p)
 	}
+	if p, err := purego.Dlsym(h, "vgpuWaitStats"); err == nil {
+		purego.RegisterFunc(&d.vgpuWaitStats, p)
+	}
 	return d, nil
 }
 
@@ -173,6 +177,25 @@ type BackendStats struct {
 	Calls, BytesHtoD, BytesDtoH, NanosHtoD, NanosDtoH, NanosInCall, Launches, Emulated uint64
 	// The backend's per-layer trace (vgpu serve --trace).
 	Traced, NanosRead, NanosQueued, NanosValidate, NanosHandler, NanosReply uint64
+}
+
+// WaitStats mirrors the library's ring-wait counters (vgpuWaitStats;
+// counted with VGPU_STATS=1): replies waited for on the rings, how many of
+// them asleep, the nanoseconds from request written to reply handed over
+// by the library's reader thread and from hand-over to the caller running,
+// the reader thread's sleeps, the doorbells the library rang.
+type WaitStats struct {
+	Waits, Slept, NanosReply, NanosHandoff, ReaderSleeps, Bells uint64
+}
+
+// Waits returns the library's ring-wait counters, or false where the
+// library has none (NVIDIA's, an older vgpu).
+func (d *Driver) Waits() (WaitStats, bool) {
+	var w WaitStats
+	if d.vgpuWaitStats == nil || d.vgpuWaitStats(unsafe.Pointer(&w), uint64(unsafe.Sizeof(w))) != 0 {
+		return w, false
+	}
+	return w, true
 }
 
 // Stats returns the backend's counters for this process's session, or false

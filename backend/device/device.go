@@ -481,6 +481,13 @@ type Context interface {
 	GraphKernelNodeSetAttribute(n GraphNode, attr int, v StreamAttr) error
 	GraphKernelNodeGetAttribute(n GraphNode, attr int) (StreamAttr, error)
 	GraphKernelNodeCopyAttributes(dst, src GraphNode) error
+	// GraphNodeFindInClone is the node of clone (a clone of n's graph)
+	// copied from n. GraphNodeSetEnabled switches n's copy in e off (a
+	// launch skips it) or on; GraphNodeGetEnabled says which (kernel,
+	// memcpy and memset nodes).
+	GraphNodeFindInClone(n GraphNode, clone Graph) (GraphNode, error)
+	GraphNodeSetEnabled(e GraphExec, n GraphNode, enabled bool) error
+	GraphNodeGetEnabled(e GraphExec, n GraphNode) (bool, error)
 
 	// LaunchHostFunc enqueues fn on s: when the stream reaches it, fn runs
 	// (on a driver thread; it must not call the driver) and the stream

@@ -456,6 +456,9 @@ func TestGPUGraphNodeParams(t *testing.T)  { testGraphNodeParams(t, opts{drv: gp
 func TestGPUGraphKernelNodeAttributes(t *testing.T) {
 	testGraphKernelNodeAttributes(t, opts{drv: gpuDriver(t)})
 }
+func TestGPUGraphNodeEnabledAndClone(t *testing.T) {
+	testGraphNodeEnabledAndClone(t, opts{drv: gpuDriver(t)})
+}
 func TestGPUGraphEdges(t *testing.T)      { testGraphEdges(t, opts{drv: gpuDriver(t)}) }
 func TestGPUGraphEventNodes(t *testing.T) { testGraphEventNodes(t, opts{drv: gpuDriver(t)}) }
 func TestGPUGraphChildNodes(t *testing.T) { testGraphChildNodes(t, opts{drv: gpuDriver(t)}) }

@@ -292,3 +292,72 @@ func testGraphKernelNodeAttributes(t *testing.T, o opts) {
 	st, _, _ = do[protocol.GraphNodePairReq, protocol.Empty](e, protocol.OpGraphKernelNodeCopyAttributes, protocol.GraphNodePairReq{Dst: a, Src: 0x9999}, nil)
 	wantStatus(t, "copy from a foreign node", st, device.ErrInvalidHandle)
 }
+
+// A node of an executable graph switched off is skipped by its launches
+// until switched on again; a clone's copy of a node is found.
+func TestGraphNodeEnabledAndClone(t *testing.T) { testGraphNodeEnabledAndClone(t, opts{}) }
+
+func testGraphNodeEnabledAndClone(t *testing.T, o opts) {
+	o.mem, o.allowAll = true, true
+	e := start(t, o)
+	p := e.alloc(4096)
+	strm, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{}, nil)
+	g, _ := must[protocol.GraphCreateReq, protocol.HandleReply](e, protocol.OpGraphCreate, protocol.GraphCreateReq{}, nil)
+	memset := func(v uint32, dep ...uint64) uint64 {
+		r, _ := must[protocol.GraphAddMemsetNodeReq, protocol.HandleReply](e, protocol.OpGraphAddMemsetNode,
+			protocol.GraphAddMemsetNodeReq{Graph: g.Handle, NumDeps: uint32(len(dep)), Dst: p, ElemSize: 1, Value: v, Width: 64, Height: 1}, deps(nil, dep...))
+		return r.Handle
+	}
+	a := memset(1)
+	b := memset(2, a)
+	empty, _ := must[protocol.GraphAddEmptyNodeReq, protocol.HandleReply](e, protocol.OpGraphAddEmptyNode, protocol.GraphAddEmptyNodeReq{Graph: g.Handle}, nil)
+	x, _ := must[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: g.Handle}, nil)
+	launch := func() byte {
+		t.Helper()
+		must[protocol.GraphLaunchReq, protocol.Empty](e, protocol.OpGraphLaunch, protocol.GraphLaunchReq{Exec: x.Handle, Stream: strm.Handle}, nil)
+		must[protocol.HandleReq, protocol.Empty](e, protocol.OpStreamSynchronize, protocol.HandleReq{Handle: strm.Handle}, nil)
+		st, got := e.dtoh(p, 64)
+		wantStatus(t, "read back", st, 0)
+		return got[0]
+	}
+	enabled := func(n uint64) uint32 {
+		t.Helper()
+		r, _ := must[protocol.GraphNodeEnabledReq, protocol.GraphNodeEnabledReply](e, protocol.OpGraphNodeGetEnabled, protocol.GraphNodeEnabledReq{Exec: x.Handle, Node: n}, nil)
+		return r.Enabled
+	}
+	setEnabled := func(n uint64, on uint32) int32 {
+		st, _, _ := do[protocol.GraphNodeEnabledReq, protocol.Empty](e, protocol.OpGraphNodeSetEnabled, protocol.GraphNodeEnabledReq{Exec: x.Handle, Node: n, Enabled: on}, nil)
+		return st
+	}
+	if v := launch(); v != 2 || enabled(b) != 1 {
+		t.Fatalf("launch: %d (want 2), b enabled %d", v, enabled(b))
+	}
+	wantStatus(t, "switch b off", setEnabled(b, 0), 0)
+	if v := launch(); v != 1 || enabled(b) != 0 {
+		t.Fatalf("b off: %d (want 1), b enabled %d", v, enabled(b))
+	}
+	wantStatus(t, "switch b on", setEnabled(b, 1), 0)
+	if v := launch(); v != 2 {
+		t.Fatalf("b on again: %d, want 2", v)
+	}
+	wantStatus(t, "an empty node", setEnabled(empty.Handle, 0), device.ErrInvalidValue)
+	wantStatus(t, "enabled 2", setEnabled(b, 2), device.ErrInvalidValue)
+	wantStatus(t, "a foreign node", setEnabled(0x9999, 0), device.ErrInvalidHandle)
+	st, _, _ := do[protocol.GraphNodeEnabledReq, protocol.Empty](e, protocol.OpGraphNodeSetEnabled, protocol.GraphNodeEnabledReq{Node: b, Enabled: 1}, nil)
+	wantStatus(t, "no executable graph", st, device.ErrInvalidHandle)
+
+	// The clone's copy of a.
+	g2, _ := must[protocol.HandleReq, protocol.HandleReply](e, protocol.OpGraphClone, protocol.HandleReq{Handle: g.Handle}, nil)
+	f, _ := must[protocol.GraphNodeFindReq, protocol.HandleReply](e, protocol.OpGraphNodeFindInClone, protocol.GraphNodeFindReq{Node: a, Clone: g2.Handle}, nil)
+	if ids := nodesOf(e, g2.Handle, 1); len(ids) != 2 || (f.Handle != ids[0] && f.Handle != ids[1]) || f.Handle == a {
+		t.Fatalf("a's copy %#x, the clone's roots %v", f.Handle, ids)
+	}
+	if r, _ := must[protocol.HandleReq, protocol.GraphMemsetParams](e, protocol.OpGraphMemsetNodeGetParams, protocol.HandleReq{Handle: f.Handle}, nil); r.Value != 1 {
+		t.Fatalf("a's copy sets %d, want 1", r.Value)
+	}
+	other, _ := must[protocol.GraphCreateReq, protocol.HandleReply](e, protocol.OpGraphCreate, protocol.GraphCreateReq{}, nil)
+	st, _, _ = do[protocol.GraphNodeFindReq, protocol.HandleReply](e, protocol.OpGraphNodeFindInClone, protocol.GraphNodeFindReq{Node: a, Clone: other.Handle}, nil)
+	wantStatus(t, "a graph that is no clone", st, device.ErrInvalidValue)
+	st, _, _ = do[protocol.GraphNodeFindReq, protocol.HandleReply](e, protocol.OpGraphNodeFindInClone, protocol.GraphNodeFindReq{Node: a, Clone: 0x9999}, nil)
+	wantStatus(t, "a foreign clone", st, device.ErrInvalidHandle)
+}

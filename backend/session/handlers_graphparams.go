@@ -41,7 +41,7 @@ func (s *Session) funcID(op string, dev int, h device.Function) (uint64, error) 
 // graphs, of CUgraphNodeType typ) and, when exec is not 0, the executable
 // graph whose copy of it the call changes (instantiated from the node's
 // graph). A node of another type is refused here, whatever the device
-// would make of it.
+// would make of it (typ -1: any type).
 func (s *Session) paramNode(op string, node, exec uint64, typ int) (*graphObj, *nodeObj, *execObj, error) {
 	n, ok := s.st.nodes[node]
 	if !ok {
@@ -55,7 +55,7 @@ func (s *Session) paramNode(op string, node, exec uint64, typ int) (*graphObj, *
 		}
 		n.typ, n.typed = t, true
 	}
-	if n.typ != typ {
+	if typ >= 0 && n.typ != typ {
 		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "graph node %#x is of type %d (CUgraphNodeType), not %d", node, n.typ, typ)
 	}
 	if exec == 0 {
@@ -314,4 +314,62 @@ func graphKernelNodeCopyAttributes(s *Session, c *call, r *protocol.GraphNodePai
 		return device.Errorf(op, device.ErrInvalidValue, "a node of device %d to a node of device %d", sg.dev, g.dev)
 	}
 	return s.cfg.Devices[g.dev].GraphKernelNodeCopyAttributes(dst.h, src.h)
+}
+
+func graphNodeFindInClone(s *Session, c *call, r *protocol.GraphNodeFindReq) (protocol.HandleReply, error) {
+	const op = "OpGraphNodeFindInClone"
+	g, n, _, err := s.paramNode(op, r.Node, 0, -1)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	cg, ok := s.st.graphs[r.Clone]
+	if !ok {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Clone)
+	}
+	if cg.dev != g.dev {
+		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidValue, "a graph of device %d is no clone of a graph of device %d", cg.dev, g.dev)
+	}
+	h, err := s.cfg.Devices[g.dev].GraphNodeFindInClone(n.h, cg.h)
+	if err != nil {
+		return protocol.HandleReply{}, err
+	}
+	id, err := s.nodeID(op, r.Clone, cg, h)
+	return protocol.HandleReply{Handle: id}, err
+}
+
+// enabledNode resolves the executable graph and node of a
+// GRAPH_NODE_{SET,GET}_ENABLED.
+func (s *Session) enabledNode(op string, r *protocol.GraphNodeEnabledReq) (*graphObj, *nodeObj, *execObj, error) {
+	if r.Exec == 0 {
+		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "no executable graph named")
+	}
+	g, n, e, err := s.paramNode(op, r.Node, r.Exec, -1)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	switch n.typ {
+	case device.GraphNodeKernel, device.GraphNodeMemcpy, device.GraphNodeMemset:
+		return g, n, e, nil
+	}
+	return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "graph node %#x is of type %d: only kernel, memcpy and memset nodes are switched on and off", r.Node, n.typ)
+}
+
+func graphNodeSetEnabled(s *Session, c *call, r *protocol.GraphNodeEnabledReq) error {
+	g, n, e, err := s.enabledNode("OpGraphNodeSetEnabled", r)
+	if err != nil {
+		return err
+	}
+	return s.cfg.Devices[g.dev].GraphNodeSetEnabled(e.h, n.h, r.Enabled != 0)
+}
+
+func graphNodeGetEnabled(s *Session, c *call, r *protocol.GraphNodeEnabledReq) (protocol.GraphNodeEnabledReply, error) {
+	g, n, e, err := s.enabledNode("OpGraphNodeGetEnabled", r)
+	if err != nil {
+		return protocol.GraphNodeEnabledReply{}, err
+	}
+	on, err := s.cfg.Devices[g.dev].GraphNodeGetEnabled(e.h, n.h)
+	if on {
+		return protocol.GraphNodeEnabledReply{Enabled: 1}, err
+	}
+	return protocol.GraphNodeEnabledReply{}, err
 }

@@ -1068,6 +1068,20 @@ func checkGraphAddChildNode(s *Session, c *call, r *protocol.GraphAddChildNodeRe
 	return checkDepsTail[protocol.GraphAddChildNodeReq](c, r.NumDeps, 0)
 }
 
+func checkGraphNodeSetEnabled(s *Session, c *call, r *protocol.GraphNodeEnabledReq) error {
+	if r.Enabled > 1 {
+		return invalid(c, "enabled %d (0 or 1)", r.Enabled)
+	}
+	return nil
+}
+
+func checkGraphNodeGetEnabled(s *Session, c *call, r *protocol.GraphNodeEnabledReq) error {
+	if r.Enabled != 0 {
+		return invalid(c, "a get with a value (%d)", r.Enabled)
+	}
+	return nil
+}
+
 func checkArrayCreate(s *Session, c *call, r *protocol.ArrayCreateReq) error {
 	if err := checkDevice(s, c, r.Device); err != nil {
 		return err

@@ -181,6 +181,9 @@ int cuGraphGetEdges_v2(void *, void **, void **, void *, size_t *);
 int cuGraphNodeGetDependencies(void *, void **, size_t *);
 int cuGraphNodeGetDependentNodes_v2(void *, void **, void *, size_t *);
 int cuGraphExecGetFlags(void *, unsigned long long *);
+int cuGraphNodeSetEnabled(void *, void *, unsigned);
+int cuGraphNodeGetEnabled(void *, void *, unsigned *);
+int cuGraphNodeFindInClone(void **, void *, void *);
 int cuEventCreate(CUevent *, unsigned);
 int cuEventDestroy_v2(CUevent);
 int cuEventQuery(CUevent);
@@ -1636,6 +1639,31 @@ static void test_driver_graph_edges(void)
 	n = 4;
 	OK(cuGraphGetEdges_v2(g, from, to, data, &n));
 	CHECK(n == 3);
+	/* b switched off in an executable graph: a's value stays */
+	unsigned on = 0;
+	OK(cuGraphInstantiateWithFlags(&x, g, 0));
+	OK(cuGraphNodeGetEnabled(x, b, &on));
+	CHECK(on == 1);
+	OK(cuGraphNodeSetEnabled(x, b, 0));
+	OK(cuGraphNodeGetEnabled(x, b, &on));
+	CHECK(on == 0);
+	OK(cuGraphLaunch(x, s));
+	OK(cuStreamSynchronize(s));
+	OK(cuMemcpyDtoH_v2(got, p, 64));
+	CHECK(got[0] == 1 && got[63] == 1);
+	CHECK(cuGraphNodeSetEnabled(x, z, 0) == 1); /* an empty node */
+	OK(cuGraphExecDestroy(x));
+	/* a clone's copy of a node */
+	void *g2, *a2;
+	OK(cuGraphClone(&g2, g));
+	OK(cuGraphNodeFindInClone(&a2, a, g2));
+	CHECK(a2 && a2 != a);
+	struct t_memset_params mr;
+	OK(cuGraphMemsetNodeGetParams(a2, &mr));
+	CHECK(mr.value == 1);
+	CHECK(cuGraphNodeFindInClone(&a2, a, NULL) == 400);
+	OK(cuGraphDestroy(g2));
+
 	/* refused: an edge there already, one not there, a foreign node, NULL */
 	CHECK(cuGraphAddDependencies(g, &a, &b, 1) == 1);
 	CHECK(cuGraphRemoveDependencies(g, &b, &a, 1) == 1);

@@ -6,7 +6,12 @@
  * publishes a completion-ring tail past the ring's size. Every call must
  * then fail with CUDA_ERROR_DEVICE_UNAVAILABLE (46): no crash, no read
  * outside the mapping, no hang (run.sh runs it under a timeout).
- * Usage: ring_hostile_test SOCKET_PATH
+ * With "batchsync", the backend offers BATCH_SYNC and answers every
+ * request on the completion ring, but answers a BATCH_SYNC with a reply
+ * whose inner frame (the synchronous call's own reply) claims more bytes
+ * than came: the call that carried the queue must fail with 46, as every
+ * call after it, with no crash or hang.
+ * Usage: ring_hostile_test SOCKET_PATH [batchsync]
  */
 #include <poll.h>
 #include <pthread.h>
@@ -23,8 +28,11 @@
 int cuInit(unsigned);
 int cuDeviceGetCount(int *);
 int cuDriverGetVersion(int *);
+int cuMemsetD8Async(unsigned long long, unsigned char, size_t, void *);
+int cuStreamSynchronize(void *);
 
 static int lsock;
+static int batchsync; /* the BATCH_SYNC reply lies, instead of the ring's tail */
 
 static int read_full(int s, void *p, size_t n, int *fds, int *nfds)
 {
@@ -63,6 +71,59 @@ static int read_req(int s, struct vgpu_header *h, int *fds, int *nfds)
 	return read_full(s, body, n, fds, nfds);
 }
 
+/* batchsync: answers each request on the request ring in order (status 0,
+ * no payload; nothing for FlagNoReply), but a BATCH_SYNC with a reply whose
+ * inner frame says 4096 payload bytes and carries none. */
+static void serve_lying(uint8_t *mem, int bell, uint64_t ctail)
+{
+	uint8_t *req = mem + VGPU_RING_HEADER_SIZE;
+	uint8_t *comp = req + VGPU_RING_DEFAULT_BYTES;
+	uint64_t head = 0;
+	for (;;) {
+		uint64_t tail = __atomic_load_n((uint64_t *)(mem + VGPU_RING_OFF_REQ_TAIL), __ATOMIC_SEQ_CST);
+		if (tail - head < VGPU_HEADER_SIZE) {
+			usleep(100);
+			continue;
+		}
+		struct vgpu_header h;
+		memcpy(&h, req + head % VGPU_RING_DEFAULT_BYTES, sizeof h); /* a few small frames: no wrap */
+		uint64_t n = vgpu_frame_len(h.payload_len, 0);
+		while (__atomic_load_n((uint64_t *)(mem + VGPU_RING_OFF_REQ_TAIL), __ATOMIC_SEQ_CST) - head < n)
+			usleep(100);
+		head += n;
+		__atomic_store_n((uint64_t *)(mem + VGPU_RING_OFF_REQ_HEAD), head, __ATOMIC_SEQ_CST);
+		if (h.flags & VGPU_FLAG_NO_REPLY)
+			continue;
+		struct {
+			struct vgpu_header h;
+			struct vgpu_batch_sync_reply r;
+			struct vgpu_header inner;
+		} rep;
+		memset(&rep, 0, sizeof rep);
+		rep.h = h;
+		rep.h.flags = VGPU_FLAG_REPLY;
+		size_t len = sizeof rep.h;
+		if (h.opcode == VGPU_OP_BATCH_SYNC) {
+			rep.h.payload_len = sizeof rep.r + sizeof rep.inner;
+			rep.r.ran = 1;
+			rep.inner.magic = VGPU_MAGIC;
+			rep.inner.major = VGPU_PROTO_MAJOR;
+			rep.inner.flags = VGPU_FLAG_REPLY;
+			rep.inner.opcode = VGPU_OP_STREAM_SYNCHRONIZE;
+			rep.inner.payload_len = 4096; /* the lie: no such bytes follow */
+			len = sizeof rep;
+		} else {
+			rep.h.payload_len = 0;
+		}
+		memcpy(comp + ctail % VGPU_RING_DEFAULT_BYTES, &rep, len);
+		ctail += len;
+		__atomic_store_n((uint64_t *)(mem + VGPU_RING_OFF_COMP_TAIL), ctail, __ATOMIC_SEQ_CST);
+		uint64_t one = 1;
+		if (write(bell, &one, sizeof one) < 0)
+			return;
+	}
+}
+
 static void *backend(void *arg)
 {
 	(void)arg;
@@ -82,7 +143,10 @@ static void *backend(void *arg)
 	hr.r.major = VGPU_PROTO_MAJOR;
 	hr.r.device_count = 1;
 	hr.r.features = VGPU_FEATURE_SHM_RING | VGPU_FEATURE_INLINE;
+	if (batchsync)
+		hr.r.features |= VGPU_FEATURE_BATCH | VGPU_FEATURE_BATCH_SYNC;
 	hr.r.max_payload = 1 << 20;
+	hr.r.max_batch = 256;
 	if (write(s, &hr, sizeof hr) != sizeof hr)
 		return NULL;
 	if (read_req(s, &h, fds, &nfds) != 0 || h.opcode != VGPU_OP_RING_SETUP || nfds != VGPU_RING_FDS)
@@ -101,6 +165,11 @@ static void *backend(void *arg)
 	uint64_t one = 1;
 	if (write(fds[3], &one, sizeof one) < 0)
 		return NULL;
+	if (batchsync) {
+		serve_lying(mem, fds[3], sizeof rep);
+		pause();
+		return NULL;
+	}
 	/* Then, once the library has read it, a tail far past the ring. */
 	while (__atomic_load_n((uint64_t *)(mem + VGPU_RING_OFF_COMP_HEAD), __ATOMIC_SEQ_CST) != sizeof rep)
 		usleep(1000);
@@ -117,6 +186,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
+	batchsync = argc > 2 && !strcmp(argv[2], "batchsync");
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", argv[1]);
 	unlink(argv[1]);
@@ -132,6 +202,17 @@ int main(int argc, char **argv)
 	setenv("VGPU_TRANSPORT", env, 1);
 	setenv("VGPU_RING_SPIN_US", "20", 1);
 	int bad = 0, n = -1, v = 0;
+	if (batchsync) {
+		int i0 = cuInit(0);
+		int q = cuMemsetD8Async(0x10000, 1, 8, NULL);
+		int r = cuStreamSynchronize(NULL);
+		int after = cuDeviceGetCount(&n);
+		bad = i0 != 0 || q != 0 || r != 46 || after != 46;
+		unlink(argv[1]);
+		printf("%s lying BATCH_SYNC reply: cuInit %d, queued memset %d, cuStreamSynchronize %d (want 46), then %d (want 46)\n",
+		       bad ? "FAIL" : "ok  ", i0, q, r, after);
+		return bad;
+	}
 	int r0 = cuInit(0);
 	int r1 = cuDeviceGetCount(&n);
 	int r2 = cuDriverGetVersion(&v);

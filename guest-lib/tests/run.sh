@@ -139,6 +139,11 @@ if $CC $CFLAGS -I"$ROOT/protocol" -o "$T/ring_hostile_test" "$HERE/ring_hostile_
 	else
 		fail "corrupt completion ring: $(tail -2 "$T/ring-hostile.out" | tr '\n' ' ')"
 	fi
+	if VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" batchsync >"$T/ring-hostile-bs.out" 2>&1; then
+		pass "a backend whose BATCH_SYNC reply lies about its inner frame: calls fail with 46, no crash or hang"
+	else
+		fail "lying BATCH_SYNC reply: $(tail -2 "$T/ring-hostile-bs.out" | tr '\n' ' ')"
+	fi
 else
 	fail "building ring_hostile_test"
 fi
@@ -195,7 +200,7 @@ if start_server; then
 		# queued calls ride with the synchronous call after them (BATCH_SYNC:
 		# check the frames went so), and the tests that queue calls the old
 		# way (VGPU_BATCH_SYNC=0: the batch, then the call)
-		if VGPU_STATS=1 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" batch_sync >"$T/batchsync.out" 2>&1 &&
+		if VGPU_STATS=1 LD_LIBRARY_PATH=$DRV timeout 120 "$T/hostmode_test" batch_sync >"$T/batchsync.out" 2>&1 &&
 			grep -q "^BATCH_SYNC " "$T/batchsync.out"; then
 			pass "host mode (sim), queued calls carried by the synchronous call (BATCH_SYNC)"
 		else
@@ -204,7 +209,7 @@ if start_server; then
 		nbs=0
 		: >"$T/nobatchsync.out"
 		for t in batch_sync pinned_streams_events host_func driver_api threads graph staged_copy; do
-			VGPU_BATCH_SYNC=0 VGPU_STATS=1 LD_LIBRARY_PATH=$BUILD timeout 120 "$T/hostmode_test" $t >>"$T/nobatchsync.out" 2>&1 || nbs=1
+			VGPU_BATCH_SYNC=0 VGPU_STATS=1 LD_LIBRARY_PATH=$DRV timeout 120 "$T/hostmode_test" $t >>"$T/nobatchsync.out" 2>&1 || nbs=1
 		done
 		if [ $nbs = 0 ] && ! grep -q "^BATCH_SYNC " "$T/nobatchsync.out"; then
 			pass "host mode (sim), VGPU_BATCH_SYNC=0: the batch, then the synchronous call"

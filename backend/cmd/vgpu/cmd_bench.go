@@ -156,7 +156,30 @@ func benchCalls(args []string) int {
 		fmt.Printf("%-8s %-14s %10d %14.2f %14s\n", label, r.Name, r.Count, r.PerCallUS, be)
 	}
 	printLayers(label, rs)
+	printWaits(label, rs)
 	return 0
+}
+
+// printWaits prints how the library waited on the rings in each
+// measurement (VGPU_STATS=1), per program call and per reply.
+func printWaits(label string, rs []bench.CallResult) {
+	counted := false
+	for _, r := range rs {
+		counted = counted || r.Waits != nil
+	}
+	if !counted {
+		return
+	}
+	fmt.Println("# the library's waits on the rings (VGPU_STATS=1): replies waited for per call, the share the caller slept")
+	fmt.Println("# for (its spin ended first), us per reply from request written to reply handed over by the reader thread")
+	fmt.Println("# and from hand-over to the caller running, the reader thread's sleeps and the doorbells rung per call")
+	fmt.Printf("%-8s %-14s %8s %8s %9s %9s %9s %8s\n", "side", "call", "replies", "asleep", "reply us", "handoff", "rsleeps", "bells")
+	for _, r := range rs {
+		if w := r.Waits; w != nil {
+			fmt.Printf("%-8s %-14s %8.3f %7.0f%% %9.2f %9.2f %9.3f %8.3f\n", label, r.Name, w.PerCall, 100*w.SleptShare,
+				w.ReplyUS, w.HandoffUS, w.ReaderSleeps, w.Bells)
+		}
+	}
 }
 
 // printLayers prints the backend's per-layer trace of each measurement

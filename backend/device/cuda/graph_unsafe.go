@@ -357,12 +357,28 @@ func nodeList(nodes []device.GraphNode) *uintptr {
 	return (*uintptr)(unsafe.Pointer(unsafe.SliceData(nodes)))
 }
 
+// edgesV2 says whether the edge calls are bound to their _v2 ABI (CUDA
+// 12.3+: CUgraphEdgeData* before the count; nil asks for default edges).
+func (c *Context) edgesV2() bool { return c.l.version >= 12030 }
+
+// countArgs places a count (or a pointer to it) after the edge data (nil)
+// of the _v2 ABI, or first, as the first ABI takes it (the other argument
+// is ignored).
+func countArgs[T uintptr | unsafe.Pointer](v2 bool, n T) (a, b T) {
+	var none T
+	if v2 {
+		return none, n
+	}
+	return n, none
+}
+
 func (c *Context) GraphAddDependencies(g device.Graph, from, to []device.GraphNode) error {
 	if len(from) != len(to) {
 		return device.Errorf("cuGraphAddDependencies", device.ErrInvalidValue, "%d from nodes for %d to nodes", len(from), len(to))
 	}
+	a, b := countArgs(c.edgesV2(), uintptr(len(from)))
 	err := c.call("cuGraphAddDependencies", func() int32 {
-		return c.l.cuGraphAddDependencies(uintptr(g), nodeList(from), nodeList(to), uintptr(len(from)))
+		return c.l.cuGraphAddDependencies(uintptr(g), nodeList(from), nodeList(to), a, b)
 	})
 	runtime.KeepAlive(from)
 	runtime.KeepAlive(to)
@@ -373,8 +389,9 @@ func (c *Context) GraphRemoveDependencies(g device.Graph, from, to []device.Grap
 	if len(from) != len(to) {
 		return device.Errorf("cuGraphRemoveDependencies", device.ErrInvalidValue, "%d from nodes for %d to nodes", len(from), len(to))
 	}
+	a, b := countArgs(c.edgesV2(), uintptr(len(from)))
 	err := c.call("cuGraphRemoveDependencies", func() int32 {
-		return c.l.cuGraphRemoveDependencies(uintptr(g), nodeList(from), nodeList(to), uintptr(len(from)))
+		return c.l.cuGraphRemoveDependencies(uintptr(g), nodeList(from), nodeList(to), a, b)
 	})
 	runtime.KeepAlive(from)
 	runtime.KeepAlive(to)
@@ -386,11 +403,12 @@ func (c *Context) GraphRemoveDependencies(g device.Graph, from, to []device.Grap
 func (c *Context) GraphEdges(g device.Graph) ([]device.GraphNode, []device.GraphNode, error) {
 	const op = "cuGraphGetEdges"
 	var n uintptr
-	if err := c.call(op, func() int32 { return c.l.cuGraphGetEdges(uintptr(g), nil, nil, &n) }); err != nil || n == 0 {
+	a, b := countArgs(c.edgesV2(), unsafe.Pointer(&n))
+	if err := c.call(op, func() int32 { return c.l.cuGraphGetEdges(uintptr(g), nil, nil, a, b) }); err != nil || n == 0 {
 		return nil, nil, err
 	}
 	from, to := make([]device.GraphNode, n), make([]device.GraphNode, n)
-	err := c.call(op, func() int32 { return c.l.cuGraphGetEdges(uintptr(g), nodeList(from), nodeList(to), &n) })
+	err := c.call(op, func() int32 { return c.l.cuGraphGetEdges(uintptr(g), nodeList(from), nodeList(to), a, b) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -404,11 +422,12 @@ func (c *Context) GraphNodeDeps(h device.GraphNode, dependents bool) ([]device.G
 		op, fn = "cuGraphNodeGetDependentNodes", c.l.cuGraphNodeGetDependentNodes
 	}
 	var n uintptr
-	if err := c.call(op, func() int32 { return fn(uintptr(h), nil, &n) }); err != nil || n == 0 {
+	a, b := countArgs(c.edgesV2(), unsafe.Pointer(&n))
+	if err := c.call(op, func() int32 { return fn(uintptr(h), nil, a, b) }); err != nil || n == 0 {
 		return nil, err
 	}
 	out := make([]device.GraphNode, n)
-	if err := c.call(op, func() int32 { return fn(uintptr(h), nodeList(out), &n) }); err != nil {
+	if err := c.call(op, func() int32 { return fn(uintptr(h), nodeList(out), a, b) }); err != nil {
 		return nil, err
 	}
 	return out[:min(n, uintptr(len(out)))], nil
@@ -472,4 +491,24 @@ func (c *Context) GraphExecChildGraphSetParams(e device.GraphExec, n device.Grap
 	return c.call("cuGraphExecChildGraphNodeSetParams", func() int32 {
 		return c.l.cuGraphExecChildGraphNodeSetParams(uintptr(e), uintptr(n), uintptr(child))
 	})
+}
+
+func (c *Context) GraphNodeFindInClone(n device.GraphNode, clone device.Graph) (device.GraphNode, error) {
+	var h uintptr
+	err := c.call("cuGraphNodeFindInClone", func() int32 { return c.l.cuGraphNodeFindInClone(&h, uintptr(n), uintptr(clone)) })
+	return device.GraphNode(h), err
+}
+
+func (c *Context) GraphNodeSetEnabled(e device.GraphExec, n device.GraphNode, enabled bool) error {
+	var on uint32
+	if enabled {
+		on = 1
+	}
+	return c.call("cuGraphNodeSetEnabled", func() int32 { return c.l.cuGraphNodeSetEnabled(uintptr(e), uintptr(n), on) })
+}
+
+func (c *Context) GraphNodeGetEnabled(e device.GraphExec, n device.GraphNode) (bool, error) {
+	var on uint32
+	err := c.call("cuGraphNodeGetEnabled", func() int32 { return c.l.cuGraphNodeGetEnabled(uintptr(e), uintptr(n), &on) })
+	return on != 0, err
 }

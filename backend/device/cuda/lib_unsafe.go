@@ -149,7 +149,9 @@ type lib struct {
 	// cuGraphExecUpdate: the _v2 ABI (CUDA 12+: a result info struct) or
 	// the first (two out pointers), as the driver's version says.
 	cuGraphExecUpdate func(e, g uintptr, a, b unsafe.Pointer) int32
-	// Node parameters (the first ABI of the kernel node's: 56 bytes).
+	// Node parameters. The kernel node's bind _v2 on CUDA 12+ (bind takes
+	// the driver's newest ABI), whose struct extends the first's 56 bytes:
+	// kernelNodeParams is the larger, kern and ctx 0.
 	cuGraphKernelNodeGetParams     func(n uintptr, p unsafe.Pointer) int32
 	cuGraphKernelNodeSetParams     func(n uintptr, p unsafe.Pointer) int32
 	cuGraphExecKernelNodeSetParams func(e, n uintptr, p unsafe.Pointer) int32
@@ -159,12 +161,14 @@ type lib struct {
 	cuGraphMemcpyNodeGetParams     func(n uintptr, p unsafe.Pointer) int32
 	cuGraphMemcpyNodeSetParams     func(n uintptr, p unsafe.Pointer) int32
 	cuGraphExecMemcpyNodeSetParams func(e, n uintptr, p unsafe.Pointer, ctx uintptr) int32
-	// Edges (the first ABI: no edge data).
-	cuGraphAddDependencies       func(g uintptr, from, to *uintptr, n uintptr) int32
-	cuGraphRemoveDependencies    func(g uintptr, from, to *uintptr, n uintptr) int32
-	cuGraphGetEdges              func(g uintptr, from, to *uintptr, n *uintptr) int32
-	cuGraphNodeGetDependencies   func(n uintptr, deps *uintptr, num *uintptr) int32
-	cuGraphNodeGetDependentNodes func(n uintptr, deps *uintptr, num *uintptr) int32
+	// Edges: bind takes _v2 from CUDA 12.3 on, with edge data before the
+	// count (graph_unsafe.go, edgeArgs); bound here with one argument more
+	// than the first ABI has, which the first ignores.
+	cuGraphAddDependencies       func(g uintptr, from, to *uintptr, a, b uintptr) int32
+	cuGraphRemoveDependencies    func(g uintptr, from, to *uintptr, a, b uintptr) int32
+	cuGraphGetEdges              func(g uintptr, from, to *uintptr, a, b unsafe.Pointer) int32
+	cuGraphNodeGetDependencies   func(n uintptr, deps *uintptr, a, b unsafe.Pointer) int32
+	cuGraphNodeGetDependentNodes func(n uintptr, deps *uintptr, a, b unsafe.Pointer) int32
 	// Event and child graph nodes.
 	cuGraphAddEventRecordNode          func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, ev uintptr) int32
 	cuGraphAddEventWaitNode            func(n *uintptr, g uintptr, deps *uintptr, ndeps uintptr, ev uintptr) int32
@@ -181,6 +185,9 @@ type lib struct {
 	cuGraphKernelNodeSetAttribute   func(n uintptr, attr int32, v unsafe.Pointer) int32
 	cuGraphKernelNodeGetAttribute   func(n uintptr, attr int32, v unsafe.Pointer) int32
 	cuGraphKernelNodeCopyAttributes func(dst, src uintptr) int32
+	cuGraphNodeFindInClone          func(n *uintptr, orig, clone uintptr) int32
+	cuGraphNodeSetEnabled           func(e, n uintptr, on uint32) int32
+	cuGraphNodeGetEnabled           func(e, n uintptr, on *uint32) int32
 
 	getProcV2 func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) int32
 	getProcV1 func(symbol *byte, pfn *uintptr, version int32, flags uint64) int32
@@ -317,6 +324,8 @@ func (l *lib) entryPoints() []entryPoint {
 		{&l.cuGraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams"},
 		{&l.cuGraphKernelNodeSetAttribute, "cuGraphKernelNodeSetAttribute"}, {&l.cuGraphKernelNodeGetAttribute, "cuGraphKernelNodeGetAttribute"},
 		{&l.cuGraphKernelNodeCopyAttributes, "cuGraphKernelNodeCopyAttributes"},
+		{&l.cuGraphNodeFindInClone, "cuGraphNodeFindInClone"}, {&l.cuGraphNodeSetEnabled, "cuGraphNodeSetEnabled"},
+		{&l.cuGraphNodeGetEnabled, "cuGraphNodeGetEnabled"},
 	}
 }
 

@@ -46,6 +46,10 @@ type node struct {
 	// A kernel node's attributes (nil: the defaults); replaced, never
 	// changed, as the node's copies share them.
 	attrs *kernelAttrs
+	// origin: in a clone, the node it was copied from; disabled: in an
+	// executable graph, switched off (launches skip it).
+	origin   *node
+	disabled bool
 }
 
 // kernelAttrs are a kernel node's attributes: a stream's (but the
@@ -281,6 +285,7 @@ func (c *Context) GraphLaunch(e device.GraphExec, h device.Stream) error {
 func prepare(nodes []*node, runs []func()) []func() {
 	for _, n := range nodes {
 		switch {
+		case n.disabled:
 		case n.child != nil:
 			runs = prepare(n.child.nodes, runs)
 		case n.ev != nil && n.typ == device.GraphNodeEventRecord:
@@ -527,7 +532,7 @@ func (c *Context) cloneGraph(gr *graph) device.Graph {
 	cl := &graph{}
 	copies := make(map[*node]*node, len(gr.nodes))
 	for _, n := range gr.nodes { // dependencies come first: they are copied by then
-		m := &node{typ: n.typ, run: n.run, kern: n.kern, memset: n.memset, cp: n.cp, ev: n.ev, evH: n.evH, attrs: n.attrs}
+		m := &node{typ: n.typ, run: n.run, kern: n.kern, memset: n.memset, cp: n.cp, ev: n.ev, evH: n.evH, attrs: n.attrs, origin: n}
 		if n.child != nil {
 			m.childH = c.cloneGraph(n.child)
 			m.child = c.graphs[m.childH]
@@ -1179,4 +1184,65 @@ func (c *Context) GraphKernelNodeCopyAttributes(dst, src device.GraphNode) error
 	}
 	d.attrs = s.attrs
 	return nil
+}
+
+// GraphNodeFindInClone is clone's node copied from h.
+func (c *Context) GraphNodeFindInClone(h device.GraphNode, clone device.Graph) (device.GraphNode, error) {
+	const op = "cuGraphNodeFindInClone"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.nodes[h]
+	if !ok {
+		return 0, device.Errorf(op, device.ErrInvalidHandle, "graph node %#x", uintptr(h))
+	}
+	cl, ok := c.graphs[clone]
+	if !ok {
+		return 0, device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(clone))
+	}
+	for _, m := range cl.nodes {
+		if m.origin == n {
+			return m.h, nil
+		}
+	}
+	return 0, device.Errorf(op, device.ErrInvalidValue, "graph %#x is not a clone of node %#x's graph", uintptr(clone), uintptr(h))
+}
+
+// enabledNode is the copy in x of h, a kernel, memcpy or memset node (c.mu
+// held).
+func (c *Context) enabledNode(op string, x device.GraphExec, h device.GraphNode) (*node, error) {
+	n, ok := c.nodes[h]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidHandle, "graph node %#x", uintptr(h))
+	}
+	switch n.typ {
+	case device.GraphNodeKernel, device.GraphNodeMemcpy, device.GraphNodeMemset:
+	default:
+		return nil, device.Errorf(op, device.ErrInvalidValue, "node %#x of type %d: only kernel, memcpy and memset nodes are switched on and off", uintptr(h), n.typ)
+	}
+	return c.paramNode(op, x, h, n.typ)
+}
+
+// GraphNodeSetEnabled switches h's copy in x off or on.
+func (c *Context) GraphNodeSetEnabled(x device.GraphExec, h device.GraphNode, enabled bool) error {
+	const op = "cuGraphNodeSetEnabled"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.enabledNode(op, x, h)
+	if err != nil {
+		return err
+	}
+	m.disabled = !enabled
+	return nil
+}
+
+// GraphNodeGetEnabled says whether h's copy in x is on.
+func (c *Context) GraphNodeGetEnabled(x device.GraphExec, h device.GraphNode) (bool, error) {
+	const op = "cuGraphNodeGetEnabled"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.enabledNode(op, x, h)
+	if err != nil {
+		return false, err
+	}
+	return !m.disabled, nil
 }

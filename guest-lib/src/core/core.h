@@ -54,6 +54,11 @@ struct vgpu_ring;
 int vgpu_ring_create(int sock, uint64_t bytes, struct vgpu_ring **out, int fds[VGPU_RING_FDS]);
 void vgpu_ring_destroy(struct vgpu_ring *r);
 int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n);
+/* Writes one piece of a frame; the bytes are published (the tail, and the
+ * backend's doorbell if it sleeps) with the last piece, so the backend
+ * wakes once per frame and finds it whole (and earlier only when the ring
+ * is full). vgpu_ring_write is one last piece. */
+int vgpu_ring_put(struct vgpu_ring *r, const void *p, size_t n, int last);
 uint64_t vgpu_ring_write_pos(struct vgpu_ring *r);
 /* After sending an fd carrier on the socket, before writing its frame. */
 void vgpu_ring_note_carrier(struct vgpu_ring *r);

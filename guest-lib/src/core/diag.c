@@ -115,6 +115,26 @@ void vgpu_api_leave(struct vgpu_apitimer *t)
 struct vgpu_waitstat vgpu_waitstats;
 int vgpu_stats_enabled(void) { return stats_on; }
 
+/* vgpuWaitStats(out, size): the ring-wait counters so far (struct
+ * vgpu_waitstat in core.h: six uint64, waits, slept, ns_reply, ns_handoff,
+ * reader_sleeps, bells; counted with VGPU_STATS=1, else zero). vgpu bench
+ * calls prints their change per measurement. Returns 0, or 1 without out. */
+VGPU_EXPORT int vgpuWaitStats(void *out, uint64_t size)
+{
+	if (!out)
+		return 1;
+	uint64_t v[6] = {
+		__atomic_load_n(&vgpu_waitstats.waits, __ATOMIC_RELAXED),
+		__atomic_load_n(&vgpu_waitstats.slept, __ATOMIC_RELAXED),
+		__atomic_load_n(&vgpu_waitstats.ns_reply, __ATOMIC_RELAXED),
+		__atomic_load_n(&vgpu_waitstats.ns_handoff, __ATOMIC_RELAXED),
+		__atomic_load_n(&vgpu_waitstats.reader_sleeps, __ATOMIC_RELAXED),
+		__atomic_load_n(&vgpu_waitstats.bells, __ATOMIC_RELAXED),
+	};
+	memcpy(out, v, size < sizeof v ? size : sizeof v);
+	return 0;
+}
+
 void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_t ns, int round_trip)
 {
 	if (!stats_on)

@@ -47,6 +47,7 @@ struct vgpu_ring {
 	uint64_t bells_seen; /* a guest: the driver's doorbell count last seen */
 	uint64_t *taken; /* a guest: request bytes the session took (the backend's) */
 	uint64_t tx; /* request bytes written (local, authoritative) */
+	uint64_t pub; /* ... of which published (the tail we stored) */
 	uint64_t rx; /* completion bytes read */
 	uint64_t spin_ns;
 	uint64_t last_send; /* ns, atomic: restarts the reader's spin */
@@ -97,6 +98,7 @@ static void ring_locate(struct vgpu_ring *r)
 	r->taken = U64(r, VGPU_RING_OFF_REQ_TAKEN);
 	/* Positions start where the header says (zero when fresh). */
 	r->tx = __atomic_load_n(r->req_tail, __ATOMIC_ACQUIRE);
+	r->pub = r->tx;
 	r->rx = __atomic_load_n(r->comp_head, __ATOMIC_ACQUIRE);
 }
 
@@ -285,7 +287,20 @@ static int space_ready(struct vgpu_ring *r)
 	return s < 0 ? -1 : s > 0;
 }
 
-int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n)
+/* Publishes the request bytes written so far (the tail) and wakes the
+ * backend if it sleeps. */
+static void publish(struct vgpu_ring *r)
+{
+	if (r->pub == r->tx)
+		return;
+	r->pub = r->tx;
+	__atomic_store_n(r->req_tail, r->tx, __ATOMIC_SEQ_CST);
+	wake_if(r, r->srv_sleep, 0);
+}
+
+int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n) { return vgpu_ring_put(r, p, n, 1); }
+
+int vgpu_ring_put(struct vgpu_ring *r, const void *p, size_t n, int last)
 {
 	const uint8_t *b = p;
 	while (n) {
@@ -295,6 +310,7 @@ int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n)
 			return -1;
 		}
 		if (!s) {
+			publish(r); /* what is written must be readable to make room */
 			uint64_t t0 = vgpu_now_ns();
 			while (!(s = space(r)) && vgpu_now_ns() - t0 < r->spin_ns)
 				;
@@ -308,12 +324,13 @@ int vgpu_ring_write(struct vgpu_ring *r, const void *p, size_t n)
 		memcpy(r->req + off, b, first);
 		memcpy(r->req, b + first, k - first);
 		r->tx += k;
-		__atomic_store_n(r->req_tail, r->tx, __ATOMIC_SEQ_CST);
-		wake_if(r, r->srv_sleep, 0);
 		b += k;
 		n -= k;
 	}
-	__atomic_store_n(&r->last_send, vgpu_now_ns(), __ATOMIC_RELAXED);
+	if (last) {
+		publish(r);
+		__atomic_store_n(&r->last_send, vgpu_now_ns(), __ATOMIC_RELAXED);
+	}
 	return 0;
 }
 

@@ -299,8 +299,9 @@ static int host_write_locked(const void *a, size_t alen, const void *b, size_t b
 				return -1;
 			vgpu_ring_note_carrier(ring);
 		}
-		if (vgpu_ring_write(ring, a, alen) != 0 || (blen && vgpu_ring_write(ring, b, blen) != 0) ||
-		    (pad && vgpu_ring_write(ring, zeros, pad) != 0))
+		/* one publication per frame: the backend never wakes to half of it */
+		if (vgpu_ring_put(ring, a, alen, !blen && !pad) != 0 || (blen && vgpu_ring_put(ring, b, blen, !pad) != 0) ||
+		    (pad && vgpu_ring_put(ring, zeros, pad, 1) != 0))
 			return -1;
 		return 0;
 	}

@@ -183,3 +183,59 @@ CU_API cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 	req.src = (uint64_t)(uintptr_t)src;
 	return vgpu_call(VGPU_OP_GRAPH_KERNEL_NODE_COPY_ATTRIBUTES, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
 }
+
+CU_API cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
+{
+	VGPU_API();
+	struct vgpu_graph_node_find_req req = {0};
+	struct vgpu_handle_reply rep = {0};
+	CUresult rc;
+	if (!phNode)
+		return VGPU_E_INVALID_VALUE;
+	if (!hOriginalNode)
+		return VGPU_E_INVALID_HANDLE;
+	if (!hClonedGraph)
+		return VGPU_E_INVALID_HANDLE;
+	req.node = (uint64_t)(uintptr_t)hOriginalNode;
+	req.clone = (uint64_t)(uintptr_t)hClonedGraph;
+	rc = vgpu_call(VGPU_OP_GRAPH_NODE_FIND_IN_CLONE, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	*phNode = (void *)(uintptr_t)rep.handle;
+	return 0;
+}
+
+CU_API cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+	VGPU_API();
+	struct vgpu_graph_node_enabled_req req = {0};
+	if (!hGraphExec)
+		return VGPU_E_INVALID_HANDLE;
+	if (!hNode)
+		return VGPU_E_INVALID_HANDLE;
+	req.exec = (uint64_t)(uintptr_t)hGraphExec;
+	req.node = (uint64_t)(uintptr_t)hNode;
+	req.enabled = isEnabled;
+	return vgpu_call(VGPU_OP_GRAPH_NODE_SET_ENABLED, &req, sizeof req, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+CU_API cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)
+{
+	VGPU_API();
+	struct vgpu_graph_node_enabled_req req = {0};
+	struct vgpu_graph_node_enabled_reply rep = {0};
+	CUresult rc;
+	if (!hGraphExec)
+		return VGPU_E_INVALID_HANDLE;
+	if (!hNode)
+		return VGPU_E_INVALID_HANDLE;
+	if (!isEnabled)
+		return VGPU_E_INVALID_VALUE;
+	req.exec = (uint64_t)(uintptr_t)hGraphExec;
+	req.node = (uint64_t)(uintptr_t)hNode;
+	rc = vgpu_call(VGPU_OP_GRAPH_NODE_GET_ENABLED, &req, sizeof req, NULL, 0, &rep, sizeof rep, NULL, 0, NULL);
+	if (rc)
+		return rc;
+	*isEnabled = rep.enabled;
+	return 0;
+}
