@@ -107,6 +107,10 @@ func testStreamCapture(t *testing.T, o opts) {
 			st, _, _ := do[protocol.HandleReq, protocol.Empty](e, protocol.OpStreamSynchronize, protocol.HandleReq{Handle: s}, nil)
 			return st
 		},
+		"query in capture": func() int32 {
+			st, _, _ := do[protocol.HandleReq, protocol.Empty](e, protocol.OpStreamQuery, protocol.HandleReq{Handle: s}, nil)
+			return st
+		},
 	}
 	for name, call := range refused {
 		wantCaptureInvalidated(t, e, s, q, name, call, device.ErrCaptureUnsupported)

@@ -1196,6 +1196,10 @@ static void test_driver_capture(void)
 	CHECK(rc == 0 || rc == 900);
 	OK(cuStreamIsCapturing(s, &st));
 	CHECK(st == 2);
+	unsigned long long cid = 0;
+	st = -1;
+	OK(cuStreamGetCaptureInfo_v2(s, &st, &cid, NULL, NULL, NULL));
+	CHECK(st == 2 && cid != 0); /* CU_STREAM_CAPTURE_STATUS_INVALIDATED, still its capture */
 	g = &g;
 	CHECK(cuStreamEndCapture(s, &g) == 901);
 	CHECK(g == NULL);
