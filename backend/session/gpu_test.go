@@ -470,8 +470,8 @@ func TestGPUCaptureCopiesPinned(t *testing.T) {
 // queued refused copy (graph_test.go), and a refusal on a stream that
 // joined the capture by waiting for an event recorded in it (the sim
 // has no joins): the session invalidates the capture the device says the
-// stream is in, and the origin stream's end answers 901, the stream
-// usable after.
+// stream is in, both streams read invalidated and answer 901, and the
+// origin stream's end answers 901, the stream usable after.
 func TestGPUStreamCaptureInvalidatedByQueuedCall(t *testing.T) {
 	testCaptureInvalidatedByQueuedCall(t, opts{drv: gpuDriver(t)})
 }
@@ -499,9 +499,13 @@ func TestGPUStreamCaptureInvalidatedOnJoinedStream(t *testing.T) {
 	st, _, _ := do[protocol.MemcpyHtoDReq, protocol.Empty](e, protocol.OpMemcpyHtoD,
 		protocol.MemcpyHtoDReq{Dst: q, Stream: s2, Flags: protocol.CopyAsync, Src: protocol.BufRef{Kind: protocol.BufInline, Len: 4}}, []byte{1, 2, 3, 4})
 	wantStatus(t, "guest memory on the joined stream", st, device.ErrCaptureUnsupported)
-	if got := status(s); got != device.CaptureStatusInvalidated {
-		t.Fatalf("the origin stream's status %d, want %d (invalidated)", got, device.CaptureStatusInvalidated)
+	for _, h := range []uint64{s, s2} {
+		if got := status(h); got != device.CaptureStatusInvalidated {
+			t.Fatalf("stream %#x's status %d, want %d (invalidated)", h, got, device.CaptureStatusInvalidated)
+		}
 	}
+	st, _, _ = do[protocol.MemsetReq, protocol.Empty](e, protocol.OpMemset, protocol.MemsetReq{Dst: q, Count: 64, ElemSize: 1, Value: 0x63, Stream: s2, Flags: protocol.CopyAsync}, nil)
+	wantStatus(t, "a call on the joined stream after", st, device.ErrCaptureInvalidated)
 	st, _, _ = do[protocol.HandleReq, protocol.HandleReply](e, protocol.OpStreamEndCapture, protocol.HandleReq{Handle: s}, nil)
 	wantStatus(t, "end capture", st, device.ErrCaptureInvalidated)
 	if got := status(s); got != device.CaptureStatusNone {

@@ -38,8 +38,10 @@ import (
 // its kind (for a queued call, at the next synchronizing call). A stream
 // that joined a capture by waiting for an event is not the session's
 // record: a call failing on it invalidates the session's captures on its
-// device (the driver names no capture), and its later calls still reach
-// the device, whose capture END_CAPTURE then discards.
+// device (the driver names no capture here), and while every capture on
+// that device is invalidated its later calls answer 901 and its status
+// reads invalidated too; with a valid capture beside it they reach the
+// device, whose capture END_CAPTURE then discards.
 
 type graphObj struct {
 	dev int
@@ -113,7 +115,10 @@ func (s *Session) endCapture(o *streamObj) (device.Graph, []*region, error) {
 		o.capturing = false
 		s.st.captures--
 	}
-	o.capInvalid = false
+	if o.capInvalid {
+		o.capInvalid = false
+		s.st.invalidCaptures--
+	}
 	rs := o.capRegions
 	o.capRegions = nil
 	return g, rs, err
@@ -167,7 +172,8 @@ func streamIsCapturing(s *Session, c *call, r *protocol.HandleReq) (protocol.Cap
 		return protocol.CaptureStatusReply{}, err
 	}
 	status, err := ctx.StreamCaptureStatus(st)
-	if o, ok := s.st.streams[r.Handle]; ok && err == nil && o.capturing && o.capInvalid {
+	if o, ok := s.st.streams[r.Handle]; ok && err == nil && status == device.CaptureStatusActive &&
+		(o.capInvalid || !o.capturing && s.allInvalid(o.dev)) {
 		status = device.CaptureStatusInvalidated
 	}
 	return protocol.CaptureStatusReply{Status: uint32(status)}, err
@@ -189,10 +195,7 @@ func (s *Session) noteStream(h uint64) {
 // session's captures on o's device.
 func (s *Session) captureFailed(o *streamObj, op protocol.Opcode, err error) {
 	if o.capturing {
-		if !o.capInvalid {
-			s.log.Debug("a call failed in a capture: the capture is invalidated", "op", op, "err", err)
-		}
-		o.capInvalid = true
+		s.invalidate(o, op, err)
 		return
 	}
 	status, serr := s.cfg.Devices[o.dev].StreamCaptureStatus(o.h)
@@ -201,9 +204,50 @@ func (s *Session) captureFailed(o *streamObj, op protocol.Opcode, err error) {
 	}
 	for _, c := range s.st.streams {
 		if c.capturing && c.dev == o.dev {
-			c.capInvalid = true
+			s.invalidate(c, op, err)
 		}
 	}
+}
+
+// invalidate marks o's capture invalidated.
+func (s *Session) invalidate(o *streamObj, op protocol.Opcode, err error) {
+	if o.capInvalid {
+		return
+	}
+	s.log.Debug("a call failed in a capture: the capture is invalidated", "op", op, "err", err)
+	o.capInvalid = true
+	s.st.invalidCaptures++
+}
+
+// allInvalid reports whether the session has captures on device dev and
+// every one is invalidated.
+func (s *Session) allInvalid(dev int) bool {
+	if s.st.invalidCaptures == 0 {
+		return false
+	}
+	found := false
+	for _, c := range s.st.streams {
+		if c.capturing && c.dev == dev {
+			if !c.capInvalid {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
+}
+
+// joinedInvalid reports whether o joined a capture (by waiting for an
+// event recorded in it) that is invalidated: the device says o is
+// capturing, and every capture of the session on o's device is
+// invalidated (the driver does not name o's capture here, so with a
+// valid one beside it o's calls still go to the device).
+func (s *Session) joinedInvalid(o *streamObj) bool {
+	if o.capturing || !s.allInvalid(o.dev) {
+		return false
+	}
+	status, err := s.cfg.Devices[o.dev].StreamCaptureStatus(o.h)
+	return err == nil && status != device.CaptureStatusNone
 }
 
 // errCaptureInvalidated answers a call on a stream whose capture a failed

@@ -161,6 +161,9 @@ type state struct {
 	// while a capture is in progress (noteStream): if the call fails, the
 	// capture it belongs to is invalidated (handlers_graph.go).
 	touched *streamObj
+	// invalidCaptures counts its capturing streams whose capture is
+	// invalidated (capInvalid).
+	invalidCaptures int
 	// externalWaits counts CU_EVENT_WAIT_EXTERNAL waits made while a
 	// capture was in progress: each may be a wait node of a captured graph,
 	// whose event the graph must hold (handlers_graphevents.go).
