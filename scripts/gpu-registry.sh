@@ -3,13 +3,15 @@
 # registry (issue 16), on the GPU machine (about 1 minute):
 #
 #   1. the backend's session tests against the real driver
-#      (session-gpu.test: TestGPUStreamCapture, TestGPUGraphsReleased,
+#      (session-gpu.test: TestGPUStreamCapture (and TestGPUStreamCaptureInvalidated*:
+#      a refused call invalidates its capture, on a joined stream too), TestGPUGraphsReleased,
 #      TestGPUMemAllocAsync, TestGPUVirtualMemory*, TestGPUArrays, TestGPUTextureObjects,
 #      TestGPUGraphNodes, TestGPUGraphNodeParams, TestGPUGraphKernelNodeAttributes, TestGPUGraphEdges,
 #      TestGPUGraphNodeEnabledAndClone,
 #      TestGPUGraphEventNodes, TestGPUGraphChildNodes, TestGPUCaptureCopiesPinned, TestGPUMemPools, TestGPUStreamAttributes,
 #      TestGPULaunchKernelAttrs): capture records and a graph replays per
-#      launch, guest memory and host functions refused in a capture,
+#      launch, guest memory and host functions refused in a capture and
+#      the capture invalidated (END_CAPTURE answers 901),
 #      capture/graphs released with the session, stream-ordered
 #      allocation tracked, capped and freed; the virtual-memory API's
 #      ranges, memory and mappings (refusals, release while mapped, the

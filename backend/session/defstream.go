@@ -51,9 +51,15 @@ func (s *Session) stream(h uint64, dev int, enqueue bool) (device.Stream, error)
 	if isDefaultStream(h) {
 		return s.defaultStream(dev, enqueue)
 	}
+	if enqueue {
+		s.noteStream(h)
+	}
 	o, ok := s.st.streams[h]
 	if !ok {
 		return 0, device.Errorf("stream", device.ErrInvalidHandle, "stream %#x is not this session's", h)
+	}
+	if enqueue && (o.capInvalid || s.st.invalidCaptures > 0 && s.joinedInvalid(o)) {
+		return 0, errCaptureInvalidated("stream", h)
 	}
 	if o.dev != dev {
 		return 0, device.Errorf("stream", device.ErrInvalidValue, "stream %#x belongs to device %d, the memory to device %d", h, o.dev, dev)

@@ -56,7 +56,20 @@ func (s *Session) run(c *call) error {
 		s.guestWarn("no handler for opcode; give its row in protocol/registry.go a Handler", "opcode", uint16(f.Opcode), "name", f.Opcode)
 		return device.Errorf("dispatch", device.ErrNotSupported, "opcode %#04x (%v) is not served by this backend", uint16(f.Opcode), f.Opcode)
 	}
-	return h(s, c)
+	if f.Opcode == protocol.OpHostFuncDone || f.Opcode == protocol.OpRingBell {
+		// Run beside the executor (readLoop): they touch no stream, nor
+		// the state the executor owns.
+		return h(s, c)
+	}
+	s.st.touched = nil
+	err := h(s, c)
+	if o := s.st.touched; o != nil {
+		s.st.touched = nil
+		if err != nil {
+			s.captureFailed(o, f.Opcode, err) // handlers_graph.go
+		}
+	}
+	return err
 }
 
 // decode copies the fixed part of c's payload into a Req and keeps the tail.
@@ -102,6 +115,7 @@ func do[Req any](f func(*Session, *call, *Req) error) handler {
 // applied first, see defstream.go).
 func onStream(f func(device.Context, device.Stream) error, join bool) handler {
 	return do(func(s *Session, c *call, r *protocol.HandleReq) error {
+		s.noteStream(r.Handle) // synchronizing or querying a capturing stream fails and invalidates its capture
 		ctx, st, err := s.streamAny(r.Handle, 0, join)
 		if err != nil {
 			return err

@@ -466,6 +466,59 @@ func TestGPUCaptureCopiesPinned(t *testing.T) {
 	testCaptureCopiesPinned(t, opts{drv: gpuDriver(t)})
 }
 
+// A call refused in a capture invalidates it on the real driver too: a
+// queued refused copy (graph_test.go), and a refusal on a stream that
+// joined the capture by waiting for an event recorded in it (the sim
+// has no joins): the session invalidates the capture the device says the
+// stream is in, both streams read invalidated and answer 901, and the
+// origin stream's end answers 901, the stream usable after.
+func TestGPUStreamCaptureInvalidatedByQueuedCall(t *testing.T) {
+	testCaptureInvalidatedByQueuedCall(t, opts{drv: gpuDriver(t)})
+}
+
+func TestGPUStreamCaptureInvalidatedOnJoinedStream(t *testing.T) {
+	e := start(t, opts{drv: gpuDriver(t)})
+	q := e.alloc(64)
+	mk := func() uint64 {
+		r, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{}, nil)
+		return r.Handle
+	}
+	s, s2 := mk(), mk()
+	ev, _ := must[protocol.EventCreateReq, protocol.HandleReply](e, protocol.OpEventCreate, protocol.EventCreateReq{Flags: 2}, nil)
+	status := func(h uint64) uint32 {
+		r, _ := must[protocol.HandleReq, protocol.CaptureStatusReply](e, protocol.OpStreamIsCapturing, protocol.HandleReq{Handle: h}, nil)
+		return r.Status
+	}
+	must[protocol.BeginCaptureReq, protocol.Empty](e, protocol.OpStreamBeginCapture, protocol.BeginCaptureReq{Stream: s, Mode: device.CaptureModeRelaxed}, nil)
+	must[protocol.MemsetReq, protocol.Empty](e, protocol.OpMemset, protocol.MemsetReq{Dst: q, Count: 64, ElemSize: 1, Value: 0x61, Stream: s, Flags: protocol.CopyAsync}, nil)
+	must[protocol.EventRecordReq, protocol.Empty](e, protocol.OpEventRecord, protocol.EventRecordReq{Event: ev.Handle, Stream: s}, nil)
+	must[protocol.StreamWaitEventReq, protocol.Empty](e, protocol.OpStreamWaitEvent, protocol.StreamWaitEventReq{Stream: s2, Event: ev.Handle}, nil)
+	if got := status(s2); got != device.CaptureStatusActive {
+		t.Fatalf("the joined stream's status %d, want %d", got, device.CaptureStatusActive)
+	}
+	st, _, _ := do[protocol.MemcpyHtoDReq, protocol.Empty](e, protocol.OpMemcpyHtoD,
+		protocol.MemcpyHtoDReq{Dst: q, Stream: s2, Flags: protocol.CopyAsync, Src: protocol.BufRef{Kind: protocol.BufInline, Len: 4}}, []byte{1, 2, 3, 4})
+	wantStatus(t, "guest memory on the joined stream", st, device.ErrCaptureUnsupported)
+	for _, h := range []uint64{s, s2} {
+		if got := status(h); got != device.CaptureStatusInvalidated {
+			t.Fatalf("stream %#x's status %d, want %d (invalidated)", h, got, device.CaptureStatusInvalidated)
+		}
+	}
+	st, _, _ = do[protocol.MemsetReq, protocol.Empty](e, protocol.OpMemset, protocol.MemsetReq{Dst: q, Count: 64, ElemSize: 1, Value: 0x63, Stream: s2, Flags: protocol.CopyAsync}, nil)
+	wantStatus(t, "a call on the joined stream after", st, device.ErrCaptureInvalidated)
+	st, _, _ = do[protocol.HandleReq, protocol.HandleReply](e, protocol.OpStreamEndCapture, protocol.HandleReq{Handle: s}, nil)
+	wantStatus(t, "end capture", st, device.ErrCaptureInvalidated)
+	if got := status(s); got != device.CaptureStatusNone {
+		t.Fatalf("status after the capture %d", got)
+	}
+	must[protocol.MemsetReq, protocol.Empty](e, protocol.OpMemset, protocol.MemsetReq{Dst: q, Count: 64, ElemSize: 1, Value: 0x62, Stream: s, Flags: protocol.CopyAsync}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpStreamSynchronize, protocol.HandleReq{Handle: s}, nil)
+	if _, got := e.dtoh(q, 64); !bytes.Equal(got, bytes.Repeat([]byte{0x62}, 64)) {
+		t.Fatalf("the stream after the capture: % x", got[:16])
+	}
+	e.ping()
+}
+
 // Launch attributes and cooperative launches (launchattr_test.go).
 func TestGPULaunchKernelAttrs(t *testing.T) { testLaunchKernelAttrs(t, opts{drv: gpuDriver(t)}) }
 

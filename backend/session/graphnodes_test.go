@@ -289,16 +289,21 @@ func testCaptureCopiesPinned(t *testing.T, o opts) {
 			t.Fatalf("launch %d: % x, want % x", i, got, want)
 		}
 	}
-	// Guest memory that is not pinned still cannot be captured.
-	must[protocol.BeginCaptureReq, protocol.Empty](e, protocol.OpStreamBeginCapture, protocol.BeginCaptureReq{Stream: s}, nil)
-	st, _, _ = do[protocol.MemcpyHtoDReq, protocol.Empty](e, protocol.OpMemcpyHtoD,
-		protocol.MemcpyHtoDReq{Dst: p, Stream: s, Flags: protocol.CopyAsync, Src: protocol.BufRef{Kind: protocol.BufInline, Len: 4}}, []byte{1, 2, 3, 4})
-	wantStatus(t, "inline bytes in a capture", st, device.ErrCaptureUnsupported)
-	st, _, _ = do[protocol.MemcpyDtoHReq, protocol.Empty](e, protocol.OpMemcpyDtoH, protocol.MemcpyDtoHReq{Src: p, Stream: s, Flags: protocol.CopyAsync,
-		Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Offset: 4000, Len: 200}}, nil)
-	wantStatus(t, "a region past its end in a capture", st, device.ErrInvalidValue)
+	// Guest memory that is not pinned still cannot be captured, nor a
+	// copy outside its region: each invalidates the capture.
+	wantCaptureInvalidated(t, e, s, p, "inline bytes in a capture", func() int32 {
+		st, _, _ := do[protocol.MemcpyHtoDReq, protocol.Empty](e, protocol.OpMemcpyHtoD,
+			protocol.MemcpyHtoDReq{Dst: p, Stream: s, Flags: protocol.CopyAsync, Src: protocol.BufRef{Kind: protocol.BufInline, Len: 4}}, []byte{1, 2, 3, 4})
+		return st
+	}, device.ErrCaptureUnsupported)
+	wantCaptureInvalidated(t, e, s, p, "a region past its end in a capture", func() int32 {
+		st, _, _ := do[protocol.MemcpyDtoHReq, protocol.Empty](e, protocol.OpMemcpyDtoH, protocol.MemcpyDtoHReq{Src: p, Stream: s, Flags: protocol.CopyAsync,
+			Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Offset: 4000, Len: 200}}, nil)
+		return st
+	}, device.ErrInvalidValue)
 	// The session ends with a capture holding the region, a graph and an
 	// executable graph: everything goes.
+	must[protocol.BeginCaptureReq, protocol.Empty](e, protocol.OpStreamBeginCapture, protocol.BeginCaptureReq{Stream: s}, nil)
 	must[protocol.MemcpyDtoHReq, protocol.Empty](e, protocol.OpMemcpyDtoH, protocol.MemcpyDtoHReq{Src: p, Stream: s, Flags: protocol.CopyAsync,
 		Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Len: 64}}, nil)
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg.Region}, nil)

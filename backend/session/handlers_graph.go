@@ -23,6 +23,25 @@ import (
 // A capturing stream takes no part in the legacy default stream's
 // ordering while it captures (defstream.go): its work is not executed
 // then.
+//
+// A call that fails while ordered in a capture invalidates the capture,
+// as the driver does natively: the backend's refusals never reach the
+// device, and an async call's error reaches the guest only at its next
+// synchronizing call, so without this the capture would end with a graph
+// that silently lacks the refused work. The stream a call orders its work
+// on is noted while a capture is in progress (noteStream); when the call
+// fails (captureFailed) the capture is marked invalid, its stream's later
+// calls answer CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901), its status
+// reads CU_STREAM_CAPTURE_STATUS_INVALIDATED, and END_CAPTURE ends the
+// device's capture, destroys its graph and answers 901 (the stream is
+// usable again). The failed call's own error is reported as any error of
+// its kind (for a queued call, at the next synchronizing call). A stream
+// that joined a capture by waiting for an event is not the session's
+// record: a call failing on it invalidates the session's captures on its
+// device (the driver names no capture here), and while every capture on
+// that device is invalidated its later calls answer 901 and its status
+// reads invalidated too; with a valid capture beside it they reach the
+// device, whose capture END_CAPTURE then discards.
 
 type graphObj struct {
 	dev int
@@ -96,6 +115,10 @@ func (s *Session) endCapture(o *streamObj) (device.Graph, []*region, error) {
 		o.capturing = false
 		s.st.captures--
 	}
+	if o.capInvalid {
+		o.capInvalid = false
+		s.st.invalidCaptures--
+	}
 	rs := o.capRegions
 	o.capRegions = nil
 	return g, rs, err
@@ -110,7 +133,17 @@ func streamEndCapture(s *Session, c *call, r *protocol.HandleReq) (protocol.Hand
 	if !o.capturing {
 		return protocol.HandleReply{}, device.Errorf(op, device.ErrIllegalState, "stream %#x is not capturing", r.Handle)
 	}
+	invalid := o.capInvalid
 	g, rs, err := s.endCapture(o)
+	if invalid {
+		// The device captured what the backend let through (or failed
+		// the end itself, invalidated or unjoined): a graph lacking what
+		// failed is nobody's.
+		if err == nil {
+			_ = s.cfg.Devices[o.dev].GraphDestroy(g)
+		}
+		err = errCaptureInvalidated(op, r.Handle)
+	}
 	if err != nil {
 		s.unuseRegions(rs)
 		return protocol.HandleReply{}, err
@@ -139,7 +172,88 @@ func streamIsCapturing(s *Session, c *call, r *protocol.HandleReq) (protocol.Cap
 		return protocol.CaptureStatusReply{}, err
 	}
 	status, err := ctx.StreamCaptureStatus(st)
+	if o, ok := s.st.streams[r.Handle]; ok && err == nil && status == device.CaptureStatusActive &&
+		(o.capInvalid || !o.capturing && s.allInvalid(o.dev)) {
+		status = device.CaptureStatusInvalidated
+	}
 	return protocol.CaptureStatusReply{Status: uint32(status)}, err
+}
+
+// noteStream notes stream h as the one the running call orders its work
+// on, while a capture is in progress (see the top of this file).
+func (s *Session) noteStream(h uint64) {
+	if s.st.captures == 0 || isDefaultStream(h) {
+		return
+	}
+	if o, ok := s.st.streams[h]; ok {
+		s.st.touched = o
+	}
+}
+
+// captureFailed invalidates the capture that call op, ordered on stream
+// o, failed in (err): o's own, or, where o joined a capture, the
+// session's captures on o's device.
+func (s *Session) captureFailed(o *streamObj, op protocol.Opcode, err error) {
+	if o.capturing {
+		s.invalidate(o, op, err)
+		return
+	}
+	status, serr := s.cfg.Devices[o.dev].StreamCaptureStatus(o.h)
+	if serr != nil || status == device.CaptureStatusNone {
+		return
+	}
+	for _, c := range s.st.streams {
+		if c.capturing && c.dev == o.dev {
+			s.invalidate(c, op, err)
+		}
+	}
+}
+
+// invalidate marks o's capture invalidated.
+func (s *Session) invalidate(o *streamObj, op protocol.Opcode, err error) {
+	if o.capInvalid {
+		return
+	}
+	s.log.Debug("a call failed in a capture: the capture is invalidated", "op", op, "err", err)
+	o.capInvalid = true
+	s.st.invalidCaptures++
+}
+
+// allInvalid reports whether the session has captures on device dev and
+// every one is invalidated.
+func (s *Session) allInvalid(dev int) bool {
+	if s.st.invalidCaptures == 0 {
+		return false
+	}
+	found := false
+	for _, c := range s.st.streams {
+		if c.capturing && c.dev == dev {
+			if !c.capInvalid {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
+}
+
+// joinedInvalid reports whether o joined a capture (by waiting for an
+// event recorded in it) that is invalidated: the device says o is
+// capturing, and every capture of the session on o's device is
+// invalidated (the driver does not name o's capture here, so with a
+// valid one beside it o's calls still go to the device).
+func (s *Session) joinedInvalid(o *streamObj) bool {
+	if o.capturing || !s.allInvalid(o.dev) {
+		return false
+	}
+	status, err := s.cfg.Devices[o.dev].StreamCaptureStatus(o.h)
+	return err == nil && status != device.CaptureStatusNone
+}
+
+// errCaptureInvalidated answers a call on a stream whose capture a failed
+// call invalidated.
+func errCaptureInvalidated(op string, h uint64) error {
+	return device.Errorf(op, device.ErrCaptureInvalidated, "the capture of stream %#x was invalidated by a call in it that failed (its error was reported to that call, or to the next synchronizing call): end the capture (cuStreamEndCapture answers this error and no graph), then capture again without the failing call", h)
 }
 
 func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (protocol.HandleReply, error) {

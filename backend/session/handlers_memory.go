@@ -130,6 +130,7 @@ func memGetAddressRange(s *Session, c *call, r *protocol.PtrReq) (protocol.Addre
 
 // target validates [p, p+n) and returns its device and the stream to use.
 func (s *Session) target(op string, p, n, stream uint64) (device.Context, int, device.Stream, error) {
+	s.noteStream(stream) // a bad address fails the call in its capture too
 	m, err := s.st.find(op, p, n)
 	if err != nil {
 		return nil, 0, 0, err

@@ -55,12 +55,17 @@ func testMemAllocAsync(t *testing.T, o opts) {
 	}
 
 	// Not in a capture: the graph would own memory the session tracks.
-	must[protocol.BeginCaptureReq, protocol.Empty](e, protocol.OpStreamBeginCapture, protocol.BeginCaptureReq{Stream: s}, nil)
-	st, _, _ := do[protocol.MemAllocAsyncReq, protocol.PtrReply](e, protocol.OpMemAllocAsync, protocol.MemAllocAsyncReq{Size: 64, Stream: s}, nil)
-	wantStatus(t, "alloc in capture", st, device.ErrCaptureUnsupported)
-	st, _, _ = do[protocol.MemFreeAsyncReq, protocol.Empty](e, protocol.OpMemFreeAsync, protocol.MemFreeAsyncReq{Ptr: a.Ptr, Stream: s}, nil)
-	wantStatus(t, "free in capture", st, device.ErrCaptureUnsupported)
-	must[protocol.HandleReq, protocol.HandleReply](e, protocol.OpStreamEndCapture, protocol.HandleReq{Handle: s}, nil)
+	// Each refusal invalidates its capture.
+	q := e.alloc(64)
+	wantCaptureInvalidated(t, e, s, q, "alloc in capture", func() int32 {
+		st, _, _ := do[protocol.MemAllocAsyncReq, protocol.PtrReply](e, protocol.OpMemAllocAsync, protocol.MemAllocAsyncReq{Size: 64, Stream: s}, nil)
+		return st
+	}, device.ErrCaptureUnsupported)
+	wantCaptureInvalidated(t, e, s, q, "free in capture", func() int32 {
+		st, _, _ := do[protocol.MemFreeAsyncReq, protocol.Empty](e, protocol.OpMemFreeAsync, protocol.MemFreeAsyncReq{Ptr: a.Ptr, Stream: s}, nil)
+		return st
+	}, device.ErrCaptureUnsupported)
+	must[protocol.PtrReq, protocol.Empty](e, protocol.OpMemFree, protocol.PtrReq{Ptr: q}, nil)
 
 	must[protocol.MemFreeAsyncReq, protocol.Empty](e, protocol.OpMemFreeAsync, protocol.MemFreeAsyncReq{Ptr: a.Ptr, Stream: s}, nil)
 	must[protocol.PtrReq, protocol.Empty](e, protocol.OpMemFree, protocol.PtrReq{Ptr: b.Ptr}, nil)

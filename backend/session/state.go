@@ -102,9 +102,12 @@ type streamObj struct {
 	seen     uint64
 	ev       device.Event
 	// capturing: the guest began a capture on it (handlers_graph.go);
-	// capRegions: the pinned memory its captured copies use.
+	// capRegions: the pinned memory its captured copies use; capInvalid:
+	// a call ordered in the capture failed, so the capture is invalidated
+	// (its calls and its end answer CUDA_ERROR_STREAM_CAPTURE_INVALIDATED).
 	capturing  bool
 	capRegions []*region
+	capInvalid bool
 }
 
 type eventObj struct {
@@ -154,6 +157,13 @@ type state struct {
 	execs    map[uint64]*execObj
 	nodes    map[uint64]*nodeObj
 	captures int
+	// touched is the stream the call being run orders its work on, noted
+	// while a capture is in progress (noteStream): if the call fails, the
+	// capture it belongs to is invalidated (handlers_graph.go).
+	touched *streamObj
+	// invalidCaptures counts its capturing streams whose capture is
+	// invalidated (capInvalid).
+	invalidCaptures int
 	// externalWaits counts CU_EVENT_WAIT_EXTERNAL waits made while a
 	// capture was in progress: each may be a wait node of a captured graph,
 	// whose event the graph must hold (handlers_graphevents.go).

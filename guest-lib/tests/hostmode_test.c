@@ -63,6 +63,7 @@ const char *cudaGetErrorString(cudaError_t);
 cudaError_t cudaLaunchHostFunc(cudaStream_t, void (*)(void *), void *);
 cudaError_t cudaStreamBeginCapture(cudaStream_t, int);
 cudaError_t cudaStreamEndCapture(cudaStream_t, void **);
+cudaError_t cudaStreamIsCapturing(cudaStream_t, int *);
 cudaError_t cudaGraphInstantiateWithFlags(void **, void *, unsigned long long); /* cudaGraphInstantiate's arguments differ in 11.x */
 cudaError_t cudaGraphLaunch(void *, cudaStream_t);
 cudaError_t cudaGraphExecDestroy(void *);
@@ -760,6 +761,43 @@ static void test_graph(void)
 	CHECK(h[0] == 0x11 && h[N - 1] == 0x11);
 	OK(cudaGraphExecDestroy(x));
 	OK(cudaGraphDestroy(g));
+	/* A copy the capture cannot hold (pinned memory where the backend
+	 * does not map it, pageable memory where it does) is refused and
+	 * invalidates the capture, as natively: the stream reports the
+	 * capture invalidated, later calls in it fail with 901, the capture
+	 * ends with 901 and no graph, the refusal is reported once (by the
+	 * call, or by the next synchronizing call when the call was queued),
+	 * and the stream works after. */
+	uint8_t *pg = malloc(N);
+	CHECK(pg != NULL);
+	int rc, cs = -1, first = 0;
+	OK(cudaMemset(d, 0, N));
+	OK(cudaStreamBeginCapture(s, 0));
+	OK(cudaMemsetAsync(d, 0x21, N, s));
+	rc = cudaMemcpyAsync(zc ? pg : h, d, N, cudaMemcpyDeviceToHost, s);
+	CHECK(rc == 0 || rc == 900);
+	if (!rc)
+		first = 900;
+	OK(cudaStreamIsCapturing(s, &cs));
+	CHECK(cs == 2); /* cudaStreamCaptureStatusInvalidated */
+	rc = cudaMemsetAsync(d, 0x22, N, s);
+	CHECK(rc == 0 || rc == 901);
+	if (!rc && !first)
+		first = 901;
+	g = &g;
+	CHECK(cudaStreamEndCapture(s, &g) == 901); /* cudaErrorStreamCaptureInvalidated */
+	CHECK(g == NULL);
+	OK(cudaStreamIsCapturing(s, &cs));
+	CHECK(cs == 0);
+	CHECK(cudaStreamSynchronize(s) == first);
+	OK(cudaStreamSynchronize(s));
+	OK(cudaMemcpy(h, d, N, cudaMemcpyDeviceToHost));
+	CHECK(h[0] == 0 && h[N - 1] == 0); /* nothing of the capture ran */
+	OK(cudaMemsetAsync(d, 0x23, N, s));
+	OK(cudaStreamSynchronize(s));
+	OK(cudaMemcpy(h, d, N, cudaMemcpyDeviceToHost));
+	CHECK(h[0] == 0x23 && h[N - 1] == 0x23);
+	free(pg);
 	OK(cudaStreamDestroy(s));
 	OK(cudaFree(d));
 	OK(cudaFree(d2));
@@ -1152,11 +1190,27 @@ static void test_driver_capture(void)
 	OK(cuMemcpyDtoDAsync_v2(q, p, sizeof buf, s));
 	OK(cuMemsetD8Async(q, 0x44, 16, s));
 	/* a copy from guest memory cannot be replayed: refused (the call may be
-	 * queued; its error then comes back by the next synchronous call) */
+	 * queued; its error then comes back by the next synchronizing call),
+	 * and the capture is invalidated: it ends with 901 and no graph */
 	int rc = cuMemcpyHtoDAsync_v2(q, buf, 8, s);
-	if (rc == 0)
-		rc = cuStreamIsCapturing(s, &st);
-	CHECK(rc == 900);
+	CHECK(rc == 0 || rc == 900);
+	OK(cuStreamIsCapturing(s, &st));
+	CHECK(st == 2);
+	unsigned long long cid = 0;
+	st = -1;
+	OK(cuStreamGetCaptureInfo_v2(s, &st, &cid, NULL, NULL, NULL));
+	CHECK(st == 2 && cid != 0); /* CU_STREAM_CAPTURE_STATUS_INVALIDATED, still its capture */
+	g = &g;
+	CHECK(cuStreamEndCapture(s, &g) == 901);
+	CHECK(g == NULL);
+	CHECK(cuStreamSynchronize(s) == (rc ? 0 : 900));
+	OK(cuMemcpyDtoH_v2(buf, q, sizeof buf));
+	memset(want, 0, sizeof want);
+	CHECK(!memcmp(buf, want, sizeof buf)); /* nothing of it ran */
+	/* captured again without it */
+	OK(cuStreamBeginCapture_v2(s, 1));
+	OK(cuMemcpyDtoDAsync_v2(q, p, sizeof buf, s));
+	OK(cuMemsetD8Async(q, 0x44, 16, s));
 	OK(cuStreamEndCapture(s, &g));
 	OK(cuStreamIsCapturing(s, &st));
 	CHECK(st == 0);

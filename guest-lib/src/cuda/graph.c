@@ -77,8 +77,12 @@ CU_API cuStreamEndCapture(CUstream s, void **graph)
 		s->capture_id = 0;
 		__atomic_fetch_sub(&captures, 1, __ATOMIC_RELEASE);
 	}
-	if (rc)
+	if (rc) {
+		/* 901 (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): a call in the
+		 * capture failed; the host destroyed the graph. */
+		*graph = NULL;
 		return rc;
+	}
 	*graph = (void *)(uintptr_t)rep.handle;
 	return 0;
 }

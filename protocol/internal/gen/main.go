@@ -88,7 +88,10 @@ func GenerateDoc() []byte {
 			"is replayed at every launch, so it must be pinned: a registered region (`BufRegion`; cudaMallocHost, " +
 			"cudaHostAlloc, cudaHostRegister), of which the backend gives the driver its own mapping, registered with the " +
 			"device. Pageable host memory (inline bytes, segments) is answered `CUDA_ERROR_NOT_SUPPORTED` (801) in a node " +
-			"and `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` (900) in a capture. A region a graph uses stays mapped on the host " +
+			"and `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` (900) in a capture. A call that fails on a stream the guest is " +
+			"capturing (refused, or failed by the driver) invalidates the capture, as natively: the stream's later calls " +
+			"answer `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED` (901), `STREAM_IS_CAPTURING` reports 2 (invalidated), and " +
+			"`STREAM_END_CAPTURE` ends the capture with 901 and no graph. A region a graph uses stays mapped on the host " +
 			"until the last graph and executable graph using it are destroyed; once the guest has unregistered it, " +
 			"instantiating or launching such a graph answers `CUDA_ERROR_INVALID_VALUE`.",
 	}
