@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-guestring-guest.sh CARRY WHAT... - runs inside the test guest for
 # gpu-guestring.sh. WHAT: calls (bench calls on rings and with VGPU_RING=0,
-# twice, in turns), calls-once (each once), longspin (on rings with
+# twice, in turns, then on rings with VGPU_BATCH_SYNC=0), calls-once (each once), longspin (on rings with
 # VGPU_RING_SPIN_US=2000), programs CT (a few CUDA programs on rings, each
 # checked to have used them), nccl PROG (the single-GPU NCCL program).
 set -uo pipefail
@@ -20,9 +20,16 @@ while (($#)); do
 	case $1 in
 	calls)
 		for round in 1 2; do
-			bench "rings (round $round)" VGPU_RING=1
+			if ((round == 2)); then # with the library's waits table (replies per call)
+				bench "rings, VGPU_STATS=1 (round $round)" VGPU_RING=1 VGPU_STATS=1
+			else
+				bench "rings (round $round)" VGPU_RING=1
+			fi
 			bench "stream, VGPU_RING=0 (round $round)" VGPU_RING=0
 		done
+		# a sync point after queued calls sends the batch as a call first
+		# (two round trips per launch+sync; BATCH_SYNC's default: one)
+		bench "rings, VGPU_BATCH_SYNC=0, VGPU_STATS=1" VGPU_RING=1 VGPU_BATCH_SYNC=0 VGPU_STATS=1
 		;;
 	calls-once)
 		bench "rings" VGPU_RING=1

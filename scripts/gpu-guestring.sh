@@ -4,7 +4,10 @@
 #   1. `vgpu bench calls --native` (the baseline, first in the run)
 #   2. the TCG test guest (4 CPUs) against `vgpu serve --device cuda
 #      --isolate none --trace`: `vgpu bench calls` twice with the rings on
-#      (the default) and twice with VGPU_RING=0 (the vsock stream), in turns;
+#      (the default) and twice with VGPU_RING=0 (the vsock stream), in turns,
+#      and once on rings with VGPU_BATCH_SYNC=0 (a sync point sends queued
+#      calls as a call first: two round trips per launch+sync; round 2's
+#      rings run and this one print the library's waits, replies per call);
 #      then on rings with long spins on both sides (VGPU_RING_SPIN_US=2000 in
 #      the guest, --ring-spin 2ms in the backend: what the rings cost when no
 #      doorbell is needed, the figure a KVM guest approaches)
