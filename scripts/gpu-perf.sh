@@ -18,8 +18,8 @@
 #      VGPU_RING=0; `vgpu bench memcpy` (up to 256 MiB) natively, on rings
 #      with staging (pinned and pageable), and pageable with VGPU_RING=0 and
 #      with VGPU_STAGING=0 (inline, the old path), and pageable with the
-#      staging chunks' memcpy on 1, 2 and 8 threads (VGPU_STAGING_THREADS;
-#      the default is 4 on 8 or more CPUs), and `bench calls` with
+#      staging chunks' memcpy on 1, 2 and 4 threads (VGPU_STAGING_THREADS;
+#      the default is 8 on 16 or more CPUs, 4 on 8 to 15), and `bench calls` with
 #      VGPU_BATCH_FIRST=4096 (a burst in one batch, as before the batches
 #      grew from 32 calls); summary-ring.txt
 #   5. launch+sync in one round trip (BATCH_SYNC, the default) against the
@@ -138,9 +138,9 @@ for run in 1 2; do
 	PATHS=pageable-auto ringhost "off-$run" VGPU_RING=0
 	step "run $run: host mode on rings, VGPU_STAGING=0 (pageable inline)"
 	PATHS=pageable-auto ringhost "nostage-$run" VGPU_STAGING=0
-	# staging chunks copied by 1 thread (before parcopy.c), 2, and 8 (the
-	# default, 4 on 8 or more CPUs, is ring-on above)
-	for n in 1 2 8; do
+	# staging chunks copied by 1 thread (before parcopy.c), 2, and 4 (the
+	# default, 8 on 16 or more CPUs, is ring-on above)
+	for n in 1 2 4; do
 		step "run $run: host mode on rings, staging, VGPU_STAGING_THREADS=$n"
 		PATHS=pageable-auto ringhost "thr$n-$run" VGPU_STAGING_THREADS=$n
 	done
@@ -167,7 +167,7 @@ step "summary: rings and staging"
 			sed -n '/^# the library.s waits/,$p' "$out/calls-$f-$run.txt" | grep -E '^(side|vgpu) '
 		done
 		# memcpy at 64 and 256 MiB against native pageable and pinned, same run
-		for f in ring-on-$run ring-off-$run ring-nostage-$run ring-thr1-$run ring-thr2-$run ring-thr8-$run; do
+		for f in ring-on-$run ring-off-$run ring-nostage-$run ring-thr1-$run ring-thr2-$run ring-thr4-$run; do
 			awk -v f="$f" 'FNR==NR && $2~/^(H2D|D2H)$/ {n[$1" "$2" "$3]=$5; next}
 				$2~/^(H2D|D2H)$/ && ($3==67108864 || $3==268435456) {
 					pg=n["native-pageable "$2" "$3]; pn=n["native-pinned "$2" "$3]

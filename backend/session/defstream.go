@@ -58,7 +58,7 @@ func (s *Session) stream(h uint64, dev int, enqueue bool) (device.Stream, error)
 	if !ok {
 		return 0, device.Errorf("stream", device.ErrInvalidHandle, "stream %#x is not this session's", h)
 	}
-	if enqueue && (o.capInvalid || s.st.invalidCaptures > 0 && s.joinedInvalid(o)) {
+	if enqueue && (o.capInvalid || len(s.st.invalidOn) > 0 && s.joinedInvalid(o)) {
 		return 0, errCaptureInvalidated("stream", h)
 	}
 	if o.dev != dev {

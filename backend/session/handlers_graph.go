@@ -104,6 +104,7 @@ func streamBeginCapture(s *Session, c *call, r *protocol.BeginCaptureReq) error 
 	}
 	o.capturing = true
 	s.st.captures++
+	s.st.capturesOn[o.dev]++
 	return nil
 }
 
@@ -114,10 +115,11 @@ func (s *Session) endCapture(o *streamObj) (device.Graph, []*region, error) {
 	if o.capturing {
 		o.capturing = false
 		s.st.captures--
+		decrement(s.st.capturesOn, o.dev)
 	}
 	if o.capInvalid {
 		o.capInvalid = false
-		s.st.invalidCaptures--
+		decrement(s.st.invalidOn, o.dev)
 	}
 	rs := o.capRegions
 	o.capRegions = nil
@@ -216,25 +218,23 @@ func (s *Session) invalidate(o *streamObj, op protocol.Opcode, err error) {
 	}
 	s.log.Debug("a call failed in a capture: the capture is invalidated", "op", op, "err", err)
 	o.capInvalid = true
-	s.st.invalidCaptures++
+	s.st.invalidOn[o.dev]++
+}
+
+// decrement counts one less of k in m, dropping a count that reaches 0.
+func decrement(m map[int]int, k int) {
+	if m[k] <= 1 {
+		delete(m, k)
+	} else {
+		m[k]--
+	}
 }
 
 // allInvalid reports whether the session has captures on device dev and
 // every one is invalidated.
 func (s *Session) allInvalid(dev int) bool {
-	if s.st.invalidCaptures == 0 {
-		return false
-	}
-	found := false
-	for _, c := range s.st.streams {
-		if c.capturing && c.dev == dev {
-			if !c.capInvalid {
-				return false
-			}
-			found = true
-		}
-	}
-	return found
+	n := s.st.invalidOn[dev]
+	return n > 0 && n == s.st.capturesOn[dev]
 }
 
 // joinedInvalid reports whether o joined a capture (by waiting for an

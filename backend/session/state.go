@@ -161,9 +161,11 @@ type state struct {
 	// while a capture is in progress (noteStream): if the call fails, the
 	// capture it belongs to is invalidated (handlers_graph.go).
 	touched *streamObj
-	// invalidCaptures counts its capturing streams whose capture is
-	// invalidated (capInvalid).
-	invalidCaptures int
+	// capturesOn and invalidOn count, per device, its capturing streams
+	// and those whose capture is invalidated (capInvalid); a device with
+	// none has no entry.
+	capturesOn map[int]int
+	invalidOn  map[int]int
 	// externalWaits counts CU_EVENT_WAIT_EXTERNAL waits made while a
 	// capture was in progress: each may be a wait node of a captured graph,
 	// whose event the graph must hold (handlers_graphevents.go).
@@ -195,6 +197,8 @@ func (st *state) init() {
 	st.defaults = map[int]*streamObj{}
 	st.dirty = map[int]map[*streamObj]struct{}{}
 	st.graphs = map[uint64]*graphObj{}
+	st.capturesOn = map[int]int{}
+	st.invalidOn = map[int]int{}
 	st.execs = map[uint64]*execObj{}
 	st.nodes = map[uint64]*nodeObj{}
 	st.reserves = map[uint64]*reserveObj{}

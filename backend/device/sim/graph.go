@@ -1106,7 +1106,8 @@ func (c *Context) GraphExecChildGraphSetParams(x device.GraphExec, h device.Grap
 		return device.Errorf(op, device.ErrInvalidHandle, "graph %#x", uintptr(child))
 	}
 	if r, _ := sameShape(cg.nodes, n.child.nodes); r != device.GraphUpdateSuccess {
-		return device.Errorf(op, device.ErrInvalidValue, "graph %#x differs in shape from the node's (CUgraphExecUpdateResult %d)", uintptr(child), r)
+		// CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, as driver 580 answers on the H100.
+		return device.Errorf(op, device.ErrGraphUpdateFailed, "graph %#x differs in shape from the node's (CUgraphExecUpdateResult %d)", uintptr(child), r)
 	}
 	n.child = instance(cg)
 	return nil
