@@ -331,14 +331,30 @@ static int read_all(int s, void *p, size_t n)
 	return 0;
 }
 
+/* Waiters: whoever completes one (a reply, a failure) removes it from the
+ * list under pend_mu and stores done last, never touching it after: a
+ * caller that sees done while spinning returns without taking pend_mu
+ * (and w, on its stack, goes away). */
+static void unlink_waiter_locked(struct waiter *w)
+{
+	for (struct waiter **pp = &pending; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+}
+
 static void fail_all_waiters(void)
 {
 	pthread_mutex_lock(&pend_mu);
 	broken = 1;
-	for (struct waiter *w = pending; w; w = w->next) {
+	struct waiter *next;
+	for (struct waiter *w = pending; w; w = next) {
+		next = w->next;
 		w->err = E_UNAVAILABLE;
 		__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 	}
+	pending = NULL;
 	pthread_cond_broadcast(&pend_cv);
 	pthread_mutex_unlock(&pend_mu);
 }
@@ -388,11 +404,12 @@ static void dispatch_frame(uint8_t *f, uint64_t flen)
 		if (w->id == h->request_id && !w->done)
 			break;
 	if (w) {
+		unlink_waiter_locked(w);
 		w->frame = f;
 		w->frame_len = (uint32_t)flen;
 		if (vgpu_stats_enabled())
 			w->t_done = vgpu_now_ns();
-		__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE); /* the last touch of w */
 		pthread_cond_broadcast(&pend_cv);
 	} else {
 		VDEBUG("reply to unknown request %llu (%s) dropped", (unsigned long long)h->request_id,
@@ -434,16 +451,20 @@ static void host_send(struct waiter *w, const void *a, size_t alen, const void *
 	pthread_mutex_unlock(&write_mu);
 	if (rc) {
 		pthread_mutex_lock(&pend_mu);
-		w->done = 1;
-		w->err = E_UNAVAILABLE;
+		if (!w->done) { /* else failed already (fail_all_waiters) */
+			unlink_waiter_locked(w);
+			w->err = E_UNAVAILABLE;
+			__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+		}
 		pthread_mutex_unlock(&pend_mu);
 	}
 }
 
-/* Waits for w's reply and removes w from the waiters. On rings it spins a
- * little first: the reader thread polls the ring, so the reply of a short
- * call is handed over without either thread sleeping. Before the reader
- * thread runs (HELLO), the caller reads the socket itself. */
+/* Waits for w's reply (whoever completes w removes it from the waiters).
+ * On rings it spins a little first: the reader thread polls the ring, so
+ * the reply of a short call is handed over without either thread sleeping
+ * or taking pend_mu after the other. Before the reader thread runs (HELLO),
+ * the caller reads the socket itself. */
 static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 {
 	uint64_t t0 = 0; /* on rings: when the wait began (VGPU_STATS) */
@@ -462,16 +483,14 @@ static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 		while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && vgpu_now_ns() - t0 < wait_spin_ns)
 			;
 	}
-	pthread_mutex_lock(&pend_mu);
-	int slept = !w->done;
-	while (!w->done)
-		pthread_cond_wait(&pend_cv, &pend_mu);
-	for (struct waiter **pp = &pending; *pp; pp = &(*pp)->next)
-		if (*pp == w) {
-			*pp = w->next;
-			break;
-		}
-	pthread_mutex_unlock(&pend_mu);
+	int slept = 0;
+	if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&pend_mu);
+		slept = !w->done;
+		while (!w->done)
+			pthread_cond_wait(&pend_cv, &pend_mu);
+		pthread_mutex_unlock(&pend_mu);
+	}
 	if (t0 && w->t_done && vgpu_stats_enabled()) {
 		VGPU_WAITSTAT_ADD(waits, 1);
 		VGPU_WAITSTAT_ADD(slept, (uint64_t)slept);
