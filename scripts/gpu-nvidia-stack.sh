@@ -92,7 +92,7 @@ host() {
 	wait_socket /tmp/vgpu-stack.sock
 	VGPU_TRANSPORT=unix:/tmp/vgpu-stack.sock run_set hostmode "$drv"
 	kill $srv; wait $srv 2>/dev/null
-	"$py" scripts/gpu-torch/compare.py "$out/torch-native.json" "$out/torch-hostmode.json" hostmode 2>&1 | tee -a "$summary"
+	[[ -f $out/torch-hostmode.json ]] && "$py" scripts/gpu-torch/compare.py "$out/torch-native.json" "$out/torch-hostmode.json" hostmode 2>&1 | tee -a "$summary"
 }
 
 guest() {
@@ -105,7 +105,7 @@ guest() {
 		-- /bin/bash -c "cd $repo && STACK_PARTS='${STACK_PARTS:-libs ct torch}' OUT=$out bash scripts/gpu-nvidia-stack.sh $carry in-guest" >"$logs/guest.txt" 2>&1
 	line "guest exit status: $?"
 	kill $srv; wait $srv 2>/dev/null
-	[[ -f $out/torch-native.json ]] && "$py" scripts/gpu-torch/compare.py "$out/torch-native.json" "$out/torch-guest.json" guest 2>&1 | tee -a "$summary"
+	[[ -f $out/torch-native.json && -f $out/torch-guest.json ]] && "$py" scripts/gpu-torch/compare.py "$out/torch-native.json" "$out/torch-guest.json" guest 2>&1 | tee -a "$summary"
 }
 
 case $what in
