@@ -81,11 +81,7 @@ func graphGetEdges(s *Session, c *call, r *protocol.GraphGetEdgesReq) error {
 			ids = append(ids, id)
 		}
 	}
-	rep := protocol.GraphNodesReply{Total: uint32(len(from)), Count: uint32(k)}
-	c.out = protocol.Append(c.out, &rep)
-	for _, id := range ids {
-		c.out = binary.LittleEndian.AppendUint64(c.out, id)
-	}
+	c.replyNodeIDs(len(from), k, ids)
 	return nil
 }
 
@@ -100,23 +96,7 @@ func graphNodeGetDependencies(s *Session, c *call, r *protocol.GraphNodeDepsReq)
 	if err != nil {
 		return err
 	}
-	if uint64(r.First) > uint64(len(nodes)) {
-		return device.Errorf(op, device.ErrInvalidValue, "from node %d of %d", r.First, len(nodes))
-	}
-	rest := nodes[r.First:]
-	rest = rest[:min(len(rest), protocol.MaxGraphNodeList)]
-	ids := make([]uint64, len(rest))
-	for i, h := range rest {
-		if ids[i], err = s.nodeID(op, n.graph, g, h); err != nil {
-			return err
-		}
-	}
-	rep := protocol.GraphNodesReply{Total: uint32(len(nodes)), Count: uint32(len(rest))}
-	c.out = protocol.Append(c.out, &rep)
-	for _, id := range ids {
-		c.out = binary.LittleEndian.AppendUint64(c.out, id)
-	}
-	return nil
+	return s.replyNodeList(c, op, n.graph, g, nodes, r.First)
 }
 
 func graphExecGetFlags(s *Session, c *call, r *protocol.HandleReq) (protocol.GraphExecFlagsReply, error) {

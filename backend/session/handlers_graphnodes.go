@@ -171,23 +171,36 @@ func graphGetNodes(s *Session, c *call, r *protocol.GraphNodesReq) error {
 	if err != nil {
 		return err
 	}
-	if uint64(r.First) > uint64(len(nodes)) {
-		return device.Errorf(op, device.ErrInvalidValue, "from node %d of %d", r.First, len(nodes))
+	return s.replyNodeList(c, op, r.Graph, g, nodes, r.First)
+}
+
+// replyNodeList answers a listing call with nodes[first:] of graph id (at
+// most MaxGraphNodeList of them), as the session's node ids.
+func (s *Session) replyNodeList(c *call, op string, id uint64, g *graphObj, nodes []device.GraphNode, first uint32) error {
+	if uint64(first) > uint64(len(nodes)) {
+		return device.Errorf(op, device.ErrInvalidValue, "from node %d of %d", first, len(nodes))
 	}
-	rest := nodes[r.First:]
+	rest := nodes[first:]
 	rest = rest[:min(len(rest), protocol.MaxGraphNodeList)]
 	ids := make([]uint64, len(rest))
 	for i, h := range rest {
-		if ids[i], err = s.nodeID(op, r.Graph, g, h); err != nil {
+		var err error
+		if ids[i], err = s.nodeID(op, id, g, h); err != nil {
 			return err
 		}
 	}
-	rep := protocol.GraphNodesReply{Total: uint32(len(nodes)), Count: uint32(len(rest))}
+	c.replyNodeIDs(len(nodes), len(rest), ids)
+	return nil
+}
+
+// replyNodeIDs writes a GraphNodesReply of count items out of total, then
+// ids.
+func (c *call) replyNodeIDs(total, count int, ids []uint64) {
+	rep := protocol.GraphNodesReply{Total: uint32(total), Count: uint32(count)}
 	c.out = protocol.Append(c.out, &rep)
 	for _, id := range ids {
 		c.out = binary.LittleEndian.AppendUint64(c.out, id)
 	}
-	return nil
 }
 
 func graphNodeGetType(s *Session, c *call, r *protocol.HandleReq) (protocol.GraphNodeTypeReply, error) {
