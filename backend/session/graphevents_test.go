@@ -111,11 +111,7 @@ func testGraphChildNodes(t *testing.T, o opts) {
 	o.mem, o.allowAll = true, true
 	e := start(t, o)
 	segs := []protocol.Segment{{GPA: 1 << 32, Len: 4096}}
-	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
-		protocol.GuestRegisterReq{Size: 4096}, segs)
-	if err != nil || st != 0 {
-		t.Fatalf("register: %v %v", err, device.Result(st))
-	}
+	reg := e.register(segs)
 	p := e.alloc(4096)
 	strm, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{}, nil)
 	newGraph := func() uint64 {
@@ -193,14 +189,14 @@ func testGraphChildNodes(t *testing.T, o opts) {
 	// region, and is refused once the program frees it.
 	must[protocol.GraphAddMemcpyNodeReq, protocol.HandleReply](e, protocol.OpGraphAddMemcpyNode,
 		protocol.GraphAddMemcpyNodeReq{Graph: cg.Handle, NumDeps: 1, Dir: protocol.GraphCopyDtoH, Src: p,
-			Host: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Len: 64}}, deps(nil, inner[0]))
+			Host: protocol.BufRef{Kind: protocol.BufRegion, Region: reg, Len: 64}}, deps(nil, inner[0]))
 	x2, _ := must[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: parent}, nil)
 	e.guestFill(1<<32, 64, 0xee)
 	launch(x2.Handle)
 	if got := e.guestRead(1<<32, 64); !bytes.Equal(got, bytes.Repeat([]byte{9}, 64)) {
 		t.Fatalf("the node's graph copied % x to pinned memory, want 09...", got[:8])
 	}
-	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg.Region}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg}, nil)
 	st, _, _ = do[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: parent}, nil)
 	wantStatus(t, "instantiate a parent whose child copies freed memory", st, device.ErrInvalidValue)
 	st, _, _ = do[protocol.GraphLaunchReq, protocol.Empty](e, protocol.OpGraphLaunch, protocol.GraphLaunchReq{Exec: x2.Handle, Stream: strm.Handle}, nil)

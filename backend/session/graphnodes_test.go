@@ -42,13 +42,9 @@ func testGraphNodes(t *testing.T, o opts) {
 	e := start(t, o)
 	segs := []protocol.Segment{{GPA: 1<<32 + 8192, Len: 4096}, {GPA: 4096, Len: 4096}} // not contiguous
 	want := append(e.guestFill(segs[0].GPA, 4096, 1), e.guestFill(segs[1].GPA, 4096, 2)...)
-	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
-		protocol.GuestRegisterReq{Size: 8192}, segs)
-	if err != nil || st != 0 {
-		t.Fatalf("register: %v %v", err, device.Result(st))
-	}
+	reg := e.register(segs)
 	region := func(off, n uint64) protocol.BufRef {
-		return protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Offset: off, Len: n}
+		return protocol.BufRef{Kind: protocol.BufRegion, Region: reg, Offset: off, Len: n}
 	}
 	p := e.alloc(8192)
 	fn := e.saxpy()
@@ -140,7 +136,7 @@ func testGraphNodes(t *testing.T, o opts) {
 	if upd.Result == device.GraphUpdateSuccess {
 		t.Fatal("update from a graph with a node fewer succeeded")
 	}
-	st, _, _ = do[protocol.GraphExecUpdateReq, protocol.GraphExecUpdateReply](e, protocol.OpGraphExecUpdate, protocol.GraphExecUpdateReq{Exec: x2.Handle, Graph: g2.Handle}, nil)
+	st, _, _ := do[protocol.GraphExecUpdateReq, protocol.GraphExecUpdateReply](e, protocol.OpGraphExecUpdate, protocol.GraphExecUpdateReq{Exec: x2.Handle, Graph: g2.Handle}, nil)
 	wantStatus(t, "update a destroyed exec", st, device.ErrInvalidHandle)
 	st, _, _ = do[protocol.GraphExecUpdateReq, protocol.GraphExecUpdateReply](e, protocol.OpGraphExecUpdate, protocol.GraphExecUpdateReq{Exec: x.Handle, Graph: 0x9999}, nil)
 	wantStatus(t, "update from a foreign graph", st, device.ErrInvalidHandle)
@@ -222,7 +218,7 @@ func testGraphNodes(t *testing.T, o opts) {
 
 	// Unregistering pinned memory a graph uses: the memory stays mapped
 	// for the backend, but the graph no longer launches or instantiates.
-	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg.Region}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg}, nil)
 	st, _, _ = do[protocol.GraphLaunchReq, protocol.Empty](e, protocol.OpGraphLaunch, protocol.GraphLaunchReq{Exec: x.Handle, Stream: strm.Handle}, nil)
 	wantStatus(t, "launch after the pinned memory was freed", st, device.ErrInvalidValue)
 	st, _, _ = do[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: g.Handle}, nil)
@@ -230,7 +226,7 @@ func testGraphNodes(t *testing.T, o opts) {
 	st, _, _ = do[protocol.GraphInstantiateReq, protocol.HandleReply](e, protocol.OpGraphInstantiate, protocol.GraphInstantiateReq{Graph: g2.Handle}, nil)
 	wantStatus(t, "instantiate the clone after the pinned memory was freed", st, device.ErrInvalidValue)
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroy, protocol.HandleReq{Handle: g2.Handle}, nil)
-	st, _, _ = do[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg.Region}, nil)
+	st, _, _ = do[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg}, nil)
 	wantStatus(t, "unregister twice", st, device.ErrInvalidHandle)
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroy, protocol.HandleReq{Handle: g.Handle}, nil)
 	st, _, _ = do[protocol.HandleReq, protocol.GraphNodeTypeReply](e, protocol.OpGraphNodeGetType, protocol.HandleReq{Handle: in}, nil)
@@ -247,20 +243,16 @@ func testCaptureCopiesPinned(t *testing.T, o opts) {
 	o.mem, o.allowAll = true, true
 	e := start(t, o)
 	segs := []protocol.Segment{{GPA: 1 << 32, Len: 4096}}
-	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
-		protocol.GuestRegisterReq{Size: 4096}, segs)
-	if err != nil || st != 0 {
-		t.Fatalf("register: %v %v", err, device.Result(st))
-	}
+	reg := e.register(segs)
 	p := e.alloc(4096)
 	strm, _ := must[protocol.StreamCreateReq, protocol.HandleReply](e, protocol.OpStreamCreate, protocol.StreamCreateReq{}, nil)
 	s := strm.Handle
 	must[protocol.BeginCaptureReq, protocol.Empty](e, protocol.OpStreamBeginCapture, protocol.BeginCaptureReq{Stream: s}, nil)
 	must[protocol.MemcpyHtoDReq, protocol.Empty](e, protocol.OpMemcpyHtoD, protocol.MemcpyHtoDReq{Dst: p, Stream: s, Flags: protocol.CopyAsync,
-		Src: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Len: 64}}, nil)
+		Src: protocol.BufRef{Kind: protocol.BufRegion, Region: reg, Len: 64}}, nil)
 	must[protocol.MemsetReq, protocol.Empty](e, protocol.OpMemset, protocol.MemsetReq{Dst: p, Count: 8, ElemSize: 1, Value: 0x5a, Stream: s, Flags: protocol.CopyAsync}, nil)
 	must[protocol.MemcpyDtoHReq, protocol.Empty](e, protocol.OpMemcpyDtoH, protocol.MemcpyDtoHReq{Src: p, Stream: s, Flags: protocol.CopyAsync,
-		Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Offset: 1024, Len: 64}}, nil)
+		Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg, Offset: 1024, Len: 64}}, nil)
 	g, _ := must[protocol.HandleReq, protocol.HandleReply](e, protocol.OpStreamEndCapture, protocol.HandleReq{Handle: s}, nil)
 	ids := nodesOf(e, g.Handle, 0)
 	if len(ids) != 3 {
@@ -298,15 +290,15 @@ func testCaptureCopiesPinned(t *testing.T, o opts) {
 	}, device.ErrCaptureUnsupported)
 	wantCaptureInvalidated(t, e, s, p, "a region past its end in a capture", func() int32 {
 		st, _, _ := do[protocol.MemcpyDtoHReq, protocol.Empty](e, protocol.OpMemcpyDtoH, protocol.MemcpyDtoHReq{Src: p, Stream: s, Flags: protocol.CopyAsync,
-			Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Offset: 4000, Len: 200}}, nil)
+			Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg, Offset: 4000, Len: 200}}, nil)
 		return st
 	}, device.ErrInvalidValue)
 	// The session ends with a capture holding the region, a graph and an
 	// executable graph: everything goes.
 	must[protocol.BeginCaptureReq, protocol.Empty](e, protocol.OpStreamBeginCapture, protocol.BeginCaptureReq{Stream: s}, nil)
 	must[protocol.MemcpyDtoHReq, protocol.Empty](e, protocol.OpMemcpyDtoH, protocol.MemcpyDtoHReq{Src: p, Stream: s, Flags: protocol.CopyAsync,
-		Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Len: 64}}, nil)
-	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg.Region}, nil)
+		Dst: protocol.BufRef{Kind: protocol.BufRegion, Region: reg, Len: 64}}, nil)
+	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGuestUnregister, protocol.HandleReq{Handle: reg}, nil)
 	e.ping()
 }
 

@@ -18,13 +18,9 @@ func testGraphNodeParams(t *testing.T, o opts) {
 	o.mem, o.allowAll = true, true
 	e := start(t, o)
 	segs := []protocol.Segment{{GPA: 1 << 32, Len: 4096}}
-	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
-		protocol.GuestRegisterReq{Size: 4096}, segs)
-	if err != nil || st != 0 {
-		t.Fatalf("register: %v %v", err, device.Result(st))
-	}
+	reg := e.register(segs)
 	region := func(off, n uint64) protocol.BufRef {
-		return protocol.BufRef{Kind: protocol.BufRegion, Region: reg.Region, Offset: off, Len: n}
+		return protocol.BufRef{Kind: protocol.BufRegion, Region: reg, Offset: off, Len: n}
 	}
 	p := e.alloc(4096)
 	fn := e.saxpy()
@@ -206,7 +202,7 @@ func testGraphNodeParams(t *testing.T, o opts) {
 	}
 	// A destroyed graph's nodes are no longer the session's.
 	must[protocol.HandleReq, protocol.Empty](e, protocol.OpGraphDestroy, protocol.HandleReq{Handle: g.Handle}, nil)
-	st, _, _ = do[protocol.GraphMemsetNodeSetReq, protocol.Empty](e, protocol.OpGraphMemsetNodeSetParams, protocol.GraphMemsetNodeSetReq{Node: mn.Handle, Exec: x.Handle, Params: memset}, nil)
+	st, _, _ := do[protocol.GraphMemsetNodeSetReq, protocol.Empty](e, protocol.OpGraphMemsetNodeSetParams, protocol.GraphMemsetNodeSetReq{Node: mn.Handle, Exec: x.Handle, Params: memset}, nil)
 	wantStatus(t, "a node of a destroyed graph", st, device.ErrInvalidHandle)
 	if got := run(x.Handle, 1024); !bytes.Equal(got, fill(0x33)) {
 		t.Fatalf("the executable graph after its graph went: % x", got[:8])

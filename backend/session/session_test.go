@@ -212,6 +212,22 @@ func wantStatus(t *testing.T, what string, got int32, want device.Result) {
 	}
 }
 
+// register registers segs of guest memory as one region (GUEST_REGISTER,
+// no flags) and returns the region's handle.
+func (e *env) register(segs []protocol.Segment) uint64 {
+	e.t.Helper()
+	var size uint64
+	for _, sg := range segs {
+		size += uint64(sg.Len)
+	}
+	st, reg, _, err := sessiontestDoSegs[protocol.GuestRegisterReq, protocol.GuestRegisterReply](e, protocol.OpGuestRegister,
+		protocol.GuestRegisterReq{Size: size}, segs)
+	if err != nil || st != 0 {
+		e.t.Fatalf("register: %v %v", err, device.Result(st))
+	}
+	return reg.Region
+}
+
 func (e *env) alloc(n uint64) uint64 {
 	rep, _ := must[protocol.MemAllocReq, protocol.PtrReply](e, protocol.OpMemAlloc, protocol.MemAllocReq{Size: n}, nil)
 	return rep.Ptr
