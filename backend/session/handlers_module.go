@@ -296,7 +296,6 @@ func launchKernelAttrs(s *Session, c *call, r *protocol.LaunchAttrsReq) error {
 	a := r.Attrs
 	attrs := device.LaunchAttrs{Has: a.Has}
 	attrs.Value[device.LaunchAttrCooperative] = a.Cooperative
-	attrs.Value[device.StreamAttrSyncPolicy] = a.SyncPolicy
 	attrs.Value[device.LaunchAttrProgrammaticSerialization] = a.ProgrammaticSerialization
 	attrs.Value[device.StreamAttrPriority] = uint32(a.Priority)
 	attrs.Value[device.StreamAttrMemSyncDomainMap] = a.MemSyncDomainMap

@@ -60,12 +60,13 @@ var (
 )
 
 // maxLaunchAttrs is the most attributes a launch passes: the cluster's
-// two and the eight of device.LaunchAttrs.
-const maxLaunchAttrs = 10
+// two and those of launchAttrIDs.
+const maxLaunchAttrs = 2 + len(launchAttrIDs)
 
 // launchAttrIDs are the attributes of device.LaunchAttrs, in the order
-// they are passed.
-var launchAttrIDs = [...]int{device.StreamAttrAccessPolicyWindow, device.LaunchAttrCooperative, device.StreamAttrSyncPolicy,
+// they are passed. The synchronization policy is not among them: the
+// driver refuses it on a launch, and so does the session's validator.
+var launchAttrIDs = [...]int{device.StreamAttrAccessPolicyWindow, device.LaunchAttrCooperative,
 	device.LaunchAttrProgrammaticSerialization, device.StreamAttrPriority, device.StreamAttrMemSyncDomainMap,
 	device.StreamAttrMemSyncDomain, device.LaunchAttrCarveout}
 
