@@ -108,12 +108,6 @@ static struct phys_mem *phys_locked(uint64_t handle)
 	return NULL;
 }
 
-static int phys_dev_locked(uint64_t handle)
-{
-	struct phys_mem *m = phys_locked(handle);
-	return m ? m->dev : -1;
-}
-
 /* phys_drop_locked forgets m once nothing refers to it. */
 static void phys_drop_locked(struct phys_mem *m)
 {
@@ -223,8 +217,8 @@ CU_API cuMemMap(CUdeviceptr p, size_t size, size_t offset, unsigned long long ha
 		maps = n;
 		capmaps = cap;
 	}
-	maps[nmaps++] = (struct mapping){.base = p, .size = size, .handle = handle, .dev = phys_dev_locked(handle)};
 	struct phys_mem *m = phys_locked(handle);
+	maps[nmaps++] = (struct mapping){.base = p, .size = size, .handle = handle, .dev = m ? m->dev : -1};
 	if (m)
 		m->mapped++;
 	pthread_mutex_unlock(&mu);
