@@ -5,6 +5,23 @@ import (
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
+// runBatched runs f, the call at index idx of a batch, on the session's
+// sub-call (batch frames are not batchable: batches never nest): counted,
+// accounted and, when it fails, logged as a batched call.
+func (s *Session) runBatched(f *protocol.Frame, idx uint32) error {
+	sub := &s.sub
+	sub.reset(f)
+	sub.batch = true
+	err := s.run(sub)
+	sub.release()
+	s.stats.count(f.Opcode, err != nil, 0)
+	s.account(f.Opcode, err == nil, 0)
+	if err != nil {
+		s.guestWarn("batched call failed", "op", f.Opcode, "req", f.RequestID, "index", idx, "err", err)
+	}
+	return err
+}
+
 // batch executes an OpBatch's sub-frames in order and stops at the first
 // failure. The reply (or, with FlagNoReply, an OpNotifyError) says how far
 // it got.
@@ -15,21 +32,13 @@ func batch(s *Session, c *call) error {
 	}
 	rep := protocol.BatchReply{FailedIndex: count}
 	failedOp := protocol.OpBatch
-	sub := &s.sub // OpBatch is not batchable: batches never nest
 	for {
 		f, ok := it.Next()
 		if !ok {
 			break
 		}
 		idx := it.Index() - 1
-		sub.reset(&f)
-		sub.batch = true
-		err := s.run(sub)
-		sub.release()
-		s.stats.count(f.Opcode, err != nil, 0)
-		s.account(f.Opcode, err == nil, 0)
-		if err != nil {
-			s.guestWarn("batched call failed", "op", f.Opcode, "req", f.RequestID, "index", idx, "err", err)
+		if err := s.runBatched(&f, idx); err != nil {
 			rep.FailedIndex, rep.FirstError, rep.FailedRequestID = idx, int32(device.ResultOf(err)), f.RequestID
 			failedOp = f.Opcode
 			break
@@ -89,14 +98,7 @@ func batchSync(s *Session, c *call) error {
 		if failed {
 			continue // skipped after the first failure, as in batch
 		}
-		sub.reset(&f)
-		sub.batch = true
-		err := s.run(sub)
-		sub.release()
-		s.stats.count(f.Opcode, err != nil, 0)
-		s.account(f.Opcode, err == nil, 0)
-		if err != nil {
-			s.guestWarn("batched call failed", "op", f.Opcode, "req", f.RequestID, "index", i, "err", err)
+		if err := s.runBatched(&f, i); err != nil {
 			rep.FailedIndex, rep.FirstError, rep.FailedRequestID = i, int32(device.ResultOf(err)), f.RequestID
 			failed = true
 			continue
