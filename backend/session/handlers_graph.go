@@ -43,6 +43,15 @@ import (
 // reads invalidated too; with a valid capture beside it they reach the
 // device, whose capture END_CAPTURE then discards.
 
+// graph is the session's graph id, or an invalid-handle error of op.
+func (s *Session) graph(op string, id uint64) (*graphObj, error) {
+	g, ok := s.st.graphs[id]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", id)
+	}
+	return g, nil
+}
+
 type graphObj struct {
 	dev int
 	h   device.Graph
@@ -258,9 +267,9 @@ func errCaptureInvalidated(op string, h uint64) error {
 
 func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (protocol.HandleReply, error) {
 	const op = "OpGraphInstantiate"
-	g, ok := s.st.graphs[r.Graph]
-	if !ok {
-		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	g, err := s.graph(op, r.Graph)
+	if err != nil {
+		return protocol.HandleReply{}, err
 	}
 	if retiredRegion(g.regions) {
 		return protocol.HandleReply{}, errFreedPinned(op)
@@ -334,16 +343,16 @@ func errFreedPinned(op string) error {
 }
 
 func graphDestroy(s *Session, c *call, r *protocol.HandleReq) error {
-	g, ok := s.st.graphs[r.Handle]
-	if !ok {
-		return device.Errorf("OpGraphDestroy", device.ErrInvalidHandle, "graph %#x is not this session's", r.Handle)
+	g, err := s.graph("OpGraphDestroy", r.Handle)
+	if err != nil {
+		return err
 	}
 	if g.owner != 0 {
 		return device.Errorf("OpGraphDestroy", device.ErrInvalidValue, "graph %#x is child graph node %#x's: it goes with the node (cuGraphDestroyNode) or the node's graph", r.Handle, g.owner)
 	}
 	delete(s.st.graphs, r.Handle)
 	s.dropObject()
-	err := s.cfg.Devices[g.dev].GraphDestroy(g.h)
+	err = s.cfg.Devices[g.dev].GraphDestroy(g.h)
 	s.forgetGraph(g)
 	return err
 }

@@ -14,9 +14,9 @@ import (
 
 // edges resolves a GraphEdgesReq's graph and its (from, to) pairs.
 func (s *Session) edges(c *call, op string, r *protocol.GraphEdgesReq) (*graphObj, []device.GraphNode, []device.GraphNode, error) {
-	g, ok := s.st.graphs[r.Graph]
-	if !ok {
-		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	g, err := s.graph(op, r.Graph)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if r.Count > protocol.MaxGraphEdges || uint64(len(c.tail)) != 16*uint64(r.Count) {
 		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "%d edges declared (at most %d), the tail holds %d bytes", r.Count, protocol.MaxGraphEdges, len(c.tail))
@@ -56,9 +56,9 @@ const maxEdgeList = protocol.MaxGraphNodeList / 2
 
 func graphGetEdges(s *Session, c *call, r *protocol.GraphGetEdgesReq) error {
 	const op = "OpGraphGetEdges"
-	g, ok := s.st.graphs[r.Graph]
-	if !ok {
-		return device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	g, err := s.graph(op, r.Graph)
+	if err != nil {
+		return err
 	}
 	from, to, err := s.cfg.Devices[g.dev].GraphEdges(g.h)
 	if err != nil {

@@ -150,9 +150,9 @@ func graphAddChildNode(s *Session, c *call, r *protocol.GraphAddChildNodeReq) (p
 	if err != nil {
 		return protocol.HandleReply{}, err
 	}
-	child, ok := s.st.graphs[r.Child]
-	if !ok {
-		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Child)
+	child, err := s.graph(op, r.Child)
+	if err != nil {
+		return protocol.HandleReply{}, err
 	}
 	if child.dev != g.dev {
 		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidValue, "a graph of device %d in a graph of device %d", child.dev, g.dev)
@@ -208,9 +208,9 @@ func graphExecChildNodeSetParams(s *Session, c *call, r *protocol.GraphExecChild
 	if e == nil {
 		return device.Errorf(op, device.ErrInvalidHandle, "no executable graph named")
 	}
-	child, ok := s.st.graphs[r.Child]
-	if !ok {
-		return device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Child)
+	child, err := s.graph(op, r.Child)
+	if err != nil {
+		return err
 	}
 	if child.dev != g.dev {
 		return device.Errorf(op, device.ErrInvalidValue, "a graph of device %d for a node of device %d", child.dev, g.dev)

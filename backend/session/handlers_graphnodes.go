@@ -163,9 +163,9 @@ func (s *Session) nodeID(op string, id uint64, g *graphObj, h device.GraphNode) 
 
 func graphGetNodes(s *Session, c *call, r *protocol.GraphNodesReq) error {
 	const op = "OpGraphGetNodes"
-	g, ok := s.st.graphs[r.Graph]
-	if !ok {
-		return device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	g, err := s.graph(op, r.Graph)
+	if err != nil {
+		return err
 	}
 	nodes, err := s.cfg.Devices[g.dev].GraphNodes(g.h, r.Roots != 0)
 	if err != nil {
@@ -218,9 +218,9 @@ func graphNodeGetType(s *Session, c *call, r *protocol.HandleReq) (protocol.Grap
 // node handles of the tail) of a node to add, and returns the rest of the
 // tail.
 func (s *Session) graphAdd(c *call, op string, graph uint64, numDeps uint32) (*graphObj, []device.GraphNode, []byte, error) {
-	g, ok := s.st.graphs[graph]
-	if !ok {
-		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", graph)
+	g, err := s.graph(op, graph)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if numDeps > protocol.MaxGraphDeps || uint64(numDeps)*8 > uint64(len(c.tail)) {
 		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "%d dependencies declared, the tail holds %d bytes (at most %d)", numDeps, len(c.tail), protocol.MaxGraphDeps)
@@ -401,9 +401,9 @@ func (s *Session) captureCopy(o *streamObj, ctx device.Context, st device.Stream
 
 func graphClone(s *Session, c *call, r *protocol.HandleReq) (protocol.HandleReply, error) {
 	const op = "OpGraphClone"
-	g, ok := s.st.graphs[r.Handle]
-	if !ok {
-		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Handle)
+	g, err := s.graph(op, r.Handle)
+	if err != nil {
+		return protocol.HandleReply{}, err
 	}
 	if err := s.newObject(op, len(s.st.graphs)); err != nil {
 		return protocol.HandleReply{}, err
@@ -458,9 +458,9 @@ func graphExecUpdate(s *Session, c *call, r *protocol.GraphExecUpdateReq) (proto
 	if !ok {
 		return protocol.GraphExecUpdateReply{}, device.Errorf(op, device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Exec)
 	}
-	g, ok := s.st.graphs[r.Graph]
-	if !ok {
-		return protocol.GraphExecUpdateReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Graph)
+	g, err := s.graph(op, r.Graph)
+	if err != nil {
+		return protocol.GraphExecUpdateReply{}, err
 	}
 	if g.dev != e.dev {
 		return protocol.GraphExecUpdateReply{}, device.Errorf(op, device.ErrInvalidValue, "a graph of device %d for an executable graph of device %d", g.dev, e.dev)

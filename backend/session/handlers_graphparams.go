@@ -322,9 +322,9 @@ func graphNodeFindInClone(s *Session, c *call, r *protocol.GraphNodeFindReq) (pr
 	if err != nil {
 		return protocol.HandleReply{}, err
 	}
-	cg, ok := s.st.graphs[r.Clone]
-	if !ok {
-		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph %#x is not this session's", r.Clone)
+	cg, err := s.graph(op, r.Clone)
+	if err != nil {
+		return protocol.HandleReply{}, err
 	}
 	if cg.dev != g.dev {
 		return protocol.HandleReply{}, device.Errorf(op, device.ErrInvalidValue, "a graph of device %d is no clone of a graph of device %d", cg.dev, g.dev)
