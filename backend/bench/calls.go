@@ -35,9 +35,10 @@ type CallResult struct {
 // from request written to reply handed over by the library's reader
 // thread (the backend, both transports, the reader's wake-up and read) and
 // from hand-over to the caller running; the reader thread's sleeps and the
-// doorbells the library rang, per program call.
+// doorbells the library rang, per program call; the share of replies their
+// caller read from the ring itself.
 type Waits struct {
-	PerCall, SleptShare, ReplyUS, HandoffUS, ReaderSleeps, Bells float64
+	PerCall, SleptShare, ReplyUS, HandoffUS, ReaderSleeps, Bells, OwnShare float64
 }
 
 func waits(before, after WaitStats, calls int) *Waits {
@@ -49,7 +50,8 @@ func waits(before, after WaitStats, calls int) *Waits {
 		ReplyUS:      float64(after.NanosReply-before.NanosReply) / 1e3 / float64(n),
 		HandoffUS:    float64(after.NanosHandoff-before.NanosHandoff) / 1e3 / float64(n),
 		ReaderSleeps: float64(after.ReaderSleeps-before.ReaderSleeps) / float64(calls),
-		Bells:        float64(after.Bells-before.Bells) / float64(calls)}
+		Bells:        float64(after.Bells-before.Bells) / float64(calls),
+		OwnShare:     float64(after.Own-before.Own) / float64(n)}
 }
 
 // Layers is one measurement's time per program call in each layer the

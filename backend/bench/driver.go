@@ -183,9 +183,10 @@ type BackendStats struct {
 // counted with VGPU_STATS=1): replies waited for on the rings, how many of
 // them asleep, the nanoseconds from request written to reply handed over
 // by the library's reader thread and from hand-over to the caller running,
-// the reader thread's sleeps, the doorbells the library rang.
+// the reader thread's sleeps, the doorbells the library rang, and the
+// replies their caller read from the ring itself (no hand-over).
 type WaitStats struct {
-	Waits, Slept, NanosReply, NanosHandoff, ReaderSleeps, Bells uint64
+	Waits, Slept, NanosReply, NanosHandoff, ReaderSleeps, Bells, Own uint64
 }
 
 // Waits returns the library's ring-wait counters, or false where the

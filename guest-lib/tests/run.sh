@@ -223,11 +223,13 @@ if start_server; then
 			fail "host mode with VGPU_HOST_SHARE=0: $(grep FAIL "$T/noshare.out" | head -3 | tr '\n' ' ')"
 		fi
 		# shared-memory rings (on by default above): check they were used
-		# (spinning, as on machines with 4 or more CPUs), then small rings that wrap inside every large frame with no
+		# (spinning, as on machines with 4 or more CPUs, where callers read
+		# their replies from the ring themselves, beside the reader thread
+		# and its notifications), then small rings that wrap inside every large frame with no
 		# spinning (every wait sleeps on its eventfd), and VGPU_RING=0
-		if VGPU_RING_SPIN_US=20 VGPU_LOG=info LD_LIBRARY_PATH=$DRV timeout 120 "$T/hostmode_test" memory >"$T/ring.out" 2>&1 &&
-			grep -q "on shared-memory rings" "$T/ring.out"; then
-			pass "host mode (sim) on shared-memory rings"
+		if VGPU_RING_SPIN_US=20 VGPU_STATS=1 VGPU_LOG=info LD_LIBRARY_PATH=$DRV timeout 120 "$T/hostmode_test" >"$T/ring.out" 2>&1 &&
+			grep -q "on shared-memory rings" "$T/ring.out" && grep -Eq "rung to the backend, [1-9][0-9]* replies read by their caller" "$T/ring.out"; then
+			pass "host mode (sim) on shared-memory rings, spinning: callers read their own replies"
 		else
 			fail "host mode on shared-memory rings: $(grep -E 'FAIL|ring' "$T/ring.out" | head -3 | tr '\n' ' ')"
 		fi

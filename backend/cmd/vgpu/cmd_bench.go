@@ -172,12 +172,13 @@ func printWaits(label string, rs []bench.CallResult) {
 	}
 	fmt.Println("# the library's waits on the rings (VGPU_STATS=1): replies waited for per call, the share the caller slept")
 	fmt.Println("# for (its spin ended first), us per reply from request written to reply handed over by the reader thread")
-	fmt.Println("# and from hand-over to the caller running, the reader thread's sleeps and the doorbells rung per call")
-	fmt.Printf("%-8s %-14s %8s %8s %9s %9s %9s %8s\n", "side", "call", "replies", "asleep", "reply us", "handoff", "rsleeps", "bells")
+	fmt.Println("# and from hand-over to the caller running, the reader thread's sleeps and the doorbells rung per call,")
+	fmt.Println("# the share of replies the caller read from the ring itself (own: no hand-over)")
+	fmt.Printf("%-8s %-14s %8s %8s %9s %9s %9s %8s %6s\n", "side", "call", "replies", "asleep", "reply us", "handoff", "rsleeps", "bells", "own")
 	for _, r := range rs {
 		if w := r.Waits; w != nil {
-			fmt.Printf("%-8s %-14s %8.3f %7.0f%% %9.2f %9.2f %9.3f %8.3f\n", label, r.Name, w.PerCall, 100*w.SleptShare,
-				w.ReplyUS, w.HandoffUS, w.ReaderSleeps, w.Bells)
+			fmt.Printf("%-8s %-14s %8.3f %7.0f%% %9.2f %9.2f %9.3f %8.3f %5.0f%%\n", label, r.Name, w.PerCall, 100*w.SleptShare,
+				w.ReplyUS, w.HandoffUS, w.ReaderSleeps, w.Bells, 100*w.OwnShare)
 		}
 	}
 }

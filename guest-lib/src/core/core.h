@@ -17,10 +17,11 @@ void vgpu_opstat_add(uint16_t op, uint64_t bytes_out, uint64_t bytes_in, uint64_
 struct vgpu_waitstat {
 	uint64_t waits;         /* replies a caller waited for on the rings */
 	uint64_t slept;         /* ... of which the caller slept (its spin ended first) */
-	uint64_t ns_reply;      /* request written -> its reply handed over by the reader thread */
+	uint64_t ns_reply;      /* request written -> its reply handed over (by the reader thread, or read by the caller) */
 	uint64_t ns_handoff;    /* handed over -> the caller running again */
 	uint64_t reader_sleeps; /* the reader thread slept on its doorbell (its spin ended first) */
 	uint64_t bells;         /* doorbells the library rang (the backend slept) */
+	uint64_t own;           /* replies their caller read from the ring itself (no hand-over) */
 };
 extern struct vgpu_waitstat vgpu_waitstats;
 int vgpu_stats_enabled(void);
@@ -64,6 +65,15 @@ uint64_t vgpu_ring_write_pos(struct vgpu_ring *r);
 void vgpu_ring_note_carrier(struct vgpu_ring *r);
 int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n);
 int vgpu_ring_pending(struct vgpu_ring *r);
+/* Waits until the backend published completion bytes (1: look, with
+ * pending; another thread may have read them), spinning and then sleeping
+ * as vgpu_ring_read does. Any thread may wait; one reads at a time. It
+ * returns 0 at once when *yield is set while it spins (another thread
+ * takes the ring over), -1 when the socket ended. yield may be NULL. */
+int vgpu_ring_wait_readable(struct vgpu_ring *r, const int *yield);
+/* Without waiting: has the backend published completion bytes past our
+ * position (1: look, with pending, as the one reader)? Any thread. */
+int vgpu_ring_changed(struct vgpu_ring *r);
 uint64_t vgpu_ring_default_spin_ns(void);
 /* A guest's rings (vgpu.ko's pages, mapped at mem): doorbells are dev's
  * VGPU_IOC_RING_BELL and VGPU_IOC_RING_WAIT. destroy unmaps them. */

@@ -116,20 +116,22 @@ struct vgpu_waitstat vgpu_waitstats;
 int vgpu_stats_enabled(void) { return stats_on; }
 
 /* vgpuWaitStats(out, size): the ring-wait counters so far (struct
- * vgpu_waitstat in core.h: six uint64, waits, slept, ns_reply, ns_handoff,
- * reader_sleeps, bells; counted with VGPU_STATS=1, else zero). vgpu bench
+ * vgpu_waitstat in core.h: seven uint64, waits, slept, ns_reply,
+ * ns_handoff, reader_sleeps, bells, own; counted with VGPU_STATS=1, else
+ * zero; a smaller size gets the first ones). vgpu bench
  * calls prints their change per measurement. Returns 0, or 1 without out. */
 VGPU_EXPORT int vgpuWaitStats(void *out, uint64_t size)
 {
 	if (!out)
 		return 1;
-	uint64_t v[6] = {
+	uint64_t v[7] = {
 		__atomic_load_n(&vgpu_waitstats.waits, __ATOMIC_RELAXED),
 		__atomic_load_n(&vgpu_waitstats.slept, __ATOMIC_RELAXED),
 		__atomic_load_n(&vgpu_waitstats.ns_reply, __ATOMIC_RELAXED),
 		__atomic_load_n(&vgpu_waitstats.ns_handoff, __ATOMIC_RELAXED),
 		__atomic_load_n(&vgpu_waitstats.reader_sleeps, __ATOMIC_RELAXED),
 		__atomic_load_n(&vgpu_waitstats.bells, __ATOMIC_RELAXED),
+		__atomic_load_n(&vgpu_waitstats.own, __ATOMIC_RELAXED),
 	};
 	memcpy(out, v, size < sizeof v ? size : sizeof v);
 	return 0;
@@ -219,11 +221,11 @@ static void print_stats(void)
 	if (w.waits || w.reader_sleeps || w.bells)
 		fprintf(o, "rings: %llu replies waited for, %llu of them asleep (the spin ended first); "
 			   "%.2f us from request written to reply handed over, %.2f us from hand-over to the caller running; "
-			   "the reader slept %llu times, %llu doorbells rung to the backend\n",
+			   "the reader slept %llu times, %llu doorbells rung to the backend, %llu replies read by their caller\n",
 			(unsigned long long)w.waits, (unsigned long long)w.slept,
 			w.waits ? (double)w.ns_reply / 1e3 / (double)w.waits : 0.0,
 			w.waits ? (double)w.ns_handoff / 1e3 / (double)w.waits : 0.0,
-			(unsigned long long)w.reader_sleeps, (unsigned long long)w.bells);
+			(unsigned long long)w.reader_sleeps, (unsigned long long)w.bells, (unsigned long long)w.own);
 	pthread_mutex_unlock(&stat_mu);
 	/* the backend's own view of this session: its time vs. the transport's */
 	struct vgpu_session_stats b;

@@ -48,7 +48,7 @@ struct vgpu_ring {
 	uint64_t *taken; /* a guest: request bytes the session took (the backend's) */
 	uint64_t tx; /* request bytes written (local, authoritative) */
 	uint64_t pub; /* ... of which published (the tail we stored) */
-	uint64_t rx; /* completion bytes read */
+	uint64_t rx; /* completion bytes read (one reader at a time; others peek it: changed()) */
 	uint64_t spin_ns;
 	uint64_t last_send; /* ns, atomic: restarts the reader's spin */
 };
@@ -376,37 +376,64 @@ static int avail_ready(struct vgpu_ring *r)
 
 int vgpu_ring_pending(struct vgpu_ring *r) { return avail_ready(r); }
 
+/* Has the backend published completion bytes past our position? A peek
+ * that another thread's read may race with (the positions are loaded one
+ * after the other), so it says only "look"; avail() is the check, made by
+ * the one reader. */
+static int changed(struct vgpu_ring *r)
+{
+	uint64_t rx = __atomic_load_n(&r->rx, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(r->comp_tail, __ATOMIC_ACQUIRE) != rx;
+}
+
+int vgpu_ring_changed(struct vgpu_ring *r) { return changed(r); }
+
+int vgpu_ring_wait_readable(struct vgpu_ring *r, const int *yield)
+{
+	for (;;) {
+		if (changed(r))
+			return 1;
+		/* Spin while a reply may be due: spin_ns past the last request
+		 * sent or frame read, then sleep. */
+		int c = 0;
+		for (;;) {
+			if ((c = changed(r)) != 0)
+				break;
+			if (yield && __atomic_load_n(yield, __ATOMIC_ACQUIRE))
+				return 0;
+			uint64_t now = vgpu_now_ns(), last = __atomic_load_n(&r->last_send, __ATOMIC_RELAXED);
+			if (now - last >= r->spin_ns)
+				break;
+		}
+		if (c)
+			return 1;
+		if (vgpu_stats_enabled())
+			VGPU_WAITSTAT_ADD(reader_sleeps, 1);
+		if (sleep_on(r, r->bell[2], r->cli_sleep, changed) != 0)
+			return -1;
+	}
+}
+
 int vgpu_ring_read(struct vgpu_ring *r, void *p, size_t n)
 {
 	uint8_t *b = p;
 	while (n) {
 		int64_t a = avail(r);
+		if (!a) {
+			if (vgpu_ring_wait_readable(r, NULL) < 0)
+				return -1;
+			continue;
+		}
 		if (a < 0) {
 			VERR("the backend corrupted the completion ring (tail out of range)");
 			return -1;
-		}
-		if (!a) {
-			/* Spin while a reply may be due: spin_ns past the last
-			 * request sent or frame read, then sleep. */
-			for (;;) {
-				if ((a = avail(r)) != 0)
-					break;
-				uint64_t now = vgpu_now_ns(), last = __atomic_load_n(&r->last_send, __ATOMIC_RELAXED);
-				if (now - last >= r->spin_ns)
-					break;
-			}
-			if (!a && vgpu_stats_enabled())
-				VGPU_WAITSTAT_ADD(reader_sleeps, 1);
-			if (!a && sleep_on(r, r->bell[2], r->cli_sleep, avail_ready) != 0)
-				return -1;
-			continue;
 		}
 		uint64_t k = (uint64_t)a < n ? (uint64_t)a : n;
 		uint64_t off = r->rx % r->size;
 		uint64_t first = k < r->size - off ? k : r->size - off;
 		memcpy(b, r->comp + off, first);
 		memcpy(b + first, r->comp, k - first);
-		r->rx += k;
+		__atomic_store_n(&r->rx, r->rx + k, __ATOMIC_RELEASE); /* waiters peek it (changed) */
 		__atomic_store_n(r->comp_head, r->rx, __ATOMIC_SEQ_CST);
 		wake_if(r, r->srv_wait, 1);
 		b += k;

@@ -125,6 +125,15 @@ static uint64_t wait_spin_ns;
 static pthread_mutex_t pend_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pend_cv = PTHREAD_COND_INITIALIZER;
 static struct waiter *pending;
+/* On rings, a caller spinning on its reply reads the completion ring
+ * itself (VGPU_RING_OWN_READ=0 turns it off): no hand-over from the reader
+ * thread, whose wake-up and the caller's then cost 1-2 us a call (H100,
+ * 2026-11-28). rd_mu makes one reader of the ring at a time; while
+ * callers_reading > 0 the reader thread leaves the ring to them (it
+ * spins aside, or sleeps as before once its spin ended). */
+static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
+static int callers_reading;
+static int own_read = 1;
 
 /* batch */
 #define VGPU_BATCH_FIRST 32u
@@ -419,14 +428,51 @@ static void dispatch_frame(uint8_t *f, uint64_t flen)
 	pthread_mutex_unlock(&pend_mu);
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* The reader thread's next frame from the rings: 1 with *f, 0 when the
+ * ring was left to a caller reading it, -1 when the connection failed.
+ * It waits (spins, then sleeps) without rd_mu, so a caller can always
+ * take the ring over. */
+static int reader_ring_frame(uint8_t **f, uint64_t *flen)
+{
+	while (__atomic_load_n(&callers_reading, __ATOMIC_ACQUIRE))
+		cpu_relax();
+	if (broken)
+		return -1;
+	int rc = vgpu_ring_wait_readable(ring, &callers_reading);
+	if (rc <= 0)
+		return rc;
+	if (pthread_mutex_trylock(&rd_mu) != 0)
+		return 0; /* a caller is reading */
+	int p = broken ? -1 : vgpu_ring_pending(ring); /* the check, as the one reader */
+	rc = p <= 0 ? p : read_frame(f, flen) == 0 ? 1 : -1;
+	pthread_mutex_unlock(&rd_mu);
+	if (p < 0 && !broken)
+		VERR("the backend corrupted the completion ring (tail out of range)");
+	return rc;
+}
+
 static void *reader_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
 		uint8_t *f;
 		uint64_t flen;
-		if (read_frame(&f, &flen) != 0)
+		if (ring) {
+			int rc = reader_ring_frame(&f, &flen);
+			if (rc < 0)
+				break;
+			if (rc == 0)
+				continue;
+		} else if (read_frame(&f, &flen) != 0) {
 			break;
+		}
 		dispatch_frame(f, flen);
 	}
 	if (!broken)
@@ -460,6 +506,36 @@ static void host_send(struct waiter *w, const void *a, size_t alen, const void *
 	}
 }
 
+/* A caller on rings spins up to wait_spin_ns past t0 reading the
+ * completion ring itself, dispatching what it reads (others' replies and
+ * notifications too), until its own reply came (see rd_mu). */
+static void own_ring_read(struct waiter *w, uint64_t t0)
+{
+	__atomic_add_fetch(&callers_reading, 1, __ATOMIC_ACQ_REL);
+	while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && vgpu_now_ns() - t0 < wait_spin_ns) {
+		if (!vgpu_ring_changed(ring) || pthread_mutex_trylock(&rd_mu) != 0)
+			continue;
+		int failed = 0, p;
+		while (!broken && !__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && (p = vgpu_ring_pending(ring)) != 0) {
+			uint8_t *f;
+			uint64_t flen;
+			if (p < 0 || read_frame(&f, &flen) != 0) {
+				failed = 1;
+				break;
+			}
+			if (vgpu_stats_enabled() && ((const struct vgpu_header *)f)->request_id == w->id)
+				VGPU_WAITSTAT_ADD(own, 1);
+			dispatch_frame(f, flen);
+		}
+		pthread_mutex_unlock(&rd_mu);
+		if (failed) {
+			VERR("connection to the vgpu backend lost");
+			fail_all_waiters();
+		}
+	}
+	__atomic_sub_fetch(&callers_reading, 1, __ATOMIC_ACQ_REL);
+}
+
 /* Waits for w's reply (whoever completes w removes it from the waiters).
  * On rings it spins a little first: the reader thread polls the ring, so
  * the reply of a short call is handed over without either thread sleeping
@@ -480,6 +556,8 @@ static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 		}
 	} else if (ring) {
 		t0 = vgpu_now_ns();
+		if (own_read && wait_spin_ns)
+			own_ring_read(w, t0);
 		while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && vgpu_now_ns() - t0 < wait_spin_ns)
 			;
 	}
@@ -555,6 +633,16 @@ static int start_reader(void)
 	return 0;
 }
 
+/* How a caller waits for its reply on rings: VGPU_RING_SPIN_US,
+ * VGPU_RING_OWN_READ. */
+static void ring_wait_config(void)
+{
+	const char *sp = getenv("VGPU_RING_SPIN_US");
+	wait_spin_ns = sp && *sp ? strtoull(sp, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
+	const char *o = getenv("VGPU_RING_OWN_READ");
+	own_read = !(o && !strcmp(o, "0"));
+}
+
 /* Host mode, after HELLO offered VGPU_FEATURE_SHM_RING: moves the
  * connection onto shared-memory rings (RING_SETUP with the memfd and
  * eventfds). The reply comes on the ring when the backend accepts, on the
@@ -569,8 +657,7 @@ static void ring_start(void)
 	const char *b = getenv("VGPU_RING_BYTES");
 	if (b && *b)
 		bytes = strtoull(b, NULL, 0);
-	const char *sp = getenv("VGPU_RING_SPIN_US");
-	wait_spin_ns = sp && *sp ? strtoull(sp, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
+	ring_wait_config();
 	struct vgpu_ring *r;
 	int fds[VGPU_RING_FDS];
 	if (vgpu_ring_create(fd, bytes, &r, fds) != 0) {
@@ -766,8 +853,7 @@ static void guest_ring_start(void)
 		munmap(m, a.map_len);
 		return;
 	}
-	const char *sp = getenv("VGPU_RING_SPIN_US");
-	wait_spin_ns = sp && *sp ? strtoull(sp, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
+	ring_wait_config();
 	pthread_atfork(NULL, NULL, ring_child);
 	ring = r;
 	VINFO("on rings in guest RAM of %llu bytes", (unsigned long long)a.ring_bytes);
