@@ -134,12 +134,18 @@ fi
 # 4c. a backend that corrupts the shared-memory ring: errors, no crash or hang
 if $CC $CFLAGS -I"$ROOT/protocol" -o "$T/ring_hostile_test" "$HERE/ring_hostile_test.c" -L"$BUILD" -l:libcuda.so.1 \
 	-lpthread -Wl,-rpath,"$BUILD"; then
-	if VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" >"$T/ring-hostile.out" 2>&1; then
-		pass "a backend that corrupts the completion ring: calls fail with 46, no crash or hang"
-	else
-		fail "corrupt completion ring: $(tail -2 "$T/ring-hostile.out" | tr '\n' ' ')"
-	fi
-	if VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" batchsync >"$T/ring-hostile-bs.out" 2>&1; then
+	# without spinning (the reader thread reads every reply) and spinning
+	# (the caller reads its own)
+	for spin in 0 20; do
+		if VGPU_RING_SPIN_US=$spin VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" >"$T/ring-hostile-$spin.out" 2>&1; then
+			pass "a backend that corrupts the completion ring (VGPU_RING_SPIN_US=$spin): calls fail with 46, no crash or hang"
+		else
+			fail "corrupt completion ring, VGPU_RING_SPIN_US=$spin: $(tail -2 "$T/ring-hostile-$spin.out" | tr '\n' ' ')"
+		fi
+	done
+	# a memset queued (host mode sends the first queued call at once:
+	# VGPU_BATCH_FIRST=32 keeps it for the synchronize to carry)
+	if VGPU_BATCH_FIRST=32 VGPU_LOG=none timeout 60 "$T/ring_hostile_test" "$T/ring-hostile.sock" batchsync >"$T/ring-hostile-bs.out" 2>&1; then
 		pass "a backend whose BATCH_SYNC reply lies about its inner frame: calls fail with 46, no crash or hang"
 	else
 		fail "lying BATCH_SYNC reply: $(tail -2 "$T/ring-hostile-bs.out" | tr '\n' ' ')"
@@ -191,11 +197,11 @@ if start_server; then
 				fail "host mode, pageable copies with $v: $(grep FAIL "$T/staged-$v.out" | head -3 | tr '\n' ' ')"
 			fi
 		done
-		# batches sent from the first queued call on (1, 2, 4, ... calls)
-		if VGPU_BATCH_FIRST=1 LD_LIBRARY_PATH=$DRV timeout 120 "$T/hostmode_test" >"$T/batch1.out" 2>&1; then
-			pass "host mode (sim), VGPU_BATCH_FIRST=1: bursts sent in batches of 1, 2, 4, ..."
+		# batches sent at 32 queued calls, then 64, ... (host mode sends from the first on: 1, 2, 4, ...)
+		if VGPU_BATCH_FIRST=32 LD_LIBRARY_PATH=$DRV timeout 120 "$T/hostmode_test" >"$T/batch1.out" 2>&1; then
+			pass "host mode (sim), VGPU_BATCH_FIRST=32 (a guest's): bursts sent in batches of 32, 64, ..."
 		else
-			fail "host mode with VGPU_BATCH_FIRST=1: $(grep FAIL "$T/batch1.out" | head -3 | tr '\n' ' ')"
+			fail "host mode with VGPU_BATCH_FIRST=32: $(grep FAIL "$T/batch1.out" | head -3 | tr '\n' ' ')"
 		fi
 		# queued calls ride with the synchronous call after them (BATCH_SYNC:
 		# check the frames went so), and the tests that queue calls the old

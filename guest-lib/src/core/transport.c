@@ -50,11 +50,19 @@
  * batch as before; so does a call the backend did not run (ran == 0: a host
  * function is outstanding, whose completion may be behind the frame).
  * After a synchronous call the backend is idle: the first batch is sent at
- * VGPU_BATCH_FIRST (32) calls and each next one at twice as many, up to
- * HELLO's max_batch, so the backend starts on a burst while the library
- * queues the rest (with one batch per burst, the library's time per call
- * and the backend's added up: H200, 1000 launches a burst, 6.9 us a launch
- * against the backend's 5.3).
+ * VGPU_BATCH_FIRST calls and each next one at twice as many, up to HELLO's
+ * max_batch, so the backend starts on a burst while the library queues the
+ * rest (with one batch per burst, the library's time per call and the
+ * backend's added up: H200, 1000 launches a burst, 6.9 us a launch against
+ * the backend's 5.3). VGPU_BATCH_FIRST is 1 in host mode, where replies
+ * and notifications come back in one order: the first call goes at once,
+ * and the GPU runs it while the program makes its next call (a launch and
+ * a synchronize: the synchronize waits for less of the kernel; carried
+ * together in one BATCH_SYNC, the driver's part grew from 9.6-10.3 us to
+ * 13.1, H100 2026-11-28). In a guest it is 32: a batch's error comes on
+ * the notification queue, beside the replies (rings' too), and the
+ * synchronizing call carries what is queued (BATCH_SYNC) to report it in
+ * order.
  *
  * Device output: where the backend runs this process's GPU work in a host
  * process of its own, what the device prints there (kernel printf, assert
@@ -136,13 +144,13 @@ static int callers_reading;
 static int own_read = 1;
 
 /* batch */
-#define VGPU_BATCH_FIRST 32u
+#define VGPU_BATCH_FIRST_GUEST 32u
 static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *batch_buf; /* BatchReq + sub-frames */
 static size_t batch_len, batch_cap;
 static uint32_t batch_count;
 static uint32_t batch_limit; /* this batch is sent at this many calls (0: batch_first) */
-static uint32_t batch_first = VGPU_BATCH_FIRST; /* VGPU_BATCH_FIRST */
+static uint32_t batch_first; /* VGPU_BATCH_FIRST; 0: first_batch() decides */
 static int deferred_err;
 /* Guest mode with BATCH_SYNC: vgpu_sync_point() was called and the next
  * vgpu_call of this thread is the synchronizing call (see there). */
@@ -1415,6 +1423,15 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 	return rc;
 }
 
+/* How many calls the first batch after a synchronous call holds (see the
+ * top of this file). */
+static uint32_t first_batch(void)
+{
+	if (batch_first)
+		return batch_first;
+	return host_mode ? 1 : VGPU_BATCH_FIRST_GUEST;
+}
+
 int vgpu_queue(uint16_t op, const void *req, uint32_t req_len)
 {
 	int rc = vgpu_init();
@@ -1427,8 +1444,10 @@ int vgpu_queue(uint16_t op, const void *req, uint32_t req_len)
 	if (sub + sizeof(struct vgpu_batch_req) > limit)
 		return vgpu_call(op, req, req_len, NULL, 0, NULL, 0, NULL, 0, NULL);
 	pthread_mutex_lock(&batch_mu);
-	if (!batch_limit)
-		batch_limit = batch_first < hello.max_batch ? batch_first : hello.max_batch;
+	if (!batch_limit) {
+		uint32_t first = first_batch();
+		batch_limit = first < hello.max_batch ? first : hello.max_batch;
+	}
 	if (batch_count && (batch_len + sub > limit || batch_count >= batch_limit))
 		flush_locked();
 	if (!batch_buf || batch_len + sub > batch_cap) {
