@@ -29,10 +29,12 @@
 #      VGPU_RING_SPIN_US=100 and --ring-spin 100us, against the default
 #      20). The library runs with VGPU_STATS=1 on rings: the waits tables
 #      of summary-ring.txt say how many replies were waited for asleep and
-#      where a round trip's wait went (vgpuWaitStats); and ring-first1
-#      (VGPU_BATCH_FIRST=1: the first call queued after a synchronous one is
-#      sent at once, so a launch starts on the GPU while the program goes on
-#      to its synchronize).
+#      where a round trip's wait went (vgpuWaitStats); ring-first32
+#      (VGPU_BATCH_FIRST=32, the library's default before 2026-11-28: the
+#      synchronize carries the launch queued before it, against the default
+#      1 of host mode, where the launch leaves at once); ring-own0
+#      (VGPU_RING_OWN_READ=0: the reader thread hands every reply over,
+#      against the default, where a spinning caller reads its own).
 # Writes summary.txt, summary-ring.txt and all.tgz (calls-*.txt, memcpy-*.txt, the serve logs) to $OUT.
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
@@ -155,22 +157,24 @@ for run in 1 2; do
 	PATHS=none ringhost "bsoff-$run" VGPU_BATCH_SYNC=0
 	step "run $run: host mode on rings, spins of 100 us on both sides"
 	PATHS=none SERVE_ARGS="--ring-spin 100us" ringhost "spin100-$run" VGPU_RING_SPIN_US=100
-	# the first call queued after a synchronous one goes at once (a BATCH of
-	# one), so the GPU starts a launch while the program goes on to its
-	# synchronize, which then travels alone (bursts grow 1, 2, 4, ...)
-	step "run $run: host mode on rings, VGPU_BATCH_FIRST=1"
-	PATHS=none ringhost "first1-$run" VGPU_BATCH_FIRST=1
+	# the first call queued after a synchronous one waits for 32 (or the
+	# synchronize that carries it), as before 2026-11-28
+	step "run $run: host mode on rings, VGPU_BATCH_FIRST=32"
+	PATHS=none ringhost "first32-$run" VGPU_BATCH_FIRST=32
+	# every reply handed over by the reader thread, as before 2026-11-28
+	step "run $run: host mode on rings, VGPU_RING_OWN_READ=0"
+	PATHS=none ringhost "own0-$run" VGPU_RING_OWN_READ=0
 done
 step "summary: rings and staging"
 {
 	for run in 1 2; do
 		echo "### run $run (ring on: $(grep -c 'on shared-memory rings' "$out/calls-ring-on-$run.txt") connection(s) on rings)"
-		for f in ring-on ring-off ring-batch4096 ring-bsoff ring-spin100 ring-first1; do
+		for f in ring-on ring-off ring-batch4096 ring-bsoff ring-spin100 ring-first32 ring-own0; do
 			awk -v f="$f" 'FNR==NR && $1=="native" {n[$2]=$4; next}
 				$1=="vgpu" && NF==5 && ($2 in n) {printf "calls %-9s %-14s %8.2f us %6.2fx native\n", f, $2, $4, $4/n[$2]}' \
 				"$out/calls-native-ring-$run.txt" "$out/calls-$f-$run.txt" 2>/dev/null
 		done
-		for f in ring-on ring-bsoff ring-spin100 ring-first1; do
+		for f in ring-on ring-bsoff ring-spin100 ring-first32 ring-own0; do
 			echo "$f:"
 			sed -n '/^# the library.s waits/,$p' "$out/calls-$f-$run.txt" | grep -E '^(side|vgpu) '
 		done

@@ -175,15 +175,22 @@ func TestRingHostile(t *testing.T) {
 			p := hostmodetest.NewRingParts(t, protocol.RingMinBytes)
 			r := hostmodetest.StartRing(t, c, protocol.RingMinBytes, p)
 			r.Ping(t)
+			const big = 2 * protocol.RingMinBytes
+			st, mem, _, err := sessiontest.Do[protocol.MemAllocReq, protocol.PtrReply](r.Client, protocol.OpMemAlloc, &protocol.MemAllocReq{Size: big}, nil)
+			if err != nil || st != 0 {
+				t.Fatalf("MEM_ALLOC: %v %d", err, st)
+			}
 			w := (*uint64)(unsafe.Pointer(&p.Mem.Mem[tc.off]))
 			atomic.StoreUint64(w, tc.val(protocol.RingMinBytes))
 			var one = [8]byte{1}
 			_, _ = unix.Write(p.Bells[0], one[:]) // wake the backend's reader
 			if tc.off == protocol.RingOffCompHead {
-				// The backend's writer notices at its next reply; that
-				// request travels on a fresh frame the reader takes.
-				id := r.ID()
-				_ = r.Send(protocol.AppendFrame(nil, protocol.NewHeader(protocol.OpPing, id), nil, nil))
+				// The backend's writer reads the head again only when the
+				// room it saw last is too small: a reply larger than the
+				// ring (our reader, with nothing new to read, keeps the
+				// corrupt head).
+				req := protocol.MemcpyDtoHReq{Src: mem.Ptr, Dst: protocol.BufRef{Kind: protocol.BufInline, Len: big}}
+				_ = r.Send(protocol.AppendFrame(nil, protocol.NewHeader(protocol.OpMemcpyDtoH, r.ID()), protocol.Append(nil, &req), nil))
 			}
 			select {
 			case <-r.Done():

@@ -106,16 +106,19 @@ type Options struct {
 
 // Endpoint is one side of a ring pair.
 type Endpoint struct {
-	mem      []byte
-	rx, tx   ring
-	rxPos    uint64  // consumed (local, authoritative)
-	txPos    uint64  // produced (local, authoritative)
-	carriers *uint64 // the library's count of fd carriers sent
-	taken    *uint64 // request bytes the session took (guest mode)
-	mySleep  *uint32
-	myWait   *uint32
-	peerSlp  *uint32
-	peerWt   *uint32
+	mem    []byte
+	rx, tx ring
+	rxPos  uint64 // consumed (local, authoritative)
+	txPos  uint64 // produced (local, authoritative)
+	// txHeadSeen is the peer's send-ring head as last read and checked
+	// (under wmu; spaceFor).
+	txHeadSeen uint64
+	carriers   *uint64 // the library's count of fd carriers sent
+	taken      *uint64 // request bytes the session took (guest mode)
+	mySleep    *uint32
+	myWait     *uint32
+	peerSlp    *uint32
+	peerWt     *uint32
 	// rxBell and spaceBell are the eventfds slept on; ringPeer rings the
 	// peer's (for data, or for space); fds are closed on release.
 	rxBell, spaceBell int
@@ -273,6 +276,7 @@ func assemble(hdr []byte, reqData, compData [][]byte, shift uint, ringBytes uint
 	// ours are local from now on.
 	e.rxPos = atomic.LoadUint64(e.rx.head)
 	e.txPos = atomic.LoadUint64(e.tx.tail)
+	e.txHeadSeen = e.txPos - e.tx.size // no room known: the first write reads the head
 	e.consumed.Store(e.rxPos)
 	return e
 }
@@ -421,11 +425,23 @@ func (e *Endpoint) avail() (uint64, error) {
 
 // space returns the free bytes of the send ring.
 func (e *Endpoint) space() (uint64, error) {
-	used := e.txPos - atomic.LoadUint64(e.tx.head)
+	head := atomic.LoadUint64(e.tx.head)
+	used := e.txPos - head
 	if used > e.tx.size {
 		return 0, e.corrupt(fmt.Errorf("%w: send ring head is %d bytes behind our tail %d (ring of %d)", ErrCorrupt, used, e.txPos, e.tx.size))
 	}
+	e.txHeadSeen = head
 	return e.tx.size - used, nil
+}
+
+// spaceFor returns the free bytes of the send ring for a write of n: what
+// the peer's head last read leaves free when that is enough, without
+// reading its cache line again (it only moves forward).
+func (e *Endpoint) spaceFor(n int) (uint64, error) {
+	if free := e.tx.size - (e.txPos - e.txHeadSeen); free >= uint64(n) {
+		return free, nil
+	}
+	return e.space()
 }
 
 func (e *Endpoint) corrupt(err error) error {
@@ -524,7 +540,7 @@ func (e *Endpoint) Write(b []byte) (int, error) {
 		if e.ended.Load() {
 			return done, fmt.Errorf("shmring: write: %w", io.ErrClosedPipe)
 		}
-		free, err := e.space()
+		free, err := e.spaceFor(len(b) - done)
 		if err != nil {
 			return done, err
 		}
@@ -558,7 +574,7 @@ func (e *Endpoint) TryWrite(b []byte) (int, error) {
 	if e.ended.Load() {
 		return 0, fmt.Errorf("shmring: write: %w", io.ErrClosedPipe)
 	}
-	free, err := e.space()
+	free, err := e.spaceFor(len(b))
 	if err != nil || free == 0 {
 		return 0, err
 	}

@@ -48,6 +48,7 @@ struct vgpu_ring {
 	uint64_t *taken; /* a guest: request bytes the session took (the backend's) */
 	uint64_t tx; /* request bytes written (local, authoritative) */
 	uint64_t pub; /* ... of which published (the tail we stored) */
+	uint64_t head_seen; /* the backend's request head as last read (space_for) */
 	uint64_t rx; /* completion bytes read (one reader at a time; others peek it: changed()) */
 	uint64_t spin_ns;
 	uint64_t last_send; /* ns, atomic: restarts the reader's spin */
@@ -99,6 +100,7 @@ static void ring_locate(struct vgpu_ring *r)
 	/* Positions start where the header says (zero when fresh). */
 	r->tx = __atomic_load_n(r->req_tail, __ATOMIC_ACQUIRE);
 	r->pub = r->tx;
+	r->head_seen = r->tx - r->size; /* no room known: the first write reads the head */
 	r->rx = __atomic_load_n(r->comp_head, __ATOMIC_ACQUIRE);
 }
 
@@ -275,10 +277,21 @@ static int sleep_on(struct vgpu_ring *r, int bell, uint32_t *flag, int (*ready)(
  * of range). */
 static int64_t space(struct vgpu_ring *r)
 {
-	uint64_t used = r->tx - __atomic_load_n(r->req_head, __ATOMIC_ACQUIRE);
+	uint64_t head = __atomic_load_n(r->req_head, __ATOMIC_ACQUIRE);
+	uint64_t used = r->tx - head;
 	if (used > r->size)
 		return -1;
+	r->head_seen = head;
 	return (int64_t)(r->size - used);
+}
+
+/* Free request-ring bytes for a write of n: what the backend's head last
+ * read leaves free when that is enough, without reading its cache line
+ * again (it moves only forward, so the room it left is still there). */
+static int64_t space_for(struct vgpu_ring *r, size_t n)
+{
+	uint64_t free = r->size - (r->tx - r->head_seen);
+	return free >= n ? (int64_t)free : space(r);
 }
 
 static int space_ready(struct vgpu_ring *r)
@@ -304,7 +317,7 @@ int vgpu_ring_put(struct vgpu_ring *r, const void *p, size_t n, int last)
 {
 	const uint8_t *b = p;
 	while (n) {
-		int64_t s = space(r);
+		int64_t s = space_for(r, n);
 		if (s < 0) {
 			VERR("the backend corrupted the request ring (head out of range)");
 			return -1;
