@@ -35,7 +35,12 @@
 #      1 of host mode, where the launch leaves at once); ring-own0
 #      (VGPU_RING_OWN_READ=0: the reader thread hands every reply over,
 #      against the default, where a spinning caller reads its own).
-# Writes summary.txt, summary-ring.txt and all.tgz (calls-*.txt, memcpy-*.txt, the serve logs) to $OUT.
+#   6. paired: native and host mode on rings back to back, PAIRS (5) times,
+#      the median ratio per call (summary-paired.txt).
+# Writes summary.txt, summary-ring.txt, summary-paired.txt and all.tgz
+# (calls-*.txt, memcpy-*.txt, the serve logs) to $OUT; a perf-out*.txt
+# there (the caller's copy of this script's output) stays out of the
+# archive and in $OUT.
 #
 # CARRY is what scripts/gpu-carry.sh gathers (default .gpu): vgpu, lib/,
 # cuda-gpu.test. Environment: MIN_TIME per measurement (default 1s); DEVICE
@@ -188,7 +193,39 @@ step "summary: rings and staging"
 		done
 	done
 } | tee "$out/summary-ring.txt"
+# 6. paired: native and host mode on rings (the defaults, --isolate none,
+# untraced) one right after the other, PAIRS times, MIN_TIME_PAIR each: the
+# ratio of each pair, and the median of them per call, so drift over the
+# run (the GPU's, the host's) falls on both sides of every ratio.
+step "paired: native, then host mode on rings, ${PAIRS:-5} times"
+psock=/tmp/vgpu-pair.sock
+rm -f "$psock"
+"$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$psock" --isolate none --log-level warn >"$out/serve-paired.log" 2>&1 &
+psrv=$!
+wait_socket "$psock"
+for i in $(seq "${PAIRS:-5}"); do
+	timeout 120 "$vgpu" bench calls --native --min-time "${MIN_TIME_PAIR:-500ms}" >"$out/calls-pair-native-$i.txt" 2>&1 ||
+		tail -3 "$out/calls-pair-native-$i.txt"
+	LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$psock" timeout 120 "$vgpu" bench calls --min-time "${MIN_TIME_PAIR:-500ms}" >"$out/calls-pair-vgpu-$i.txt" 2>&1 ||
+		tail -3 "$out/calls-pair-vgpu-$i.txt"
+done
+kill $psrv
+wait $psrv 2>/dev/null
+{
+	echo "# pair call native-us vgpu-us ratio (host mode on rings, --isolate none, untraced)"
+	for i in $(seq "${PAIRS:-5}"); do
+		awk -v i="$i" 'FNR==NR && $1=="native" && NF==5 {n[$2]=$4; next}
+			$1=="vgpu" && NF==5 && ($2 in n) {printf "pair %d %-14s %8.2f %8.2f %6.2f\n", i, $2, n[$2], $4, $4/n[$2]}' \
+			"$out/calls-pair-native-$i.txt" "$out/calls-pair-vgpu-$i.txt"
+	done | tee "$out/pairs.tmp"
+	echo "# median ratio per call (goals: launch-async <= 1.11, launch+sync <= 1.5, d2h-4B <= 1.5), min and max"
+	for c in launch-async launch+sync d2h-4B; do
+		awk -v c="$c" '$3==c {print $6}' "$out/pairs.tmp" | sort -n |
+			awk -v c="$c" '{r[NR]=$1} END {if (NR) printf "median %-14s %6.2fx native  (min %.2f, max %.2f, %d pairs)\n", c, (NR%2 ? r[(NR+1)/2] : (r[NR/2]+r[NR/2+1])/2), r[1], r[NR], NR}'
+	done
+	rm -f "$out/pairs.tmp"
+} | tee "$out/summary-paired.txt"
 # The device tool brings back at most 8 files of $OUT: every other file goes into one archive
 # beside the two summaries (the 21:40 run of 2026-11-27 lost its native files to that limit).
-(cd "$out" && tar czf all.tgz --exclude=all.tgz --exclude='summary*.txt' . &&
+(cd "$out" && tar czf all.tgz --exclude=all.tgz --exclude='summary*.txt' --exclude='perf-out*.txt' . &&
 	find . -mindepth 1 -maxdepth 1 ! -name all.tgz ! -name 'summary*.txt' -exec rm -rf {} +)
