@@ -227,5 +227,7 @@ wait $psrv 2>/dev/null
 } | tee "$out/summary-paired.txt"
 # The device tool brings back at most 8 files of $OUT: every other file goes into one archive
 # beside the two summaries (the 21:40 run of 2026-11-27 lost its native files to that limit).
-(cd "$out" && tar czf all.tgz --exclude=all.tgz --exclude='summary*.txt' --exclude='perf-out*.txt' . &&
-	find . -mindepth 1 -maxdepth 1 ! -name all.tgz ! -name 'summary*.txt' -exec rm -rf {} +)
+# (The archive is written beside $OUT, then moved in: tar exits 1 when the
+# folder it reads changes under it, and the files were left behind.)
+(cd "$out" && tar czf "$out.all.tgz" --exclude='summary*.txt' --exclude='perf-out*.txt' . && mv "$out.all.tgz" all.tgz &&
+	find . -mindepth 1 -maxdepth 1 ! -name all.tgz ! -name 'summary*.txt' ! -name 'perf-out*.txt' -exec rm -rf {} +)

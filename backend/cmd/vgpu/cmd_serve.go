@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,6 +55,7 @@ type serveFlags struct {
 	unixShareMax                                                                      int
 	unixShareBytes                                                                    string
 	hostFuncTimeout, slotWait, callTimeout                                            time.Duration
+	cpuProfile                                                                        string
 }
 
 func cmdServe(args []string) int {
@@ -107,6 +109,7 @@ func parseServe(args []string) (f serveFlags, rc int) {
 	fs.BoolVar(&f.allowUnprivileged, "allow-unprivileged-segments", false, "accept guest-physical segments from unprivileged guest ports (testing only: lets any guest process name guest memory)")
 	fs.DurationVar(&f.hostFuncTimeout, "host-func-timeout", session.DefaultHostFuncTimeout, "how long a stream waits for the guest to run a host function it reached; then the stream goes on and the guest gets CUDA_ERROR_TIMEOUT (909)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", session.DefaultCallTimeout, "how long one call may wait for the device (a kernel that does not end); then it is answered CUDA_ERROR_LAUNCH_TIMEOUT (702), the connection closed and, with --isolate process or vm, the worker ended, which ends the kernel (0: no bound)")
+	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a Go CPU profile of this process (not of worker processes) to this file until it stops (go tool pprof reads it): where the backend's own time goes")
 	fs.BoolVar(&f.trace, "trace", os.Getenv("VGPU_TRACE") == "1", "stamp every request at each layer boundary (read, queued, validated, handler, reply; also VGPU_TRACE=1): 'vgpu bench calls' prints the breakdown, GET_STATS carries the sums")
 	if err := fs.Parse(args); err != nil {
 		return f, 2
@@ -253,6 +256,17 @@ func serve(f serveFlags, log hclog.Logger) error {
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			_ = pf.Close()
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); _ = pf.Close() }()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
