@@ -367,8 +367,15 @@ func (s *Session) readLoop() error {
 			s.strayFDs(&h, s.takeFDs())
 			continue
 		}
-		recv := time.Now()
+		// The frame's receipt is its first byte (one clock read per
+		// frame, as the ring delivers a header whole).
 		first := s.frameStart.Load()
+		var recv time.Time
+		if first != 0 {
+			recv = time.Unix(0, first)
+		} else { // the watchdog reset it
+			recv = time.Now()
+		}
 		n := int(h.FrameLen())
 		in := newInFrame()
 		in.buf = getBuf(n)
@@ -521,6 +528,9 @@ func (s *Session) continueSegments(f *protocol.Frame, _ time.Time) {
 // execute runs one request and answers it.
 func (s *Session) execute(c *call, f *protocol.Frame, recv time.Time) {
 	start := time.Now()
+	if c == &s.c {
+		s.startCall(start) // the executor's call (not one the reader answers)
+	}
 	c.reset(f)
 	err := s.guardedRun(c)
 	c.release()

@@ -34,6 +34,9 @@ type running struct {
 	req   atomic.Uint64
 	reply atomic.Bool // the guest waits for an answer
 	fired atomic.Bool // the deadline has ended the session
+	// timed: enterCall took the frame; execute stamps start when it begins
+	// (the executor's own field: one clock read per frame, not two).
+	timed bool
 }
 
 // exempt reports calls the deadline does not cover: the driver compiles
@@ -51,10 +54,21 @@ func (s *Session) enterCall(f *protocol.Frame) {
 	s.cur.op.Store(uint32(f.Opcode))
 	s.cur.req.Store(f.RequestID)
 	s.cur.reply.Store(f.Flags&protocol.FlagNoReply == 0)
-	s.cur.start.Store(time.Now().UnixNano())
+	s.cur.timed = true
 }
 
-func (s *Session) leaveCall() { s.cur.start.Store(0) }
+// startCall starts the deadline's clock of the call enterCall took, at
+// the executor's start of it (execute).
+func (s *Session) startCall(start time.Time) {
+	if s.cur.timed {
+		s.cur.start.Store(start.UnixNano())
+	}
+}
+
+func (s *Session) leaveCall() {
+	s.cur.timed = false
+	s.cur.start.Store(0)
+}
 
 // expireCall ends the session if its current call has run past the
 // deadline (the watchdog, every tick).
