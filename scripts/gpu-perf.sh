@@ -34,7 +34,9 @@
 #      synchronize carries the launch queued before it, against the default
 #      1 of host mode, where the launch leaves at once); ring-own0
 #      (VGPU_RING_OWN_READ=0: the reader thread hands every reply over,
-#      against the default, where a spinning caller reads its own).
+#      against the default, where a spinning caller reads its own);
+#      ring-park0 (VGPU_RING_READER_PARK=0: the reader thread spins aside
+#      while callers read, against the default, where it parks).
 #   6. paired: native and host mode on rings back to back, PAIRS (5) times,
 #      the median ratio per call (summary-paired.txt).
 # Writes summary.txt, summary-ring.txt, summary-paired.txt and all.tgz
@@ -169,17 +171,20 @@ for run in 1 2; do
 	# every reply handed over by the reader thread, as before 2026-11-28
 	step "run $run: host mode on rings, VGPU_RING_OWN_READ=0"
 	PATHS=none ringhost "own0-$run" VGPU_RING_OWN_READ=0
+	# the reader thread spins aside while callers read (the default parks it)
+	step "run $run: host mode on rings, VGPU_RING_READER_PARK=0"
+	PATHS=none ringhost "park0-$run" VGPU_RING_READER_PARK=0
 done
 step "summary: rings and staging"
 {
 	for run in 1 2; do
 		echo "### run $run (ring on: $(grep -c 'on shared-memory rings' "$out/calls-ring-on-$run.txt") connection(s) on rings)"
-		for f in ring-on ring-off ring-batch4096 ring-bsoff ring-spin100 ring-first32 ring-own0; do
+		for f in ring-on ring-off ring-batch4096 ring-bsoff ring-spin100 ring-first32 ring-own0 ring-park0; do
 			awk -v f="$f" 'FNR==NR && $1=="native" {n[$2]=$4; next}
 				$1=="vgpu" && NF==5 && ($2 in n) {printf "calls %-9s %-14s %8.2f us %6.2fx native\n", f, $2, $4, $4/n[$2]}' \
 				"$out/calls-native-ring-$run.txt" "$out/calls-$f-$run.txt" 2>/dev/null
 		done
-		for f in ring-on ring-bsoff ring-spin100 ring-first32 ring-own0; do
+		for f in ring-on ring-bsoff ring-spin100 ring-first32 ring-own0 ring-park0; do
 			echo "$f:"
 			sed -n '/^# the library.s waits/,$p' "$out/calls-$f-$run.txt" | grep -E '^(side|vgpu) '
 		done

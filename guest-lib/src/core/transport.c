@@ -142,6 +142,17 @@ static struct waiter *pending;
 static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
 static int callers_reading;
 static int own_read = 1;
+/* Where the reader thread waits while callers read (VGPU_RING_READER_PARK):
+ * 1 parks it on aside_cv, so it does not spin beside the callers on a core
+ * they may share; a caller that stops spinning without its reply (it
+ * sleeps next and needs the reader) wakes it, and it looks again every
+ * READER_PARK_NS (callers that got their replies leave without a system
+ * call: a notification that comes after them waits that long at most).
+ * 0 spins aside. */
+static int reader_park = 1;
+static pthread_mutex_t aside_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t aside_cv = PTHREAD_COND_INITIALIZER;
+#define READER_PARK_NS 200000ull
 
 /* batch */
 #define VGPU_BATCH_FIRST_GUEST 32u
@@ -455,6 +466,20 @@ static inline void cpu_relax(void)
  * take the ring over. */
 static int reader_ring_frame(uint8_t **f, uint64_t *flen)
 {
+	if (reader_park && __atomic_load_n(&callers_reading, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&aside_mu);
+		while (__atomic_load_n(&callers_reading, __ATOMIC_ACQUIRE) && !broken) {
+			struct timespec dl;
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_nsec += (long)READER_PARK_NS;
+			if (dl.tv_nsec >= 1000000000L) {
+				dl.tv_sec++;
+				dl.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&aside_cv, &aside_mu, &dl); /* and look again */
+		}
+		pthread_mutex_unlock(&aside_mu);
+	}
 	while (__atomic_load_n(&callers_reading, __ATOMIC_ACQUIRE))
 		cpu_relax();
 	if (broken)
@@ -549,6 +574,13 @@ static void own_ring_read(struct waiter *w, uint64_t t0)
 		}
 	}
 	__atomic_sub_fetch(&callers_reading, 1, __ATOMIC_ACQ_REL);
+	if (reader_park && !__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
+		/* The reply is late: this caller sleeps next and needs the
+		 * reader thread, which may be parked. */
+		pthread_mutex_lock(&aside_mu);
+		pthread_cond_broadcast(&aside_cv);
+		pthread_mutex_unlock(&aside_mu);
+	}
 }
 
 /* Waits for w's reply (whoever completes w removes it from the waiters).
@@ -656,6 +688,8 @@ static void ring_wait_config(void)
 	wait_spin_ns = sp && *sp ? strtoull(sp, NULL, 10) * 1000 : vgpu_ring_default_spin_ns();
 	const char *o = getenv("VGPU_RING_OWN_READ");
 	own_read = !(o && !strcmp(o, "0"));
+	const char *pk = getenv("VGPU_RING_READER_PARK");
+	reader_park = !(pk && !strcmp(pk, "0"));
 }
 
 /* Host mode, after HELLO offered VGPU_FEATURE_SHM_RING: moves the
