@@ -38,7 +38,8 @@
 #      ring-park0 (VGPU_RING_READER_PARK=0: the reader thread spins aside
 #      while callers read, against the default, where it parks).
 #   6. paired: native and host mode on rings back to back, PAIRS (5) times,
-#      the median ratio per call (summary-paired.txt).
+#      the median ratio per call (summary-paired.txt); ONLY_PAIRED=1 runs
+#      this step alone.
 # Writes summary.txt, summary-ring.txt, summary-paired.txt and all.tgz
 # (calls-*.txt, memcpy-*.txt, the serve logs) to $OUT; a perf-out*.txt
 # there (the caller's copy of this script's output) stays out of the
@@ -57,6 +58,8 @@ mt=${MIN_TIME:-1s}
 step() { echo "== $(date -u +%H:%M:%S) $*"; }
 wait_socket() { for _ in $(seq 100); do [[ -S $1 ]] && return 0; sleep 0.1; done; echo "no socket $1 after 10 s"; }
 
+# ONLY_PAIRED=1 runs step 6 alone (a second run of the figures the goals are judged on).
+if [[ -z ${ONLY_PAIRED:-} ]]; then
 step "device/cuda GPU tests and purego call cost"
 if [[ -x $carry/cuda-gpu.test ]]; then
 	(cd backend/device/cuda && timeout 180 "$carry/cuda-gpu.test" -test.v -test.count=1) >"$out/gotest-cuda.log" 2>&1
@@ -198,6 +201,8 @@ step "summary: rings and staging"
 		done
 	done
 } | tee "$out/summary-ring.txt"
+fi
+
 # 6. paired: native and host mode on rings (the defaults, --isolate none,
 # untraced) one right after the other, PAIRS times, MIN_TIME_PAIR each: the
 # ratio of each pair, and the median of them per call, so drift over the
