@@ -913,42 +913,54 @@ static void guest_ring_start(void)
 /* Sends a request that gets no reply (FlagNoReply): host mode writes it,
  * guest mode submits it (VGPU_IOC_SUBMIT). Its errors come back as
  * NOTIFY_ERROR notifications (vgpu_notify -> vgpu_defer_error). */
+static int send_frame(uint16_t op, uint64_t id, const void *payload, uint32_t len);
+
 static int send_only(uint16_t op, uint64_t id, const void *payload, uint32_t len)
+{
+	uint64_t t0 = stat_t0();
+	int rc = send_frame(op, id, payload, len);
+	vgpu_opstat_add(op, vgpu_frame_len(len, 0), 0, stat_since(t0), 0);
+	return rc;
+}
+
+/* send_only without the statistics (a call counted when it was queued). */
+static int send_frame(uint16_t op, uint64_t id, const void *payload, uint32_t len)
 {
 	if (broken)
 		return E_UNAVAILABLE;
-	uint64_t t0 = stat_t0();
 	size_t n = vgpu_frame_len(len, 0);
+	int rc = 0;
+	/* Guest rings: a host function's completion goes on the stream, whose
+	 * reader the backend answers it on at once, never behind the ring's
+	 * frames (the call the ring's reader runs may wait for it). */
+	if (host_mode || (ring && op != VGPU_OP_HOST_FUNC_DONE)) {
+		/* header, payload and padding written in place: no copy */
+		struct vgpu_header h;
+		put_header(&h, op, id, len, VGPU_FLAG_NO_REPLY);
+		pthread_mutex_lock(&write_mu);
+		if (host_write_locked(&h, sizeof h, payload, len, n - sizeof h - len, -1) != 0)
+			rc = E_UNAVAILABLE;
+		pthread_mutex_unlock(&write_mu);
+		return rc;
+	}
 	uint8_t *f = calloc(1, n);
 	if (!f)
 		return VGPU_E_OUT_OF_MEMORY;
 	put_header((struct vgpu_header *)f, op, id, len, VGPU_FLAG_NO_REPLY);
 	if (len)
 		memcpy(f + VGPU_HEADER_SIZE, payload, len);
-	int rc = 0;
-	/* Guest rings: a host function's completion goes on the stream, whose
-	 * reader the backend answers it on at once, never behind the ring's
-	 * frames (the call the ring's reader runs may wait for it). */
-	if (host_mode || (ring && op != VGPU_OP_HOST_FUNC_DONE)) {
-		pthread_mutex_lock(&write_mu);
-		if (host_write_locked(f, n, NULL, 0, 0, -1) != 0)
-			rc = E_UNAVAILABLE;
-		pthread_mutex_unlock(&write_mu);
-	} else {
-		struct vgpu_call c;
-		memset(&c, 0, sizeof c);
-		c.frame = (uintptr_t)f;
-		c.frame_len = (uint32_t)n;
-		while (ioctl(fd, VGPU_IOC_SUBMIT, &c) != 0) {
-			if (errno == EINTR)
-				continue;
-			VERR("VGPU_IOC_SUBMIT failed: %s", strerror(errno));
-			rc = errno == ENOMEM ? VGPU_E_OUT_OF_MEMORY : errno == EINVAL ? VGPU_E_INVALID_VALUE : E_UNAVAILABLE;
-			break;
-		}
+	struct vgpu_call c;
+	memset(&c, 0, sizeof c);
+	c.frame = (uintptr_t)f;
+	c.frame_len = (uint32_t)n;
+	while (ioctl(fd, VGPU_IOC_SUBMIT, &c) != 0) {
+		if (errno == EINTR)
+			continue;
+		VERR("VGPU_IOC_SUBMIT failed: %s", strerror(errno));
+		rc = errno == ENOMEM ? VGPU_E_OUT_OF_MEMORY : errno == EINVAL ? VGPU_E_INVALID_VALUE : E_UNAVAILABLE;
+		break;
 	}
 	free(f);
-	vgpu_opstat_add(op, n, 0, stat_since(t0), 0);
 	return rc;
 }
 
@@ -1129,8 +1141,17 @@ static int flush_locked(void)
 	size_t len = batch_len;
 	batch_len = sizeof(struct vgpu_batch_req);
 	/* No reply: the next synchronous call's reply comes after the
-	 * batch's work, and a failure arrives as NOTIFY_ERROR first. */
-	int rc = send_only(VGPU_OP_BATCH, new_id(), batch_buf, (uint32_t)len);
+	 * batch's work, and a failure arrives as NOTIFY_ERROR first. A batch
+	 * of one call (host mode's first after a synchronous call) travels as
+	 * that call: the backend starts it without a batch's unpacking. */
+	int rc;
+	if (n == 1) {
+		struct vgpu_header sh;
+		memcpy(&sh, batch_buf + sizeof *br, sizeof sh);
+		rc = send_frame(sh.opcode, sh.request_id, batch_buf + sizeof *br + sizeof sh, sh.payload_len);
+	} else {
+		rc = send_only(VGPU_OP_BATCH, new_id(), batch_buf, (uint32_t)len);
+	}
 	if (rc) {
 		VWARN("sending a batch of %u calls failed: %d", n, rc);
 		vgpu_defer_error(rc);
