@@ -85,7 +85,7 @@ func (s *Session) tryInline(in *inFrame) bool {
 	// client in the session (nothing queued, nothing executing), which
 	// the queue would always take, and the goroutine that read it reads
 	// nothing more until it has run.
-	s.runFrame(in)
+	s.runFrame(in, true)
 	q.mu.Lock()
 	q.running = false
 	if len(q.q) > 0 {

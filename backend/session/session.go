@@ -441,13 +441,15 @@ func (s *Session) dispatch(in *inFrame) bool {
 
 // runFrame executes one frame with the executor's call (the caller holds
 // the execution token) and frees it.
-func (s *Session) runFrame(in *inFrame) {
+func (s *Session) runFrame(in *inFrame, inline bool) {
 	s.frameFDs = in.fds
 	s.c.sink = in.sink
 	s.c.first, s.c.read = in.first, in.read
+	s.c.inline = inline
 	s.guardedHandleFrame(&in.f, in.recv)
 	s.c.sink = nil
 	s.c.first, s.c.read = 0, 0
+	s.c.inline = false
 	s.closeFDs(s.frameFDs) // unclaimed (a refused or continued frame)
 	s.frameFDs = nil
 }
@@ -459,7 +461,7 @@ func (s *Session) executor(done chan struct{}) {
 		if in == nil {
 			return
 		}
-		s.runFrame(in)
+		s.runFrame(in, false)
 		s.executed(in)
 		in.free()
 	}
@@ -522,12 +524,16 @@ func (s *Session) continueSegments(f *protocol.Frame, _ time.Time) {
 	full := protocol.Frame{Header: p.h, Payload: p.payload, Segs: p.segs}
 	full.Flags &^= protocol.FlagMoreSegments
 	full.NumSegs = uint32(len(p.segs))
+	s.c.inline = false // p.recv is its first frame's: execute reads the clock
 	s.execute(&s.c, &full, p.recv)
 }
 
 // execute runs one request and answers it.
 func (s *Session) execute(c *call, f *protocol.Frame, recv time.Time) {
-	start := time.Now()
+	start := recv // a frame run inline waited for nothing (one clock read a call counts)
+	if !c.inline || s.cfg.Trace {
+		start = time.Now()
+	}
 	if c == &s.c {
 		s.startCall(start) // the executor's call (not one the reader answers)
 	}

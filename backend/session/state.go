@@ -32,6 +32,10 @@ type call struct {
 	// (unix ns; 0: not known, the receipt time is used), validated the
 	// handler's start (tracing only); set per frame.
 	first, read, validated int64
+	// inline: the frame runs on the goroutine that received it, nothing
+	// before it (tryInline): its receipt is its start (execute reads the
+	// clock once less); set per frame.
+	inline bool
 }
 
 type syncPoint struct {
