@@ -52,6 +52,26 @@ func (s *Session) graph(op string, id uint64) (*graphObj, error) {
 	return g, nil
 }
 
+// exec looks up the session's executable graph id, or says it is not
+// this session's (CUDA_ERROR_INVALID_HANDLE, under op).
+func (s *Session) exec(op string, id uint64) (*execObj, error) {
+	e, ok := s.st.execs[id]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidHandle, "executable graph %#x is not this session's", id)
+	}
+	return e, nil
+}
+
+// node looks up the session's graph node id, or says it is not this
+// session's (CUDA_ERROR_INVALID_HANDLE, under op).
+func (s *Session) node(op string, id uint64) (*nodeObj, error) {
+	n, ok := s.st.nodes[id]
+	if !ok {
+		return nil, device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", id)
+	}
+	return n, nil
+}
+
 type graphObj struct {
 	dev int
 	h   device.Graph
@@ -292,9 +312,9 @@ func graphInstantiate(s *Session, c *call, r *protocol.GraphInstantiateReq) (pro
 }
 
 func graphLaunch(s *Session, c *call, r *protocol.GraphLaunchReq) error {
-	e, ok := s.st.execs[r.Exec]
-	if !ok {
-		return device.Errorf("OpGraphLaunch", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Exec)
+	e, err := s.exec("OpGraphLaunch", r.Exec)
+	if err != nil {
+		return err
 	}
 	if retiredRegion(e.regions) {
 		return errFreedPinned("OpGraphLaunch")
@@ -307,13 +327,13 @@ func graphLaunch(s *Session, c *call, r *protocol.GraphLaunchReq) error {
 }
 
 func graphExecDestroy(s *Session, c *call, r *protocol.HandleReq) error {
-	e, ok := s.st.execs[r.Handle]
-	if !ok {
-		return device.Errorf("OpGraphExecDestroy", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Handle)
+	e, err := s.exec("OpGraphExecDestroy", r.Handle)
+	if err != nil {
+		return err
 	}
 	delete(s.st.execs, r.Handle)
 	s.dropObject()
-	err := s.cfg.Devices[e.dev].GraphExecDestroy(e.h)
+	err = s.cfg.Devices[e.dev].GraphExecDestroy(e.h)
 	s.releaseExecRegions(e)
 	s.unuseEvents(e.events)
 	e.events = nil

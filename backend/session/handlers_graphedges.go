@@ -87,9 +87,9 @@ func graphGetEdges(s *Session, c *call, r *protocol.GraphGetEdgesReq) error {
 
 func graphNodeGetDependencies(s *Session, c *call, r *protocol.GraphNodeDepsReq) error {
 	const op = "OpGraphNodeGetDependencies"
-	n, ok := s.st.nodes[r.Node]
-	if !ok {
-		return device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", r.Node)
+	n, err := s.node(op, r.Node)
+	if err != nil {
+		return err
 	}
 	g := s.st.graphs[n.graph]
 	nodes, err := s.cfg.Devices[g.dev].GraphNodeDeps(n.h, r.Dependents != 0)
@@ -100,9 +100,9 @@ func graphNodeGetDependencies(s *Session, c *call, r *protocol.GraphNodeDepsReq)
 }
 
 func graphExecGetFlags(s *Session, c *call, r *protocol.HandleReq) (protocol.GraphExecFlagsReply, error) {
-	e, ok := s.st.execs[r.Handle]
-	if !ok {
-		return protocol.GraphExecFlagsReply{}, device.Errorf("OpGraphExecGetFlags", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Handle)
+	e, err := s.exec("OpGraphExecGetFlags", r.Handle)
+	if err != nil {
+		return protocol.GraphExecFlagsReply{}, err
 	}
 	return protocol.GraphExecFlagsReply{Flags: e.flags}, nil
 }

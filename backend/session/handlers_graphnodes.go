@@ -205,9 +205,9 @@ func (c *call) replyNodeIDs(total, count int, ids []uint64) {
 
 func graphNodeGetType(s *Session, c *call, r *protocol.HandleReq) (protocol.GraphNodeTypeReply, error) {
 	const op = "OpGraphNodeGetType"
-	n, ok := s.st.nodes[r.Handle]
-	if !ok {
-		return protocol.GraphNodeTypeReply{}, device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", r.Handle)
+	n, err := s.node(op, r.Handle)
+	if err != nil {
+		return protocol.GraphNodeTypeReply{}, err
 	}
 	g := s.st.graphs[n.graph]
 	t, err := s.cfg.Devices[g.dev].GraphNodeType(n.h)
@@ -425,9 +425,9 @@ func graphClone(s *Session, c *call, r *protocol.HandleReq) (protocol.HandleRepl
 
 func graphDestroyNode(s *Session, c *call, r *protocol.HandleReq) error {
 	const op = "OpGraphDestroyNode"
-	n, ok := s.st.nodes[r.Handle]
-	if !ok {
-		return device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", r.Handle)
+	n, err := s.node(op, r.Handle)
+	if err != nil {
+		return err
 	}
 	g := s.st.graphs[n.graph]
 	if err := s.cfg.Devices[g.dev].GraphDestroyNode(n.h); err != nil {
@@ -441,9 +441,9 @@ func graphDestroyNode(s *Session, c *call, r *protocol.HandleReq) error {
 }
 
 func graphUpload(s *Session, c *call, r *protocol.GraphLaunchReq) error {
-	e, ok := s.st.execs[r.Exec]
-	if !ok {
-		return device.Errorf("OpGraphUpload", device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Exec)
+	e, err := s.exec("OpGraphUpload", r.Exec)
+	if err != nil {
+		return err
 	}
 	st, err := s.stream(r.Stream, e.dev, true)
 	if err != nil {
@@ -454,9 +454,9 @@ func graphUpload(s *Session, c *call, r *protocol.GraphLaunchReq) error {
 
 func graphExecUpdate(s *Session, c *call, r *protocol.GraphExecUpdateReq) (protocol.GraphExecUpdateReply, error) {
 	const op = "OpGraphExecUpdate"
-	e, ok := s.st.execs[r.Exec]
-	if !ok {
-		return protocol.GraphExecUpdateReply{}, device.Errorf(op, device.ErrInvalidHandle, "executable graph %#x is not this session's", r.Exec)
+	e, err := s.exec(op, r.Exec)
+	if err != nil {
+		return protocol.GraphExecUpdateReply{}, err
 	}
 	g, err := s.graph(op, r.Graph)
 	if err != nil {

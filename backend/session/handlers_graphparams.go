@@ -43,9 +43,9 @@ func (s *Session) funcID(op string, dev int, h device.Function) (uint64, error) 
 // graph). A node of another type is refused here, whatever the device
 // would make of it (typ -1: any type).
 func (s *Session) paramNode(op string, node, exec uint64, typ int) (*graphObj, *nodeObj, *execObj, error) {
-	n, ok := s.st.nodes[node]
-	if !ok {
-		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "graph node %#x is not this session's", node)
+	n, err := s.node(op, node)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	g := s.st.graphs[n.graph]
 	if !n.typed {
@@ -61,9 +61,9 @@ func (s *Session) paramNode(op string, node, exec uint64, typ int) (*graphObj, *
 	if exec == 0 {
 		return g, n, nil, nil
 	}
-	e, ok := s.st.execs[exec]
-	if !ok {
-		return nil, nil, nil, device.Errorf(op, device.ErrInvalidHandle, "executable graph %#x is not this session's", exec)
+	e, err := s.exec(op, exec)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if e.graph != n.graph {
 		return nil, nil, nil, device.Errorf(op, device.ErrInvalidValue, "graph node %#x is not of the graph executable graph %#x was instantiated from", node, exec)
