@@ -35,7 +35,8 @@
  *    shared-memory rings (ring.c; RING_SETUP): frames go on the request
  *    ring, replies and notifications come on the completion ring, fds go
  *    on the socket in carriers; the reader thread starts only then, and a
- *    caller spins briefly on its reply before sleeping.
+ *    caller spins briefly on its reply, reading the completion ring itself
+ *    while it does, before it sleeps and leaves it to the reader thread.
  *
  * Asynchronous calls (launches, memsets, async copies from pinned memory,
  * event records, ...) are queued and sent as one BATCH frame before the
@@ -137,8 +138,8 @@ static struct waiter *pending;
  * itself (VGPU_RING_OWN_READ=0 turns it off): no hand-over from the reader
  * thread, whose wake-up and the caller's then cost 1-2 us a call (H100,
  * 2026-11-28). rd_mu makes one reader of the ring at a time; while
- * callers_reading > 0 the reader thread leaves the ring to them (it
- * spins aside, or sleeps as before once its spin ended). */
+ * callers_reading > 0 the reader thread leaves the ring to them (it parks
+ * or spins aside: reader_park). */
 static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
 static int callers_reading;
 static int own_read = 1;
@@ -584,10 +585,11 @@ static void own_ring_read(struct waiter *w, uint64_t t0)
 }
 
 /* Waits for w's reply (whoever completes w removes it from the waiters).
- * On rings it spins a little first: the reader thread polls the ring, so
- * the reply of a short call is handed over without either thread sleeping
- * or taking pend_mu after the other. Before the reader thread runs (HELLO),
- * the caller reads the socket itself. */
+ * On rings it spins a little first, reading the ring itself
+ * (own_ring_read), so the reply of a short call reaches it without a
+ * hand-over or a sleep; then it sleeps on pend_cv and the reader thread
+ * hands the reply over. Before the reader thread runs (HELLO), the caller
+ * reads the socket itself. */
 static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 {
 	uint64_t t0 = 0; /* on rings: when the wait began (VGPU_STATS) */
