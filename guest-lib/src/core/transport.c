@@ -379,7 +379,7 @@ static void unlink_waiter_locked(struct waiter *w)
 {
 	for (struct waiter **pp = &pending; *pp; pp = &(*pp)->next)
 		if (*pp == w) {
-			*pp = w->next;
+			__atomic_store_n(pp, w->next, __ATOMIC_RELAXED); /* own_ring_read peeks at pending */
 			break;
 		}
 }
@@ -394,7 +394,7 @@ static void fail_all_waiters(void)
 		w->err = E_UNAVAILABLE;
 		__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 	}
-	pending = NULL;
+	__atomic_store_n(&pending, NULL, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&pend_cv);
 	pthread_mutex_unlock(&pend_mu);
 }
@@ -533,7 +533,7 @@ static void host_send(struct waiter *w, const void *a, size_t alen, const void *
 {
 	pthread_mutex_lock(&pend_mu);
 	w->next = pending;
-	pending = w;
+	__atomic_store_n(&pending, w, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&pend_mu);
 
 	size_t pad = (8 - ((alen + blen) & 7)) & 7;
@@ -579,10 +579,13 @@ static void own_ring_read(struct waiter *w, uint64_t t0)
 			fail_all_waiters();
 		}
 	}
-	__atomic_sub_fetch(&callers_reading, 1, __ATOMIC_ACQ_REL);
-	if (reader_park && !__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
-		/* The reply is late: this caller sleeps next and needs the
-		 * reader thread, which may be parked. */
+	int left = __atomic_sub_fetch(&callers_reading, 1, __ATOMIC_ACQ_REL);
+	if (reader_park && (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) ||
+			    (!left && __atomic_load_n(&pending, __ATOMIC_RELAXED)))) {
+		/* The reply is late (this caller sleeps next), or the last
+		 * caller reading leaves others waiting (one that gave up
+		 * while it read): they need the reader thread, which may be
+		 * parked. */
 		pthread_mutex_lock(&aside_mu);
 		pthread_cond_broadcast(&aside_cv);
 		pthread_mutex_unlock(&aside_mu);
