@@ -3,7 +3,6 @@ package session_test
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/vgpu-project/vgpu/backend/device"
 	"github.com/vgpu-project/vgpu/protocol"
@@ -226,19 +225,8 @@ func testCaptureInvalidatedByQueuedCall(t *testing.T, o opts) {
 	body = nil
 	add(protocol.OpMemset, 210, memset)
 	add(protocol.OpMemcpyHtoD, 211, htod)
-	h := protocol.NewHeader(protocol.OpBatch, e.c.ID())
-	h.Flags = protocol.FlagNoReply
-	if err := e.c.Send(protocol.AppendFrame(nil, h, append(protocol.Bytes(&protocol.BatchReq{Count: 2}), body...), nil)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case n := <-e.c.Notes:
-		en, _, _ := protocol.Decode[protocol.ErrorNotify](n.Payload)
-		if n.Opcode != protocol.OpNotifyError || en.RequestID != 211 || device.Result(en.Error) != device.ErrCaptureUnsupported {
-			t.Fatalf("deferred error %v %+v", n.Opcode, en)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no deferred error notification")
+	if en := e.batchDeferredError(append(protocol.Bytes(&protocol.BatchReq{Count: 2}), body...)); en.RequestID != 211 || device.Result(en.Error) != device.ErrCaptureUnsupported {
+		t.Fatalf("deferred error %+v", en)
 	}
 	st, _, _ := do[protocol.MemsetReq, protocol.Empty](e, protocol.OpMemset, protocol.MemsetReq{Dst: q, Count: 64, ElemSize: 1, Value: 0x45, Stream: s, Flags: protocol.CopyAsync}, nil)
 	wantStatus(t, "a call after the refused one", st, device.ErrCaptureInvalidated)

@@ -531,22 +531,32 @@ func TestBatch(t *testing.T) {
 		t.Fatalf("batch effects: % x (the call after the failure must not run)", got)
 	}
 	// FlagNoReply: the failure arrives as a notification.
-	id := e.c.ID()
-	h := protocol.NewHeader(protocol.OpBatch, id)
+	if en := e.batchDeferredError(payload); en.RequestID != 102 || protocol.Opcode(en.Opcode) != protocol.OpMemset {
+		t.Fatalf("deferred error %+v", en)
+	}
+	e.ping()
+}
+
+// batchDeferredError sends an OpBatch of payload (its BatchReq and calls)
+// with FlagNoReply and returns the NOTIFY_ERROR that reports its failure.
+func (e *env) batchDeferredError(payload []byte) protocol.ErrorNotify {
+	e.t.Helper()
+	h := protocol.NewHeader(protocol.OpBatch, e.c.ID())
 	h.Flags = protocol.FlagNoReply
 	if err := e.c.Send(protocol.AppendFrame(nil, h, payload, nil)); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	select {
 	case n := <-e.c.Notes:
 		en, _, _ := protocol.Decode[protocol.ErrorNotify](n.Payload)
-		if n.Opcode != protocol.OpNotifyError || en.RequestID != 102 || protocol.Opcode(en.Opcode) != protocol.OpMemset {
-			t.Fatalf("deferred error %v %+v", n.Opcode, en)
+		if n.Opcode != protocol.OpNotifyError {
+			e.t.Fatalf("deferred error %v %+v", n.Opcode, en)
 		}
+		return en
 	case <-time.After(10 * time.Second):
-		t.Fatal("no deferred error notification")
+		e.t.Fatal("no deferred error notification")
 	}
-	e.ping()
+	return protocol.ErrorNotify{}
 }
 
 func TestQuota(t *testing.T) {
