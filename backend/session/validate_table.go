@@ -1044,15 +1044,20 @@ func checkGraphNodeDeps(s *Session, c *call, r *protocol.GraphNodeDepsReq) error
 }
 
 func checkGraphAddEventNode(s *Session, c *call, r *protocol.GraphAddEventNodeReq) error {
-	if r.Wait > 1 {
-		return invalid(c, "wait %d (0 an event record node, 1 an event wait node)", r.Wait)
+	if err := checkEventNodeKind(c, r.Wait); err != nil {
+		return err
 	}
 	return checkDepsTail[protocol.GraphAddEventNodeReq](c, r.NumDeps, 0)
 }
 
 func checkGraphEventNode(s *Session, c *call, r *protocol.GraphEventNodeReq) error {
-	if r.Wait > 1 {
-		return invalid(c, "wait %d (0 an event record node, 1 an event wait node)", r.Wait)
+	return checkEventNodeKind(c, r.Wait)
+}
+
+// checkEventNodeKind checks an event node's kind: 0 record, 1 wait.
+func checkEventNodeKind(c *call, wait uint32) error {
+	if wait > 1 {
+		return invalid(c, "wait %d (0 an event record node, 1 an event wait node)", wait)
 	}
 	return nil
 }
