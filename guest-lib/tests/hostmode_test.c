@@ -286,6 +286,15 @@ static int failures;
 	} while (0)
 #define OK(call) CHECK((call) == 0)
 
+/* The driver-API tests' start: cuInit, device 0 (*dev), and a context of
+ * the test's own made current (*ctx). */
+static void driver_context(CUcontext *ctx, int *dev)
+{
+	OK(cuInit(0));
+	OK(cuDeviceGet(dev, 0));
+	OK(cuCtxCreate_v2(ctx, 0, *dev));
+}
+
 static void test_devices(void)
 {
 	int n = -1, d = -1, v, rv;
@@ -889,9 +898,7 @@ static void test_export_tables(void)
 	int (*query)(CUcontext, void *, uint64_t *) = (int (*)(CUcontext, void *, uint64_t *))tc[39];
 	int dev;
 	CUcontext ctx, other;
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	void *obj = NULL, *again = NULL, *cur = NULL;
 	OK(obj_of(ctx, 0, &obj));
 	CHECK(obj && ((uint64_t *)obj)[0] == 1 && ((uint64_t *)obj)[2] == (uint64_t)(uintptr_t)ctx);
@@ -1176,9 +1183,7 @@ static void test_driver_capture(void)
 	unsigned long long p, q;
 	uint8_t buf[256], want[256];
 	void *g, *x, *g2, *x2;
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuStreamCreate(&s, 0));
 	OK(cuMemAlloc_v2(&p, sizeof buf));
 	OK(cuMemAlloc_v2(&q, sizeof buf));
@@ -1304,9 +1309,7 @@ static void test_driver_graph_nodes(void)
 	void *g, *x, *fn, *in, *set, *kn, *join, *out, *nodes[8];
 	CUmodule mod;
 	size_t n;
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuStreamCreate(&s, 0));
 	OK(cuMemAlloc_v2(&p, 256));
 	OK(cuMemHostAlloc((void **)&h, 4096, 0));
@@ -1445,9 +1448,7 @@ static void test_driver_graph_node_params(void)
 	void *g, *x, *fn, *kn, *mn, *nodes[2];
 	CUmodule mod;
 	size_t n;
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuStreamCreate(&s, 0));
 	OK(cuMemAlloc_v2(&p, 256));
 	OK(cuModuleLoadData(&mod, ptx));
@@ -1591,9 +1592,7 @@ static void test_driver_graph_edges(void)
 	unsigned long long p, flags = 0;
 	void *g, *x, *a, *b, *z, *from[4], *to[4], *list[4];
 	size_t n;
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuStreamCreate(&s, 0));
 	OK(cuMemAlloc_v2(&p, 256));
 	OK(cuGraphCreate(&g, 0));
@@ -1699,9 +1698,7 @@ static void test_driver_graph_event_child(void)
 	void *g, *x, *m, *rec, *wait, *child, *cg, *cg2, *k, *nodes[2];
 	size_t n;
 	uint8_t buf[64];
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuStreamCreate(&s, 0));
 	OK(cuMemAlloc_v2(&p, 256));
 	OK(cuEventCreate(&e1, 0));
@@ -1789,9 +1786,7 @@ static void test_driver_mempool(void)
 	unsigned long long a, b, base;
 	size_t size;
 	uint8_t buf[512];
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuStreamCreate(&s, 0));
 	OK(cuDeviceGetDefaultMemPool(&pool, dev));
 	OK(cuDeviceGetMemPool(&pool2, dev));
@@ -1881,9 +1876,7 @@ static void test_driver_pointer_attrs(void)
 	void *host, *pool, *got;
 	unsigned u;
 	int i;
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuMemAlloc_v2(&d, 4096));
 	OK(cuPointerGetAttribute(&u, 2, d + 8)); /* MEMORY_TYPE */
 	CHECK(u == 2);                             /* CU_MEMORYTYPE_DEVICE */
@@ -1991,9 +1984,7 @@ static void test_driver_stream_attrs(void)
 	CUcontext ctx;
 	CUstream a, b;
 	unsigned long long mem;
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuStreamCreate(&a, 0));
 	OK(cuStreamCreate(&b, 0));
 	OK(cuMemAlloc_v2(&mem, 1 << 20));
@@ -2037,9 +2028,7 @@ static void test_driver_vmm(void)
 	unsigned long long va, h1, h2, base;
 	size_t gran = 2u << 20, size;
 	static uint8_t in[8192], out[8192];
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	struct mem_alloc_prop prop = {.type = 1, .loc_type = 1, .loc_id = dev};
 	OK(cuMemGetAllocationGranularity(&gran, &prop, 0));
 	CHECK(gran > 0);
@@ -2108,9 +2097,7 @@ static void test_driver_arrays(void)
 	int dev;
 	CUcontext ctx;
 	CUstream s;
-	OK(cuInit(0));
-	OK(cuDeviceGet(&dev, 0));
-	OK(cuCtxCreate_v2(&ctx, 0, dev));
+	driver_context(&ctx, &dev);
 	OK(cuStreamCreate(&s, 0));
 	enum { W = 32, H = 6, P = 200 }; /* 32 floats x 6 rows; host pitch 200 bytes */
 	static uint8_t img[P * H], back[P * H];
