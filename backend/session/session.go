@@ -535,7 +535,7 @@ func (s *Session) execute(c *call, f *protocol.Frame, recv time.Time) {
 		start = time.Now()
 	}
 	if c == &s.c {
-		s.startCall(start) // the executor's call (not one the reader answers)
+		s.startCall(f, start) // the executor's call (not one the reader answers)
 	}
 	c.reset(f)
 	err := s.guardedRun(c)

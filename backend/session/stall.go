@@ -34,9 +34,6 @@ type running struct {
 	req   atomic.Uint64
 	reply atomic.Bool // the guest waits for an answer
 	fired atomic.Bool // the deadline has ended the session
-	// timed: enterCall took the frame; execute stamps start when it begins
-	// (the executor's own field: one clock read per frame, not two).
-	timed bool
 }
 
 // exempt reports calls the deadline does not cover: the driver compiles
@@ -46,29 +43,28 @@ func exempt(op protocol.Opcode) bool {
 	return op.Area() == protocol.AreaModule || op == protocol.OpHello
 }
 
+// timed reports whether the call deadline covers op.
+func (s *Session) timed(op protocol.Opcode) bool { return s.cfg.CallTimeout > 0 && !exempt(op) }
+
 // enterCall and leaveCall bracket one frame's execution.
 func (s *Session) enterCall(f *protocol.Frame) {
-	if s.cfg.CallTimeout <= 0 || exempt(f.Opcode) {
+	if !s.timed(f.Opcode) {
 		return
 	}
 	s.cur.op.Store(uint32(f.Opcode))
 	s.cur.req.Store(f.RequestID)
 	s.cur.reply.Store(f.Flags&protocol.FlagNoReply == 0)
-	s.cur.timed = true
 }
 
 // startCall starts the deadline's clock of the call enterCall took, at
-// the executor's start of it (execute).
-func (s *Session) startCall(start time.Time) {
-	if s.cur.timed {
+// the executor's start of it (execute: one clock read per frame, not two).
+func (s *Session) startCall(f *protocol.Frame, start time.Time) {
+	if s.timed(f.Opcode) {
 		s.cur.start.Store(start.UnixNano())
 	}
 }
 
-func (s *Session) leaveCall() {
-	s.cur.timed = false
-	s.cur.start.Store(0)
-}
+func (s *Session) leaveCall() { s.cur.start.Store(0) }
 
 // expireCall ends the session if its current call has run past the
 // deadline (the watchdog, every tick).
