@@ -168,26 +168,43 @@ func (i *OpInfo) GoName() string {
 	return b.String()
 }
 
-var opIndex = func() map[Opcode]*OpInfo {
-	m := make(map[Opcode]*OpInfo, len(Ops))
+// opSlots finds an opcode's index in Ops without hashing: by its area
+// (high byte), then its number within the area (low byte); -1 is no
+// opcode. Looked up for every frame (validation, batches, statistics).
+var opSlots = func() (t [256][]int16) {
 	for i := range Ops {
-		if _, dup := m[Ops[i].Op]; dup {
+		a, n := Ops[i].Op>>8, int(Ops[i].Op&0xff)
+		for len(t[a]) <= n {
+			t[a] = append(t[a], -1)
+		}
+		if t[a][n] >= 0 {
 			panic(fmt.Sprintf("protocol: opcode %#04x listed twice", uint16(Ops[i].Op)))
 		}
-		m[Ops[i].Op] = &Ops[i]
+		t[a][n] = int16(i)
 	}
-	return m
+	return t
 }()
+
+// Slot returns op's index in Ops, or -1 when op is not an opcode of the
+// table.
+func Slot(op Opcode) int {
+	if s := opSlots[op>>8]; int(op&0xff) < len(s) {
+		return int(s[op&0xff])
+	}
+	return -1
+}
 
 // Lookup returns the table entry for op.
 func Lookup(op Opcode) (*OpInfo, bool) {
-	info, ok := opIndex[op]
-	return info, ok
+	if i := Slot(op); i >= 0 {
+		return &Ops[i], true
+	}
+	return nil, false
 }
 
 // String returns the opcode's name, or its number if unknown.
 func (op Opcode) String() string {
-	if info, ok := opIndex[op]; ok {
+	if info, ok := Lookup(op); ok {
 		return info.Name
 	}
 	return fmt.Sprintf("OP_%#04x", uint16(op))

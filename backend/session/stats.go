@@ -7,23 +7,10 @@ import (
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
-// Every opcode of protocol.Ops has a counter slot; opSlot maps the full
-// 16-bit opcode to it (-1: not an opcode of the table, counted in
-// unknownOps only: 0x1101 is not DEVICE_GET_COUNT).
-var opSlot = func() map[protocol.Opcode]int {
-	m := make(map[protocol.Opcode]int, len(protocol.Ops))
-	for i, info := range protocol.Ops {
-		m[info.Op] = i
-	}
-	return m
-}()
-
-func slot(op protocol.Opcode) int {
-	if i, ok := opSlot[op]; ok {
-		return i
-	}
-	return -1
-}
+// Every opcode of protocol.Ops has a counter slot, its index in the table
+// (-1: not an opcode of the table, counted in unknownOps only: 0x1101 is
+// not DEVICE_GET_COUNT).
+func slot(op protocol.Opcode) int { return protocol.Slot(op) }
 
 // Stats are counters shared by the sessions of a server; all methods are
 // safe for concurrent use.
