@@ -618,6 +618,7 @@ func (e *Endpoint) wait(bell int, flag *uint32, ready func() bool, deadline int6
 			if i&63 == 63 && (time.Since(start) > e.opt.Spin || e.closed.Load()) {
 				break
 			}
+			cpuRelax()
 		}
 	}
 	atomic.StoreUint32(flag, 1)

@@ -337,4 +337,15 @@ int vgpu_host_func(uint64_t stream, vgpu_hostfn fn, void *user);
 /* ---- small helpers ---- */
 VGPU_PRIVATE uint64_t vgpu_now_ns(void);
 
+/* One turn of a spin loop: PAUSE on x86, which leaves the core's other
+ * hardware thread (often the backend, or the driver call it waits for) its
+ * share of the pipeline, and leaves the loop without a memory-order machine
+ * clear when the watched word changes. */
+static inline void vgpu_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 #endif /* VGPU_INTERNAL_H */

@@ -85,7 +85,7 @@ static void *helper_main(void *arg)
 			pthread_mutex_unlock(&job_mu);
 			uint64_t end = now_ns() + par_spin_ns;
 			while (__atomic_load_n(&job_gen, __ATOMIC_ACQUIRE) == seen && now_ns() < end)
-				;
+				vgpu_cpu_relax();
 			pthread_mutex_lock(&job_mu);
 		}
 		while (job_gen == seen)

@@ -326,7 +326,7 @@ int vgpu_ring_put(struct vgpu_ring *r, const void *p, size_t n, int last)
 			publish(r); /* what is written must be readable to make room */
 			uint64_t t0 = vgpu_now_ns();
 			while (!(s = space(r)) && vgpu_now_ns() - t0 < r->spin_ns)
-				;
+				vgpu_cpu_relax();
 			if (!s && sleep_on(r, r->bell[3], r->cli_wait, space_ready) != 0)
 				return -1;
 			continue;
@@ -416,6 +416,7 @@ int vgpu_ring_wait_readable(struct vgpu_ring *r, const int *yield)
 				break;
 			if (yield && __atomic_load_n(yield, __ATOMIC_ACQUIRE))
 				return 0;
+			vgpu_cpu_relax();
 			if (i % 16)
 				continue;
 			uint64_t now = vgpu_now_ns(), sends = __atomic_load_n(&r->sends, __ATOMIC_RELAXED);

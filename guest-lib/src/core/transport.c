@@ -459,13 +459,6 @@ static void dispatch_frame(uint8_t *f, uint64_t flen)
 	pthread_mutex_unlock(&pend_mu);
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#endif
-}
-
 /* The reader thread's next frame from the rings: 1 with *f, 0 when the
  * ring was left to a caller reading it, -1 when the connection failed.
  * It waits (spins, then sleeps) without rd_mu, so a caller can always
@@ -487,7 +480,7 @@ static int reader_ring_frame(uint8_t **f, uint64_t *flen)
 		pthread_mutex_unlock(&aside_mu);
 	}
 	while (__atomic_load_n(&callers_reading, __ATOMIC_ACQUIRE))
-		cpu_relax();
+		vgpu_cpu_relax();
 	if (broken)
 		return -1;
 	int rc = vgpu_ring_wait_readable(ring, &callers_reading);
@@ -559,8 +552,10 @@ static void own_ring_read(struct waiter *w, uint64_t t0)
 	__atomic_add_fetch(&callers_reading, 1, __ATOMIC_ACQ_REL);
 	/* The clock is read every 32 turns: a read can cost ~0.1 us. */
 	for (unsigned i = 1; !__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && (i % 32 || vgpu_now_ns() - t0 < wait_spin_ns); i++) {
-		if (!vgpu_ring_changed(ring) || pthread_mutex_trylock(&rd_mu) != 0)
+		if (!vgpu_ring_changed(ring) || pthread_mutex_trylock(&rd_mu) != 0) {
+			vgpu_cpu_relax();
 			continue;
+		}
 		int failed = 0, p;
 		while (!broken && !__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && (p = vgpu_ring_pending(ring)) != 0) {
 			uint8_t *f;
@@ -616,7 +611,7 @@ static int host_wait(struct waiter *w, uint8_t **reply, uint32_t *reply_len)
 		if (own_read && wait_spin_ns)
 			own_ring_read(w, t0);
 		while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && vgpu_now_ns() - t0 < wait_spin_ns)
-			;
+			vgpu_cpu_relax();
 	}
 	int slept = 0;
 	if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
