@@ -207,3 +207,54 @@ func TestMemset2DAndPatterns(t *testing.T) {
 		t.Fatalf("2D memset past the allocation: %v", err)
 	}
 }
+
+// A stream holds a bounded amount of work not yet started: an enqueue
+// beyond it waits for the stream to run some (as the driver's launch
+// waits on a full push buffer), then goes on.
+func TestStreamQueueIsBounded(t *testing.T) {
+	old := maxQueued
+	maxQueued = 4
+	t.Cleanup(func() { maxQueued = old })
+	c := newCtx(t)
+	s, _ := c.StreamCreate(streamNonBlocking, 0)
+	gate := make(chan struct{})
+	if err := c.LaunchHostFunc(s, func() { <-gate }); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	queued := make(chan int, 16)
+	go func() {
+		for i := 0; i < 10; i++ {
+			if err := c.LaunchHostFunc(s, func() { ran++ }); err != nil {
+				t.Error(err)
+			}
+			queued <- i
+		}
+		close(queued)
+	}()
+	// The first host function holds the stream once it starts: four more
+	// fit behind it, and the fifth waits.
+	n := 0
+	for ; n < 4; n++ {
+		select {
+		case <-queued:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d items queued behind a held stream with room for 4", n)
+		}
+	}
+	select {
+	case <-queued:
+		t.Fatal("a fifth item queued behind a held stream with room for 4")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	for range queued {
+		n++
+	}
+	if err := c.StreamSynchronize(s); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 || ran != 10 {
+		t.Fatalf("queued %d, ran %d of 10 after the stream went on", n, ran)
+	}
+}

@@ -17,6 +17,14 @@ const (
 	defaultStreamHandle = device.DefaultStream
 )
 
+// maxQueued is how much work a stream holds not yet started: enqueueing
+// more waits until the stream runs some, as the driver's launch waits when
+// its push buffer is full. Without it a client launching faster than the
+// stream ran (kernels cost the sim nothing, but a host function or an
+// event wait can hold a stream) grew the backend without limit: 7.5 GB in
+// a minute of BenchmarkHotPath's batched launches. A variable for tests.
+var maxQueued = 1 << 16
+
 // stream runs its work, in order, on one goroutine.
 type stream struct {
 	c       *Context
@@ -54,6 +62,9 @@ func (s *stream) loop() {
 		fn := s.q[0]
 		s.q[0] = nil
 		s.q = s.q[1:]
+		if len(s.q)+1 >= maxQueued {
+			s.cond.Broadcast() // room for an enqueue that waits
+		}
 		s.mu.Unlock()
 		fn()
 		s.mu.Lock()
@@ -62,10 +73,14 @@ func (s *stream) loop() {
 	}
 }
 
-// enqueue appends fn and returns its sequence number.
+// enqueue appends fn and returns its sequence number, waiting while the
+// stream holds maxQueued items not yet started.
 func (s *stream) enqueue(fn func()) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for len(s.q) >= maxQueued && !s.closed {
+		s.cond.Wait()
+	}
 	s.q = append(s.q, fn)
 	s.seq++
 	s.cond.Broadcast()
