@@ -39,7 +39,9 @@
 #      while callers read, against the default, where it parks).
 #   6. paired: native and host mode on rings back to back, PAIRS (5) times,
 #      the median ratio per call (summary-paired.txt); ONLY_PAIRED=1 runs
-#      this step alone.
+#      this step alone. BASE=DIR (another carry: vgpu and lib/ of an older
+#      build) runs that build's backend and library as a third member of each
+#      round, so a change is judged against its baseline in the same run.
 # Writes summary.txt, summary-ring.txt, summary-paired.txt and all.tgz
 # (calls-*.txt, memcpy-*.txt, the serve logs) to $OUT; a perf-out*.txt
 # there (the caller's copy of this script's output) stays out of the
@@ -213,26 +215,56 @@ rm -f "$psock"
 "$vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$psock" --isolate none --log-level warn >"$out/serve-paired.log" 2>&1 &
 psrv=$!
 wait_socket "$psock"
+base=${BASE:+$(realpath "$BASE")}
+bsock=/tmp/vgpu-pair-base.sock
+if [[ -n $base ]]; then
+	rm -f "$bsock"
+	"$base/vgpu" serve --device "${DEVICE:-cuda}" --sim-mem 4G --unix "$bsock" --isolate none --log-level warn >"$out/serve-paired-base.log" 2>&1 &
+	bsrv=$!
+	wait_socket "$bsock"
+fi
 for i in $(seq "${PAIRS:-5}"); do
 	timeout 120 "$vgpu" bench calls --native --min-time "${MIN_TIME_PAIR:-500ms}" >"$out/calls-pair-native-$i.txt" 2>&1 ||
 		tail -3 "$out/calls-pair-native-$i.txt"
-	LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$psock" timeout 120 "$vgpu" bench calls --min-time "${MIN_TIME_PAIR:-500ms}" >"$out/calls-pair-vgpu-$i.txt" 2>&1 ||
-		tail -3 "$out/calls-pair-vgpu-$i.txt"
+	# With BASE, the two builds take turns going first after native.
+	if [[ -n $base && $((i % 2)) == 0 ]]; then order="base vgpu"; else order="vgpu base"; fi
+	for side in $order; do
+		if [[ $side == vgpu ]]; then
+			LD_LIBRARY_PATH="$carry/lib" VGPU_TRANSPORT="unix:$psock" timeout 120 "$vgpu" bench calls --min-time "${MIN_TIME_PAIR:-500ms}" >"$out/calls-pair-vgpu-$i.txt" 2>&1 ||
+				tail -3 "$out/calls-pair-vgpu-$i.txt"
+		elif [[ -n $base ]]; then
+			LD_LIBRARY_PATH="$base/lib" VGPU_TRANSPORT="unix:$bsock" timeout 120 "$base/vgpu" bench calls --min-time "${MIN_TIME_PAIR:-500ms}" >"$out/calls-pair-base-$i.txt" 2>&1 ||
+				tail -3 "$out/calls-pair-base-$i.txt"
+		fi
+	done
 done
-kill $psrv
-wait $psrv 2>/dev/null
-{
-	echo "# pair call native-us vgpu-us ratio (host mode on rings, --isolate none, untraced)"
+kill $psrv ${bsrv:-}
+wait $psrv ${bsrv:-} 2>/dev/null
+# pairs SIDE: "pair i call native-us SIDE-us ratio" for each round.
+pairs() {
 	for i in $(seq "${PAIRS:-5}"); do
 		awk -v i="$i" 'FNR==NR && $1=="native" && NF==5 {n[$2]=$4; next}
 			$1=="vgpu" && NF==5 && ($2 in n) {printf "pair %d %-14s %8.2f %8.2f %6.2f\n", i, $2, n[$2], $4, $4/n[$2]}' \
-			"$out/calls-pair-native-$i.txt" "$out/calls-pair-vgpu-$i.txt"
-	done | tee "$out/pairs.tmp"
-	echo "# median ratio per call (goals: launch-async <= 1.11, launch+sync <= 1.5, d2h-4B <= 1.5), min and max"
-	for c in launch-async launch+sync d2h-4B; do
-		awk -v c="$c" '$3==c {print $6}' "$out/pairs.tmp" | sort -n |
-			awk -v c="$c" '{r[NR]=$1} END {if (NR) printf "median %-14s %6.2fx native  (min %.2f, max %.2f, %d pairs)\n", c, (NR%2 ? r[(NR+1)/2] : (r[NR/2]+r[NR/2+1])/2), r[1], r[NR], NR}'
+			"$out/calls-pair-native-$i.txt" "$out/calls-pair-$1-$i.txt"
 	done
+}
+# medians LABEL FILE: the median of each call's ratios.
+medians() {
+	for c in launch-async launch+sync d2h-4B; do
+		awk -v c="$c" '$3==c {print $6}' "$2" | sort -n |
+			awk -v c="$c" -v l="$1" '{r[NR]=$1} END {if (NR) printf "median%s %-14s %6.2fx native  (min %.2f, max %.2f, %d pairs)\n", l, c, (NR%2 ? r[(NR+1)/2] : (r[NR/2]+r[NR/2+1])/2), r[1], r[NR], NR}'
+	done
+}
+{
+	echo "# pair call native-us vgpu-us ratio (host mode on rings, --isolate none, untraced)"
+	pairs vgpu | tee "$out/pairs.tmp"
+	echo "# median ratio per call (goals: launch-async <= 1.11, launch+sync <= 1.5, d2h-4B <= 1.5), min and max"
+	medians "" "$out/pairs.tmp"
+	if [[ -n $base ]]; then
+		echo "# the same rounds, BASE ($base) against the same native runs"
+		pairs base | tee "$out/pairs.tmp"
+		medians "-base" "$out/pairs.tmp"
+	fi
 	rm -f "$out/pairs.tmp"
 } | tee "$out/summary-paired.txt"
 # The device tool brings back at most 8 files of $OUT: every other file goes into one archive
