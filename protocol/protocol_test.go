@@ -171,3 +171,29 @@ func TestInlineBytes(t *testing.T) {
 		}
 	}
 }
+
+// Slot and Lookup find every opcode of the table at its own index, and
+// nothing else: not an area's number past its last opcode, not an area
+// without opcodes, not the number of one area's opcode in another area.
+func TestSlot(t *testing.T) {
+	for i := range Ops {
+		if got := Slot(Ops[i].Op); got != i {
+			t.Fatalf("Slot(%v) = %d, want %d", Ops[i].Op, got, i)
+		}
+		if info, ok := Lookup(Ops[i].Op); !ok || info != &Ops[i] {
+			t.Fatalf("Lookup(%v) = %v, %v", Ops[i].Op, info, ok)
+		}
+	}
+	for _, op := range []Opcode{0, 0x1101, 0xffff, 0x00ff, OpHostFuncDone | 0xf0, OpHostFuncDone&0xff | 0xfe00} {
+		if i := Slot(op); i >= 0 && Ops[i].Op != op {
+			t.Fatalf("Slot(%#04x) = %d, which is %v", uint16(op), i, Ops[i].Op)
+		} else if i < 0 {
+			if _, ok := Lookup(op); ok {
+				t.Fatalf("Lookup(%#04x) found an entry Slot did not", uint16(op))
+			}
+		}
+	}
+	if Slot(0x1101) != -1 || Slot(0xffff) != -1 {
+		t.Fatal("opcodes outside the table have a slot")
+	}
+}
