@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/beevik/etree"
 )
@@ -90,24 +91,29 @@ func AddVGPU(doc []byte, opts Options) ([]byte, error) {
 	// Checked after the edits, which add elements: text beside them would
 	// be re-indented on every pass.
 	if e := mixedContent(dom); e != nil {
-		return nil, fmt.Errorf("domainxml: <%s> holds both text and elements, which no libvirt domain does", e.FullTag())
+		return nil, fmt.Errorf("domainxml: <%s> holds both text and elements (or comments or directives), which no libvirt domain does", e.FullTag())
 	}
 	d.Indent(2)
 	return d.WriteToBytes()
 }
 
 // mixedContent returns the first element under e (or e) that has both
-// non-blank text and child elements.
+// non-blank text and other content (elements, comments, directives,
+// processing instructions): Indent puts line breaks around that content,
+// and the text would change on every pass.
 func mixedContent(e *etree.Element) *etree.Element {
-	kids := e.ChildElements()
-	if len(kids) > 0 {
-		for _, t := range e.Child {
-			if cd, ok := t.(*etree.CharData); ok && !cd.IsWhitespace() {
-				return e
-			}
+	text, other := false, false
+	for _, t := range e.Child {
+		if cd, ok := t.(*etree.CharData); ok {
+			text = text || !cd.IsWhitespace()
+		} else {
+			other = true
 		}
 	}
-	for _, c := range kids {
+	if text && other {
+		return e
+	}
+	for _, c := range e.ChildElements() {
 		if m := mixedContent(c); m != nil {
 			return m
 		}
@@ -241,6 +247,11 @@ func commandline(dom *etree.Element, opts Options) error {
 			prefix = a.Key
 		}
 	}
+	if prefix != "" && !xmlName(prefix) {
+		// encoding/xml reads such a declaration, but not the elements
+		// written with its prefix: the output could not be read back.
+		return fmt.Errorf("domainxml: the domain binds %s to the prefix %q, which is not an XML name", QEMUNamespace, prefix)
+	}
 	if prefix == "" {
 		if a := dom.SelectAttr("xmlns:qemu"); a != nil {
 			return fmt.Errorf("domainxml: the domain binds the prefix qemu to %q, not %s", a.Value, QEMUNamespace)
@@ -287,4 +298,18 @@ func commandline(dom *etree.Element, opts Options) error {
 		cl.CreateElement(prefix+":arg").CreateAttr("value", v)
 	}
 	return nil
+}
+
+// xmlName reports whether s is an XML name without a colon (a namespace
+// prefix): a letter or '_' first, then letters, digits, '_', '-' or '.'.
+func xmlName(s string) bool {
+	for i, r := range s {
+		switch {
+		case r == '_' || unicode.IsLetter(r):
+		case i > 0 && (r == '-' || r == '.' || unicode.IsDigit(r)):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }

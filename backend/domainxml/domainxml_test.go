@@ -219,6 +219,9 @@ func TestAddVGPUErrors(t *testing.T) {
 		{"port on pc", read(t, "pc-machine.xml"), Options{HotplugPort: true}, "needs a q35 machine"},
 		{"comma in socket", read(t, "virt-install.xml"), Options{Socket: "/run/a,b.sock"}, "may not contain commas"},
 		{"qemu prefix taken", []byte(`<domain xmlns:qemu="urn:other"><devices/></domain>`), Options{Socket: "/s"}, "binds the prefix qemu"},
+		{"text beside an element", []byte(`<domain><features>x<acpi/></features><devices/></domain>`), Options{Socket: "/s"}, "holds both text"},
+		{"text beside a directive", []byte(`<domain><features>0<!0></features></domain>`), Options{Socket: "/s"}, "holds both text"},
+		{"qemu prefix not a name", []byte(`<domain xmlns:8="` + QEMUNamespace + `"><devices/></domain>`), Options{Socket: "/s"}, "not an XML name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := AddVGPU(tc.doc, tc.opts)
