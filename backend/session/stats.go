@@ -7,13 +7,10 @@ import (
 	"github.com/vgpu-project/vgpu/protocol"
 )
 
-// Every opcode of protocol.Ops has a counter slot, its index in the table
-// (-1: not an opcode of the table, counted in unknownOps only: 0x1101 is
-// not DEVICE_GET_COUNT).
-func slot(op protocol.Opcode) int { return protocol.Slot(op) }
-
 // Stats are counters shared by the sessions of a server; all methods are
-// safe for concurrent use.
+// safe for concurrent use. Every opcode of protocol.Ops has its counters at
+// its index in the table (protocol.Slot); an opcode outside the table is
+// counted in unknownOps only (0x1101 is not DEVICE_GET_COUNT).
 type Stats struct {
 	calls            []atomic.Uint64
 	errs             []atomic.Uint64
@@ -43,7 +40,7 @@ func (s *Stats) init() {
 }
 
 func (s *Stats) count(op protocol.Opcode, failed bool, nanos int64) {
-	i := slot(op)
+	i := protocol.Slot(op)
 	if i < 0 {
 		return
 	}
@@ -93,8 +90,7 @@ type Snapshot struct {
 func (s *Stats) Snapshot() Snapshot {
 	out := Snapshot{Ops: map[string]OpStats{}, EngineCopies: map[string]uint64{}}
 	s.init()
-	for _, info := range protocol.Ops {
-		i := slot(info.Op)
+	for i, info := range protocol.Ops {
 		if c := s.calls[i].Load(); c > 0 {
 			out.Ops[info.Name] = OpStats{Calls: c, Errors: s.errs[i].Load(), Nanos: s.nanos[i].Load()}
 		}
